@@ -1,0 +1,98 @@
+#include "cdp-bridge/bridge.h"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "common/pump.h"
+
+namespace cabin::cdp {
+namespace {
+
+constexpr size_t kMaxUpstreamHeader = 16 * 1024;
+
+bool token68(std::string_view v, size_t max) {
+  if (v.empty() || v.size() > max) return false;
+  for (char c : v) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+Error bad_upstream(std::string message) {
+  return make_error(Errc::kBadGateway, "browser_handshake", std::move(message));
+}
+
+}  // namespace
+
+http::request<http::empty_body> make_upstream_upgrade(const http::request_header<>& client,
+                                                      const std::string& path, int port) {
+  http::request<http::empty_body> req{http::verb::get, path, 11};
+  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
+  req.set(http::field::upgrade, "websocket");
+  req.set(http::field::connection, "Upgrade");
+  for (auto f : {http::field::sec_websocket_key, http::field::sec_websocket_version,
+                 http::field::sec_websocket_extensions, http::field::sec_websocket_protocol}) {
+    if (auto it = client.find(f); it != client.end()) req.set(f, it->value());
+  }
+  return req;
+}
+
+Result<http::response<http::empty_body>> make_client_answer(const http::response_header<>& up) {
+  if (up.result() != http::status::switching_protocols) {
+    return bad_upstream("browser refused the WebSocket upgrade (" +
+                        std::to_string(up.result_int()) + ")");
+  }
+  auto accept = up.find(http::field::sec_websocket_accept);
+  if (accept == up.end() || !token68(accept->value(), 64)) {
+    return bad_upstream("browser answer lacks Sec-WebSocket-Accept");
+  }
+  http::response<http::empty_body> res{http::status::switching_protocols, 11};
+  res.set(http::field::upgrade, "websocket");
+  res.set(http::field::connection, "Upgrade");
+  res.set(http::field::sec_websocket_accept, accept->value());
+  for (auto f : {http::field::sec_websocket_extensions, http::field::sec_websocket_protocol}) {
+    if (auto it = up.find(f); it != up.end() && token68(it->value(), 256)) {
+      res.set(f, it->value());
+    }
+  }
+  return res;
+}
+
+net::awaitable<Result<http::response<http::empty_body>>> upstream_handshake(
+    TunnelSocket& tunnel, beast::flat_buffer& tunnel_buffer,
+    const http::request_header<>& client_request, const std::string& path, int port) {
+  boost::system::error_code ec;
+  auto upgrade = make_upstream_upgrade(client_request, path, port);
+  co_await http::async_write(tunnel, upgrade, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_upstream("writing upgrade: " + ec.message());
+  http::response_parser<http::empty_body> parser;
+  parser.header_limit(kMaxUpstreamHeader);
+  co_await http::async_read_header(tunnel, tunnel_buffer, parser,
+                                   net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_upstream("reading upgrade answer: " + ec.message());
+  co_return make_client_answer(parser.get());
+}
+
+net::awaitable<void> splice(ClientSocket client, beast::flat_buffer client_buffer,
+                            http::response<http::empty_body> answer, TunnelSocket tunnel,
+                            beast::flat_buffer tunnel_buffer) {
+  boost::system::error_code ec;
+  client.set_option(net::ip::tcp::no_delay(true), ec);
+  co_await http::async_write(client, answer, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+  if (client_buffer.size() > 0) {
+    co_await net::async_write(tunnel, client_buffer.data(),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  if (!ec && tunnel_buffer.size() > 0) {
+    co_await net::async_write(client, tunnel_buffer.data(),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  if (ec) co_return;
+  co_await pump(std::move(client), std::move(tunnel));
+}
+
+}  // namespace cabin::cdp

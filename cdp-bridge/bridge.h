@@ -1,0 +1,46 @@
+// CDP WebSocket bridge: forwards a client's WebSocket upgrade to Chromium through a tunnel, then
+// pumps bytes both ways without parsing CDP frames.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+
+#include <string>
+
+#include "common/result.h"
+
+namespace cabin::cdp {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+using ClientSocket = net::ip::tcp::socket;
+using TunnelSocket = net::generic::stream_protocol::socket;
+
+// Header fields of a client upgrade that travel to the browser; everything else (cookies,
+// Authorization, Origin, forwarding headers) stays on the host.
+http::request<http::empty_body> make_upstream_upgrade(const http::request_header<>& client,
+                                                      const std::string& path, int port);
+
+// Checks the browser's answer and builds the one sent to the client.
+Result<http::response<http::empty_body>> make_client_answer(const http::response_header<>& upstream);
+
+// Sends the client's upgrade to the browser over the tunnel and reads its answer; returns the
+// answer to give the client. Nothing is written to the client here.
+net::awaitable<Result<http::response<http::empty_body>>> upstream_handshake(
+    TunnelSocket& tunnel, beast::flat_buffer& tunnel_buffer,
+    const http::request_header<>& client_request, const std::string& path, int port);
+
+// Gives the client its answer, forwards bytes either side sent early, then pumps until both
+// directions end.
+net::awaitable<void> splice(ClientSocket client, beast::flat_buffer client_buffer,
+                            http::response<http::empty_body> answer, TunnelSocket tunnel,
+                            beast::flat_buffer tunnel_buffer);
+
+}  // namespace cabin::cdp

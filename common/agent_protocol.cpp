@@ -1,0 +1,121 @@
+#include "common/agent_protocol.h"
+
+#include "common/json_fields.h"
+
+namespace cabin::agent_protocol {
+
+using nlohmann::json;
+
+Result<ExecRequest> parse_exec_request(std::string_view body) {
+  auto j = parse_object(body);
+  if (!j) return j.error();
+  if (auto r = reject_unknown(*j, {"argv", "timeout_ms", "max_output_bytes", "env", "cwd", "stdin"});
+      !r) {
+    return r.error();
+  }
+  ExecRequest req;
+  auto argv = j->find("argv");
+  if (argv == j->end()) return invalid_field("argv", "is required");
+  if (!argv->is_array() || argv->empty()) return invalid_field("argv", "must be a non-empty array");
+  if (argv->size() > kMaxArgs) return invalid_field("argv", "has too many arguments");
+  for (size_t i = 0; i < argv->size(); ++i) {
+    auto s = read_string((*argv)[i], "argv[" + std::to_string(i) + "]", kMaxArgBytes);
+    if (!s) return s.error();
+    if (s->find('\0') != std::string::npos) return invalid_field("argv", "contains a NUL byte");
+    req.argv.push_back(std::move(*s));
+  }
+  if (req.argv[0].empty()) return invalid_field("argv[0]", "must not be empty");
+  if (auto it = j->find("timeout_ms"); it != j->end()) {
+    auto n = read_int(*it, "timeout_ms", 1, kMaxTimeoutMs);
+    if (!n) return n.error();
+    req.timeout_ms = *n;
+  }
+  if (auto it = j->find("max_output_bytes"); it != j->end()) {
+    auto n = read_int(*it, "max_output_bytes", 0, kMaxOutputBytes);
+    if (!n) return n.error();
+    req.max_output_bytes = *n;
+  }
+  if (auto it = j->find("env"); it != j->end()) {
+    if (!it->is_object()) return invalid_field("env", "must be an object of strings");
+    if (it->size() > kMaxEnv) return invalid_field("env", "has too many entries");
+    for (const auto& [k, v] : it->items()) {
+      if (k.empty() || k.size() > 256 || k.find('=') != std::string::npos ||
+          k.find('\0') != std::string::npos) {
+        return invalid_field("env", "has an invalid name");
+      }
+      auto s = read_string(v, "env." + k, kMaxArgBytes);
+      if (!s) return s.error();
+      if (s->find('\0') != std::string::npos) return invalid_field("env." + k, "contains NUL");
+      req.env[k] = std::move(*s);
+    }
+  }
+  if (auto it = j->find("cwd"); it != j->end()) {
+    auto s = read_string(*it, "cwd", 4096);
+    if (!s) return s.error();
+    if (s->find('\0') != std::string::npos) return invalid_field("cwd", "contains NUL");
+    req.cwd = std::move(*s);
+  }
+  if (auto it = j->find("stdin"); it != j->end()) {
+    auto s = read_string(*it, "stdin", kMaxStdin);
+    if (!s) return s.error();
+    req.stdin_data = std::move(*s);
+  }
+  return req;
+}
+
+json to_json(const ExecRequest& r) {
+  json j = {{"argv", r.argv}, {"timeout_ms", r.timeout_ms}, {"max_output_bytes", r.max_output_bytes}};
+  if (!r.env.empty()) j["env"] = r.env;
+  if (!r.cwd.empty()) j["cwd"] = r.cwd;
+  if (r.stdin_data) j["stdin"] = *r.stdin_data;
+  return j;
+}
+
+Result<ExecResult> parse_exec_result(std::string_view body, int64_t max_output_bytes) {
+  auto bad = [](const std::string& why) {
+    return make_error(Errc::kBadGateway, "agent_error", "exec answer from the agent: " + why);
+  };
+  json j = json::parse(body, nullptr, false);
+  if (!j.is_object()) return bad("not a JSON object");
+  ExecResult r;
+  auto get_bool = [&](const char* k, bool& out) {
+    auto it = j.find(k);
+    if (it == j.end() || !it->is_boolean()) return false;
+    out = it->get<bool>();
+    return true;
+  };
+  auto get_text = [&](const char* k, std::string& out) {
+    auto it = j.find(k);
+    if (it == j.end() || !it->is_string()) return false;
+    out = it->get<std::string>();
+    return static_cast<int64_t>(out.size()) <= max_output_bytes * 3 + 16;
+  };
+  auto code = j.find("exit_code");
+  auto dur = j.find("duration_ms");
+  if (code == j.end() || !code->is_number_integer() || dur == j.end() ||
+      !dur->is_number_integer()) {
+    return bad("exit_code or duration_ms missing");
+  }
+  r.exit_code = code->get<int>();
+  r.duration_ms = dur->get<int64_t>();
+  if (auto s = j.find("signal"); s != j.end() && s->is_number_integer()) r.signal = s->get<int>();
+  if (!get_bool("timed_out", r.timed_out) || !get_bool("stdout_truncated", r.stdout_truncated) ||
+      !get_bool("stderr_truncated", r.stderr_truncated) || !get_text("stdout", r.stdout_data) ||
+      !get_text("stderr", r.stderr_data)) {
+    return bad("fields missing, mistyped or too large");
+  }
+  return r;
+}
+
+json to_json(const ExecResult& r) {
+  return {{"exit_code", r.exit_code},
+          {"signal", r.signal ? json(*r.signal) : json(nullptr)},
+          {"timed_out", r.timed_out},
+          {"stdout", r.stdout_data},
+          {"stderr", r.stderr_data},
+          {"stdout_truncated", r.stdout_truncated},
+          {"stderr_truncated", r.stderr_truncated},
+          {"duration_ms", r.duration_ms}};
+}
+
+}  // namespace cabin::agent_protocol

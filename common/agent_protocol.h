@@ -1,0 +1,54 @@
+// Typed messages of the cabin-agent protocol (docs/agent-protocol.md), parsed strictly on both
+// sides: cabind checks what clients send and what the guest answers; the agent checks cabind.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace cabin::agent_protocol {
+
+inline constexpr size_t kMaxArgs = 4096;
+inline constexpr size_t kMaxArgBytes = 128 * 1024;
+inline constexpr size_t kMaxEnv = 256;
+inline constexpr size_t kMaxStdin = 1024 * 1024;
+inline constexpr int64_t kDefaultTimeoutMs = 30000;
+inline constexpr int64_t kMaxTimeoutMs = 600000;
+inline constexpr int64_t kDefaultOutputBytes = 1024 * 1024;
+inline constexpr int64_t kMaxOutputBytes = 16 * 1024 * 1024;
+
+struct ExecRequest {
+  std::vector<std::string> argv;
+  int64_t timeout_ms = kDefaultTimeoutMs;
+  int64_t max_output_bytes = kDefaultOutputBytes;
+  std::map<std::string, std::string> env;
+  std::string cwd;                   // empty: the agent's
+  std::optional<std::string> stdin_data;
+};
+
+struct ExecResult {
+  int exit_code = -1;                // -1 when killed by a signal
+  std::optional<int> signal;
+  bool timed_out = false;
+  std::string stdout_data;
+  std::string stderr_data;
+  bool stdout_truncated = false;
+  bool stderr_truncated = false;
+  int64_t duration_ms = 0;
+};
+
+Result<ExecRequest> parse_exec_request(std::string_view body);
+nlohmann::json to_json(const ExecRequest& r);
+
+// Parses the agent's answer; `max_output_bytes` bounds each stream (a guest may lie).
+Result<ExecResult> parse_exec_result(std::string_view body, int64_t max_output_bytes);
+nlohmann::json to_json(const ExecResult& r);
+
+}  // namespace cabin::agent_protocol

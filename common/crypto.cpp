@@ -1,0 +1,119 @@
+#include "common/crypto.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <array>
+#include <cstdlib>
+
+namespace cabin {
+
+std::string random_bytes(size_t n) {
+  std::string out(n, '\0');
+  if (n > 0 && RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
+    std::abort();
+  }
+  return out;
+}
+
+std::string random_hex(size_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string raw = random_bytes(n);
+  std::string out;
+  out.reserve(2 * n);
+  for (unsigned char c : raw) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+std::string hmac_sha256(std::string_view key, std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), md, &len);
+  return std::string(reinterpret_cast<char*>(md), len);
+}
+
+std::string sha256_hex(std::string_view data) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), md);
+  std::string out;
+  for (unsigned char c : md) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+namespace {
+constexpr char kB64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string encode(std::string_view data, const char* alphabet, bool pad) {
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  size_t i = 0;
+  auto b = [&](size_t k) { return static_cast<unsigned char>(data[k]); };
+  for (; i + 2 < data.size(); i += 3) {
+    unsigned v = (b(i) << 16) | (b(i + 1) << 8) | b(i + 2);
+    out.push_back(alphabet[(v >> 18) & 63]);
+    out.push_back(alphabet[(v >> 12) & 63]);
+    out.push_back(alphabet[(v >> 6) & 63]);
+    out.push_back(alphabet[v & 63]);
+  }
+  size_t rest = data.size() - i;
+  if (rest == 1) {
+    unsigned v = b(i) << 16;
+    out.push_back(alphabet[(v >> 18) & 63]);
+    out.push_back(alphabet[(v >> 12) & 63]);
+    if (pad) out.append("==");
+  } else if (rest == 2) {
+    unsigned v = (b(i) << 16) | (b(i + 1) << 8);
+    out.push_back(alphabet[(v >> 18) & 63]);
+    out.push_back(alphabet[(v >> 12) & 63]);
+    out.push_back(alphabet[(v >> 6) & 63]);
+    if (pad) out.push_back('=');
+  }
+  return out;
+}
+}  // namespace
+
+std::string base64url_encode(std::string_view data) { return encode(data, kB64Url, false); }
+std::string base64_encode(std::string_view data) { return encode(data, kB64, true); }
+
+std::optional<std::string> base64url_decode(std::string_view text) {
+  std::array<int, 256> rev;
+  rev.fill(-1);
+  for (int i = 0; i < 64; ++i) rev[static_cast<unsigned char>(kB64Url[i])] = i;
+  if (text.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  unsigned acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    int v = rev[static_cast<unsigned char>(c)];
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  // Non-canonical encodings (stray low bits) are rejected so one token has one spelling.
+  if (bits > 0 && (acc & ((1u << bits) - 1)) != 0) return std::nullopt;
+  return out;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+}  // namespace cabin

@@ -1,0 +1,26 @@
+// Small cryptographic helpers over OpenSSL: random bytes, HMAC-SHA256, encodings, constant-time compare.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cabin {
+
+// Cryptographically secure random bytes; aborts if the RNG fails (an invariant, not input).
+std::string random_bytes(size_t n);
+// n random bytes as lowercase hex (2n characters).
+std::string random_hex(size_t n);
+
+std::string hmac_sha256(std::string_view key, std::string_view data);
+std::string sha256_hex(std::string_view data);
+
+std::string base64url_encode(std::string_view data);
+// Rejects padding, whitespace and characters outside the URL-safe alphabet.
+std::optional<std::string> base64url_decode(std::string_view text);
+std::string base64_encode(std::string_view data);
+
+// Compares without leaking where the inputs differ; lengths may leak.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+}  // namespace cabin

@@ -1,0 +1,43 @@
+#include "server/api/ids.h"
+
+#include "common/crypto.h"
+
+namespace cabin::api {
+
+std::string new_session_id() {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string raw = random_bytes(kSessionIdRandomChars);
+  std::string id(kSessionIdPrefix);
+  // 252 = 7 * 36: values past it would bias the alphabet, so they are redrawn.
+  for (size_t i = 0; id.size() < kSessionIdPrefix.size() + kSessionIdRandomChars; ++i) {
+    if (i == raw.size()) {
+      raw = random_bytes(kSessionIdRandomChars);
+      i = 0;
+    }
+    auto c = static_cast<unsigned char>(raw[i]);
+    if (c < 252) id.push_back(kAlphabet[c % 36]);
+  }
+  return id;
+}
+
+bool valid_session_id(std::string_view id) {
+  if (id.size() != kSessionIdPrefix.size() + kSessionIdRandomChars) return false;
+  if (id.substr(0, kSessionIdPrefix.size()) != kSessionIdPrefix) return false;
+  for (char c : id.substr(kSessionIdPrefix.size())) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+bool valid_target_id(std::string_view id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace cabin::api

@@ -1,0 +1,17 @@
+// Session ids: a fixed alphabet and length, checked at the edge before an id reaches a path or a query.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace cabin::api {
+
+inline constexpr std::string_view kSessionIdPrefix = "ses_";
+inline constexpr size_t kSessionIdRandomChars = 20;  // [a-z0-9], ~103 bits
+
+std::string new_session_id();
+bool valid_session_id(std::string_view id);
+// Chromium target ids are 32 upper-case hex digits; accept [A-Za-z0-9] up to 64.
+bool valid_target_id(std::string_view id);
+
+}  // namespace cabin::api

@@ -1,0 +1,145 @@
+#include "server/api/router.h"
+
+#include <vector>
+
+#include "server/api/ids.h"
+
+namespace cabin::api {
+namespace {
+
+Error not_found() { return make_error(Errc::kNotFound, "not_found", "no such endpoint"); }
+
+Error method_not_allowed(std::string_view allowed) {
+  return Error{Errc::kMethodNotAllowed, "method_not_allowed",
+               "method not allowed; use " + std::string(allowed)};
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Splits "/a/b/" into {"a","b"}; a single trailing slash is allowed, other empty segments are not.
+bool split_path(std::string_view path, std::vector<std::string_view>& out) {
+  if (path.empty() || path[0] != '/') return false;
+  path.remove_prefix(1);
+  if (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  if (path.empty()) return true;
+  size_t start = 0;
+  while (true) {
+    size_t pos = path.find('/', start);
+    std::string_view seg = path.substr(start, pos == std::string_view::npos ? pos : pos - start);
+    if (seg.empty() || seg == "." || seg == "..") return false;
+    out.push_back(seg);
+    if (pos == std::string_view::npos) return true;
+    start = pos + 1;
+  }
+}
+
+Result<std::map<std::string, std::string>> parse_query(std::string_view q) {
+  std::map<std::string, std::string> out;
+  while (!q.empty()) {
+    size_t amp = q.find('&');
+    std::string_view pair = q.substr(0, amp);
+    q = amp == std::string_view::npos ? std::string_view{} : q.substr(amp + 1);
+    if (pair.empty()) continue;
+    size_t eq = pair.find('=');
+    auto key = percent_decode(pair.substr(0, eq));
+    auto value = percent_decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1));
+    if (!key || !value) {
+      return make_error(Errc::kInvalidArgument, "bad_query", "malformed query string");
+    }
+    if (out.size() >= kMaxQueryParams) {
+      return make_error(Errc::kInvalidArgument, "bad_query", "too many query parameters");
+    }
+    out[*key] = *value;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%') {
+      if (i + 2 >= s.size()) {
+        return make_error(Errc::kInvalidArgument, "bad_query", "bad percent escape");
+      }
+      int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
+      if (hi < 0 || lo < 0) {
+        return make_error(Errc::kInvalidArgument, "bad_query", "bad percent escape");
+      }
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (s[i] == '+') {
+      out.push_back(' ');
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+Result<Route> route(std::string_view method, std::string_view target) {
+  size_t qpos = target.find('?');
+  std::string_view path = target.substr(0, qpos);
+  std::vector<std::string_view> seg;
+  // Paths are matched raw: a '%' can never form a valid id or a known segment.
+  if (!split_path(path, seg)) return not_found();
+
+  Route r{RouteId::kHealthz};
+  if (qpos != std::string_view::npos) {
+    auto q = parse_query(target.substr(qpos + 1));
+    if (!q) return q.error();
+    r.query = std::move(*q);
+  }
+  auto want = [&](std::string_view m, RouteId id, Auth auth) -> Result<Route> {
+    if (method != m) return method_not_allowed(m);
+    r.id = id;
+    r.auth = auth;
+    return r;
+  };
+
+  const size_t n = seg.size();
+  if (n == 1 && seg[0] == "healthz") return want("GET", RouteId::kHealthz, Auth::kNone);
+  if (n < 2 || seg[0] != "v1") return not_found();
+  if (n == 2 && seg[1] == "info") return want("GET", RouteId::kInfo, Auth::kApiKey);
+  if (seg[1] != "sessions") return not_found();
+  if (n == 2) {
+    if (method == "POST") return want("POST", RouteId::kCreateSession, Auth::kApiKey);
+    if (method == "GET") return want("GET", RouteId::kListSessions, Auth::kApiKey);
+    return method_not_allowed("GET or POST");
+  }
+  if (!valid_session_id(seg[2])) {
+    return make_error(Errc::kNotFound, "session_not_found", "no session with that id");
+  }
+  r.session_id = std::string(seg[2]);
+  if (n == 3) {
+    if (method == "GET") return want("GET", RouteId::kGetSession, Auth::kApiKey);
+    if (method == "DELETE") return want("DELETE", RouteId::kDeleteSession, Auth::kApiKey);
+    return method_not_allowed("GET or DELETE");
+  }
+  std::string_view sub = seg[3];
+  if (n == 4 && sub == "exec") return want("POST", RouteId::kExec, Auth::kApiKey);
+  if (n == 4 && sub == "cdp") return want("GET", RouteId::kCdpBrowser, Auth::kCdpToken);
+  if (sub == "json") {
+    if (n == 4 || (n == 5 && seg[4] == "list")) {
+      return want("GET", RouteId::kJsonList, Auth::kCdpToken);
+    }
+    if (n == 5 && seg[4] == "version") return want("GET", RouteId::kJsonVersion, Auth::kCdpToken);
+    return not_found();
+  }
+  if (sub == "devtools" && n == 6 && (seg[4] == "page" || seg[4] == "browser")) {
+    if (!valid_target_id(seg[5])) return not_found();
+    if (seg[4] == "browser") return want("GET", RouteId::kCdpBrowser, Auth::kCdpToken);
+    r.target_id = std::string(seg[5]);
+    return want("GET", RouteId::kCdpPage, Auth::kCdpToken);
+  }
+  return not_found();
+}
+
+}  // namespace cabin::api

@@ -1,0 +1,48 @@
+// Route table: turns (method, target) into a typed Route before any handler logic runs.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace cabin::api {
+
+enum class RouteId {
+  kHealthz,
+  kInfo,
+  kCreateSession,
+  kListSessions,
+  kGetSession,
+  kDeleteSession,
+  kExec,
+  kCdpBrowser,     // WebSocket: the browser target
+  kCdpPage,        // WebSocket: /devtools/page/{target}
+  kJsonVersion,
+  kJsonList,
+};
+
+enum class Auth {
+  kNone,       // /healthz only
+  kApiKey,     // control API
+  kCdpToken,   // a `cdp` capability token in ?token=, or the API key
+};
+
+struct Route {
+  RouteId id;
+  Auth auth = Auth::kApiKey;
+  std::string session_id;
+  std::string target_id;
+  std::map<std::string, std::string> query;  // decoded
+};
+
+inline constexpr size_t kMaxQueryParams = 16;
+
+// Errors: 404 unknown path or invalid id, 405 known path with another method, 400 bad query.
+Result<Route> route(std::string_view method, std::string_view target);
+
+// Percent-decoding of one query component; '+' is a space. Fails on bad escapes.
+Result<std::string> percent_decode(std::string_view s);
+
+}  // namespace cabin::api

@@ -1,0 +1,64 @@
+#include "server/api/session_spec.h"
+
+#include "common/json_fields.h"
+
+namespace cabin::api {
+namespace {
+
+bool allowed_url(std::string_view url) {
+  bool scheme_ok = false;
+  for (std::string_view scheme : {"http://", "https://", "about:", "data:"}) {
+    scheme_ok = scheme_ok || url.substr(0, scheme.size()) == scheme;
+  }
+  if (!scheme_ok) return false;
+  for (char c : url) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& limits) {
+  SessionSpec spec;
+  spec.timeout_s = limits.default_timeout_s;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return spec;
+  auto j = parse_object(body);
+  if (!j) return j.error();
+  if (auto r = reject_unknown(*j, {"driver", "resolution", "timeout_s", "start_url"}); !r) {
+    return r.error();
+  }
+  if (auto it = j->find("driver"); it != j->end()) {
+    auto s = read_string(*it, "driver", 32);
+    if (!s) return s.error();
+    spec.driver = *s;
+  }
+  if (auto it = j->find("resolution"); it != j->end()) {
+    if (!it->is_object()) return invalid_field("resolution", "must be an object {width, height}");
+    if (auto r = reject_unknown(*it, {"width", "height"}, "resolution."); !r) return r.error();
+    for (auto [name, out] : {std::pair{"width", &spec.resolution.width},
+                             std::pair{"height", &spec.resolution.height}}) {
+      auto f = it->find(name);
+      if (f == it->end()) return invalid_field(std::string("resolution.") + name, "is required");
+      auto n = read_int(*f, std::string("resolution.") + name, kMinDimension, kMaxDimension);
+      if (!n) return n.error();
+      *out = static_cast<int>(*n);
+    }
+  }
+  if (auto it = j->find("timeout_s"); it != j->end()) {
+    auto n = read_int(*it, "timeout_s", 1, limits.max_timeout_s);
+    if (!n) return n.error();
+    spec.timeout_s = *n;
+  }
+  if (auto it = j->find("start_url"); it != j->end()) {
+    auto s = read_string(*it, "start_url", kMaxStartUrl);
+    if (!s) return s.error();
+    if (!allowed_url(*s)) {
+      return invalid_field("start_url", "must be an http, https, about: or data: URL");
+    }
+    spec.start_url = *s;
+  }
+  return spec;
+}
+
+}  // namespace cabin::api

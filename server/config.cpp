@@ -1,0 +1,110 @@
+#include "server/config.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <charconv>
+
+namespace cabin {
+namespace {
+
+std::filesystem::path default_state_dir() {
+  if (geteuid() == 0) return "/var/lib/cabin";
+  const char* home = getenv("HOME");
+  return std::filesystem::path(home ? home : "/tmp") / ".cabin";
+}
+
+std::filesystem::path default_run_dir() {
+  if (geteuid() == 0) return "/run/cabin";
+  return "/tmp/cabin-" + std::to_string(geteuid());
+}
+
+std::filesystem::path self_dir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path(".") : exe.parent_path();
+}
+
+bool split_listen(const std::string& s, std::string& host, uint16_t& port) {
+  size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  host = s.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  std::string p = s.substr(colon + 1);
+  unsigned v = 0;
+  auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
+  if (ec != std::errc() || end != p.data() + p.size() || v > 65535) return false;
+  port = static_cast<uint16_t>(v);
+  return true;
+}
+
+}  // namespace
+
+ParsedConfig parse_config(int argc, char** argv) {
+  ParsedConfig out;
+  ServerConfig& c = out.config;
+  c.state_dir = default_state_dir();
+  c.run_dir = default_run_dir();
+  c.bin_dir = self_dir();
+
+  CLI::App app{"cabind: browser and computer-use sandboxes behind one authenticated server"};
+  app.set_config("--config", "", "read options from a TOML or INI file");
+  std::string listen = "127.0.0.1:8080";
+  std::string state_dir = c.state_dir.string(), run_dir = c.run_dir.string();
+  std::string bin_dir = c.bin_dir.string();
+  app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks one)")
+      ->envname("CABIN_LISTEN")->capture_default_str();
+  app.add_option("--state-dir", state_dir, "database, keys and per-session files")
+      ->envname("CABIN_STATE_DIR")->capture_default_str();
+  app.add_option("--run-dir", run_dir, "short directory for per-session sockets")
+      ->envname("CABIN_RUN_DIR")->capture_default_str();
+  app.add_option("--public-url", c.public_url, "base URL clients reach cabind by")
+      ->envname("CABIN_PUBLIC_URL");
+  app.add_option("--default-driver", c.default_driver, "driver when a session names none")
+      ->envname("CABIN_DEFAULT_DRIVER")->capture_default_str();
+  app.add_option("--max-sessions", c.max_sessions, "live sessions at most")
+      ->envname("CABIN_MAX_SESSIONS")->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--start-timeout-ms", c.start_timeout_ms, "how long a sandbox may take to be ready")
+      ->check(CLI::Range(1000, 600000))->capture_default_str();
+  app.add_option("--default-timeout-s", c.default_timeout_s, "session lifetime when none is asked")
+      ->check(CLI::Range(int64_t{1}, int64_t{31} * 86400))->capture_default_str();
+  app.add_option("--max-timeout-s", c.max_timeout_s, "longest session lifetime allowed")
+      ->check(CLI::Range(int64_t{1}, int64_t{31} * 86400))->capture_default_str();
+  app.add_option("--cdp-token-ttl-s", c.cdp_token_ttl_s, "lifetime of cdp_url tokens")
+      ->check(CLI::Range(int64_t{10}, int64_t{86400}))->capture_default_str();
+  app.add_option("--sandbox-memory-mb", c.sandbox_memory_mb, "memory limit per sandbox")
+      ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20))->capture_default_str();
+  app.add_option("--sandbox-pids-max", c.sandbox_pids_max, "process limit per sandbox")
+      ->check(CLI::Range(64, 1 << 20))->capture_default_str();
+  app.add_option("--chromium-sandbox", c.chromium_sandbox, "Chromium's own sandbox: auto|on|off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
+  app.add_option("--bin-dir", bin_dir, "directory of cabin-agent and cabin-sandbox")
+      ->capture_default_str();
+  app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")
+      ->envname("CABIN_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    out.exit = true;
+    out.exit_code = e.get_exit_code();
+    out.message = e.get_exit_code() == 0 ? app.help() : std::string(e.what());
+    return out;
+  }
+  if (!split_listen(listen, c.listen_host, c.listen_port)) {
+    out.exit = true;
+    out.exit_code = 2;
+    out.message = "--listen: expected HOST:PORT, got \"" + listen + "\"";
+    return out;
+  }
+  if (c.default_timeout_s > c.max_timeout_s) c.default_timeout_s = c.max_timeout_s;
+  c.state_dir = std::filesystem::absolute(state_dir);
+  c.run_dir = std::filesystem::absolute(run_dir);
+  c.bin_dir = std::filesystem::absolute(bin_dir);
+  return out;
+}
+
+}  // namespace cabin

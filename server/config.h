@@ -1,0 +1,41 @@
+// ServerConfig: cabind's configuration from flags, environment (CABIN_*) and an optional file.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "common/result.h"
+
+namespace cabin {
+
+struct ServerConfig {
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 8080;
+  std::filesystem::path state_dir;
+  std::filesystem::path run_dir;
+  std::string public_url;  // e.g. "https://cabin.example.com"; empty: from the Host header
+  std::string default_driver = "namespace";
+  int max_sessions = 16;
+  int start_timeout_ms = 30000;
+  int64_t default_timeout_s = 3600;
+  int64_t max_timeout_s = 86400;
+  int64_t cdp_token_ttl_s = 3600;
+  uint64_t sandbox_memory_mb = 2048;
+  int sandbox_pids_max = 2048;
+  std::string chromium_sandbox = "auto";  // auto | on | off
+  std::filesystem::path bin_dir;          // where cabin-agent and cabin-sandbox live
+  std::string log_level = "info";
+};
+
+// Parses argv. Returns the config, or an error whose message is CLI11's help or diagnostic;
+// `exit_code` is set when the program should exit (help: 0, bad flags: 2).
+struct ParsedConfig {
+  ServerConfig config;
+  bool exit = false;
+  int exit_code = 0;
+  std::string message;
+};
+ParsedConfig parse_config(int argc, char** argv);
+
+}  // namespace cabin

@@ -1,0 +1,66 @@
+// Cgroups for sandboxes: layout detection (v2 or v1 hybrid), per-sandbox dirs, limits, kill and
+// removal.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace cabin::nsbox {
+
+namespace fs = std::filesystem;
+
+enum class CgroupLayout {
+  kNone,  // no usable controllers: run without limits
+  kV1,    // one hierarchy per controller: <root>/memory, <root>/pids, <root>/cpu
+  kV2,    // unified: <root>/cgroup.controllers exists
+};
+
+struct CgroupLimits {
+  uint64_t memory_bytes = 0;  // 0: no limit
+  int pids_max = 0;           // 0: no limit
+  uint32_t cpu_quota_us = 0;  // per cpu_period_us; 0: no limit
+  uint32_t cpu_period_us = 100000;
+};
+
+// One file to write while creating a sandbox's cgroups.
+struct CgroupWrite {
+  fs::path file;
+  std::string value;
+  bool required = true;  // optional writes (swap, cpu) are skipped where the kernel lacks them
+};
+
+CgroupLayout detect_cgroup_layout(const fs::path& root);
+const char* layout_name(CgroupLayout layout);
+
+// Where a name (e.g. "cabin") lives: v2 one dir, v1 one per controller that we use.
+std::vector<fs::path> cgroup_parents(CgroupLayout layout, const fs::path& root,
+                                     const std::string& name);
+// The sandbox's own dirs: each parent / id.
+std::vector<fs::path> sandbox_cgroup_dirs(CgroupLayout layout, const fs::path& root,
+                                          const std::string& name, const std::string& id);
+// The limit files and values, in the order they must be written.
+std::vector<CgroupWrite> cgroup_limit_writes(CgroupLayout layout, const fs::path& root,
+                                             const std::string& name, const std::string& id,
+                                             const CgroupLimits& limits);
+
+// Creates the parents and the sandbox's dirs and writes the limits; on error removes what it made.
+Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const fs::path& root,
+                                                     const std::string& name, const std::string& id,
+                                                     const CgroupLimits& limits);
+
+// Pids listed in dir/cgroup.procs.
+std::vector<int> cgroup_pids(const fs::path& dir);
+// SIGKILLs every process in the cgroup (cgroup.kill where the kernel has it); returns how many
+// pids were listed.
+size_t kill_cgroup(const fs::path& dir);
+// rmdir; succeeds when the dir is already gone. Fails with EBUSY while processes remain.
+Result<void> remove_cgroup(const fs::path& dir);
+// Every sandbox dir under the parents (left by an earlier run).
+std::vector<fs::path> leftover_cgroups(CgroupLayout layout, const fs::path& root,
+                                       const std::string& name);
+
+}  // namespace cabin::nsbox

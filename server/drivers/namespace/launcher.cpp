@@ -1,0 +1,131 @@
+#include "server/drivers/namespace/launcher.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/unique_fd.h"
+#include "server/drivers/namespace/sandbox_init.h"
+#include "server/drivers/namespace/sys_util.h"
+#include "server/drivers/namespace/userns.h"
+
+namespace cabin::nsbox {
+namespace {
+
+constexpr unsigned long kNamespaces =
+    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+
+int fail(const LauncherArgs& args, const std::string& step, const std::string& message) {
+  std::fprintf(stderr, "cabin-sandbox[%s]: %s: %s\n", args.id.c_str(), step.c_str(),
+               message.c_str());
+  return kSetupFailedStatus;
+}
+
+int fail_errno(const LauncherArgs& args, const std::string& step) {
+  return fail(args, step, std::strerror(errno));
+}
+
+// Exit with the same status as `status` (a waitpid status): exit code, or death by the signal.
+int mirror(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (!WIFSIGNALED(status)) return kSetupFailedStatus;
+  int sig = WTERMSIG(status);
+  struct rlimit no_core {
+    0, 0
+  };
+  ::setrlimit(RLIMIT_CORE, &no_core);  // the payload's crash is not ours to dump
+  ::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  return 128 + sig;  // a signal whose default is not to terminate
+}
+
+}  // namespace
+
+int run_launcher(const LauncherArgs& args) {
+  // Die with cabind; a parent that died before the prctl shows as a changed ppid.
+  pid_t parent = ::getppid();
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail_errno(args, "PR_SET_PDEATHSIG");
+  if (::getppid() != parent) return fail(args, "start", "parent exited");
+
+  const bool host_root = ::geteuid() == 0;
+  // cabind's supplementary groups must not follow the sandbox.
+  if (host_root && ::setgroups(0, nullptr) != 0) return fail_errno(args, "setgroups");
+  for (const auto& procs : args.cgroup_procs) {
+    if (auto r = write_file(procs, std::to_string(::getpid())); !r)
+      return fail(args, "join cgroup", r.error().message);
+  }
+  if (host_root && !args.map_root)
+    return fail(args, "id maps", "--map-root/--map-user required as root");
+  IdMaps maps = plan_id_maps(host_root, ::getuid(), ::getgid(), args.map_root, args.map_user);
+
+  int release[2], report[2];
+  if (::pipe2(release, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0)
+    return fail_errno(args, "pipe");
+  UniqueFd release_r(release[0]), release_w(release[1]), report_r(report[0]), report_w(report[1]);
+
+  // Blocked before clone so neither side loses a signal; PID 1 inherits the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&set, sig);
+  if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return fail_errno(args, "sigprocmask");
+
+  // Raw clone without a new stack behaves like fork; this process is single-threaded.
+  pid_t child =
+      static_cast<pid_t>(::syscall(SYS_clone, kNamespaces | SIGCHLD, nullptr, nullptr, nullptr, 0));
+  if (child < 0) return fail_errno(args, "clone namespaces");
+  if (child == 0) {
+    release_w.reset();
+    report_r.reset();
+    run_sandbox_init(args, maps, InitFds{release_r.get(), report_w.get()});
+  }
+  release_r.reset();
+  report_w.reset();
+
+  if (auto r = write_id_maps(child, maps); !r) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    return fail(args, "id maps", r.error().message);
+  }
+  char go = 1;
+  if (retry_eintr([&] { return ::write(release_w.get(), &go, 1); }) != 1) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    return fail_errno(args, "release sandbox");
+  }
+  release_w.reset();
+
+  int child_status = 0;
+  for (;;) {
+    siginfo_t info{};
+    if (::sigwaitinfo(&set, &info) < 0) {
+      if (errno == EINTR) continue;
+      ::kill(child, SIGKILL);
+    } else if (info.si_signo != SIGCHLD) {
+      // Asked to stop: PID 1's death takes the whole pid namespace with it.
+      ::kill(child, SIGKILL);
+    }
+    pid_t done = retry_eintr([&] { return ::waitpid(child, &child_status, WNOHANG); });
+    if (done == child) break;
+  }
+  // PID 1 reports the payload's status before it exits; without a report (setup failed, or PID 1
+  // was killed) PID 1's own status is the answer.
+  int payload_status = 0;
+  ssize_t n =
+      retry_eintr([&] { return ::read(report_r.get(), &payload_status, sizeof payload_status); });
+  return mirror(n == sizeof payload_status ? payload_status : child_status);
+}
+
+}  // namespace cabin::nsbox

@@ -1,0 +1,51 @@
+// cabin-sandbox's command line: the typed arguments, built by the driver and parsed by the
+// launcher.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace cabin::nsbox {
+
+// Fixed paths inside every sandbox.
+inline constexpr char kSandboxRunDir[] = "/run/cabin";
+inline constexpr char kSandboxAgentPath[] = "/opt/cabin/bin/cabin-agent";
+inline constexpr char kSandboxHome[] = "/home/cabin";
+inline constexpr char kAgentSocketName[] = "agent.sock";
+// The unprivileged user every payload runs as, inside the sandbox's user namespace.
+inline constexpr uint32_t kSandboxUid = 1000;
+inline constexpr uint32_t kSandboxGid = 1000;
+// Exit status of cabin-sandbox when building the sandbox failed (stderr says which step).
+inline constexpr int kSetupFailedStatus = 125;
+// Exit status when the payload could not be executed.
+inline constexpr int kExecFailedStatus = 127;
+
+struct HostIds {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+};
+
+struct LauncherArgs {
+  std::string id;       // session id: names the sandbox in messages
+  std::string run_dir;  // host dir bound read-write at /run/cabin; empty: none (probe)
+  std::string agent;    // host binary bound read-only at kSandboxAgentPath; empty: none
+  // Host ids for inside-root and inside-1000; only used (and required) when the launcher is root.
+  std::optional<HostIds> map_root;
+  std::optional<HostIds> map_user;
+  std::vector<std::string> cgroup_procs;  // cgroup.procs files the launcher joins first
+  uint64_t tmpfs_bytes = 512ull << 20;    // size of each of /tmp, /home/cabin and /dev/shm
+  bool probe = false;                     // build the sandbox, then exit 0 instead of the payload
+  std::vector<std::string> payload;       // argv run inside the sandbox as uid 1000
+};
+
+// argv for posix_spawn: launcher_path, flags, "--", payload.
+std::vector<std::string> build_launcher_argv(const std::string& launcher_path,
+                                             const LauncherArgs& args);
+// Parses argv[1..]; the first error wins.
+Result<LauncherArgs> parse_launcher_args(const std::vector<std::string>& argv);
+
+}  // namespace cabin::nsbox

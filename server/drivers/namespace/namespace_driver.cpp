@@ -1,0 +1,562 @@
+#include "server/drivers/namespace/namespace_driver.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "common/log.h"
+#include "common/unique_fd.h"
+#include "server/drivers/namespace/cgroups.h"
+#include "server/drivers/namespace/launcher_args.h"
+#include "server/drivers/namespace/sys_util.h"
+
+namespace cabin::drivers {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nsbox::CgroupLayout;
+using Clock = std::chrono::steady_clock;
+
+// Bounds on what the sandbox may make cabind log: it is hostile.
+constexpr size_t kMaxLogLine = 2048;
+constexpr size_t kMaxLogLines = 10000;
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+
+int pidfd_send_signal(int pidfd, int sig) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
+}
+
+// A started cabin-sandbox: its pid, a pidfd, and the read end of its stdout/stderr.
+struct Spawned {
+  pid_t pid = -1;
+  UniqueFd pidfd;
+  UniqueFd output;
+};
+
+// posix_spawn (vfork-like, safe in a multithreaded process) with a clean environment.
+Result<Spawned> spawn_launcher(const std::vector<std::string>& argv,
+                               const std::vector<std::string>& env) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return nsbox::sys_error("pipe");
+  UniqueFd out_r(out[0]), out_w(out[1]);
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, out_w.get(), 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  // cabind may ignore SIGPIPE or block signals; none of that belongs to the sandbox.
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2})
+    sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  // Its own process group: a terminal's Ctrl-C goes to cabind, which decides.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+
+  std::vector<char*> cargv, cenv;
+  std::vector<std::string> argv_copy = argv, env_copy = env;
+  for (auto& a : argv_copy) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  for (auto& e : env_copy) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return nsbox::sys_error("spawn " + argv[0], rc);
+
+  Spawned s;
+  s.pid = pid;
+  s.output = std::move(out_r);
+  // We are the parent and have not reaped it, so the pid cannot have been reused.
+  s.pidfd = UniqueFd(pidfd_open(pid));
+  if (!s.pidfd.valid()) {
+    int err = errno;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return nsbox::sys_error("pidfd_open", err);
+  }
+  return s;
+}
+
+std::string clean_line(std::string_view raw) {
+  std::string line(raw.substr(0, kMaxLogLine));
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
+  }
+  return line;
+}
+
+// Live state of one sandbox, shared by the Sandbox object and its background coroutines.
+struct SandboxState {
+  SandboxState(net::any_io_executor ex, Spawned spawned)
+      : executor(ex),
+        pid(spawned.pid),
+        pidfd(ex, spawned.pidfd.release()),
+        output(ex, spawned.output.release()),
+        exit_event(ex, Clock::time_point::max()) {}
+
+  net::any_io_executor executor;
+  std::shared_ptr<spdlog::logger> log = logger("driver.namespace");
+  std::string id;
+  pid_t pid;
+  net::posix::stream_descriptor pidfd;
+  net::posix::stream_descriptor output;
+  std::vector<fs::path> cgroups;
+  fs::path run_dir;
+  uid_t socket_uid = 0;  // owner agent.sock must have
+  std::chrono::milliseconds stop_timeout{2000};
+
+  bool exited = false;
+  bool output_done = false;
+  bool destroy_started = false;
+  bool destroy_done = false;
+  std::string reason;
+  std::string last_line;
+  size_t lines_logged = 0;
+  net::steady_timer exit_event;  // cancelled once `exited` is set; wait_exit() waits on it
+};
+
+using StatePtr = std::shared_ptr<SandboxState>;
+
+net::awaitable<bool> poll_until(net::any_io_executor ex, std::function<bool()> done,
+                                std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  net::steady_timer timer(ex);
+  while (!done()) {
+    if (Clock::now() >= deadline) co_return false;
+    timer.expires_after(5ms);
+    boost::system::error_code ec;
+    co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  co_return true;
+}
+
+// Logs the launcher's and the payload's output line by line, with the session id.
+net::awaitable<void> pump_output(StatePtr s) {
+  std::string pending;
+  std::array<char, 4096> buf;
+  for (;;) {
+    boost::system::error_code ec;
+    size_t n = co_await s->output.async_read_some(net::buffer(buf),
+                                                  net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    pending.append(buf.data(), n);
+    size_t pos;
+    while ((pos = pending.find('\n')) != std::string::npos || pending.size() > kMaxLogLine) {
+      size_t len = pos == std::string::npos ? kMaxLogLine : pos;
+      std::string line = clean_line(std::string_view(pending).substr(0, len));
+      pending.erase(0, pos == std::string::npos ? len : pos + 1);
+      if (line.empty()) continue;
+      s->last_line = line;
+      if (s->lines_logged < kMaxLogLines) {
+        s->log->info("[{}] sandbox: {}", s->id, line);
+      } else if (s->lines_logged == kMaxLogLines) {
+        s->log->warn("[{}] sandbox output: further lines not logged", s->id);
+      }
+      ++s->lines_logged;
+    }
+  }
+  if (!pending.empty()) s->last_line = clean_line(pending);
+  s->output_done = true;
+}
+
+// Waits for the launcher to exit, reaps it and records why it ended.
+net::awaitable<void> watch_exit(StatePtr s) {
+  boost::system::error_code ec;
+  co_await s->pidfd.async_wait(net::posix::stream_descriptor::wait_read,
+                               net::redirect_error(net::use_awaitable, ec));
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(s->pid), &info, WEXITED) != 0) {
+    s->log->error("[{}] waitid launcher {}: {}", s->id, s->pid, std::strerror(errno));
+    info.si_code = CLD_KILLED;
+    info.si_status = SIGKILL;
+  }
+  // The last stderr line explains a setup failure; the pipe closes right after the sandbox dies.
+  co_await poll_until(
+      s->executor, [&] { return s->output_done; }, 500ms);
+  s->reason = s->destroy_started
+                  ? "destroyed"
+                  : namespace_exit_reason(info.si_code, info.si_status, s->last_line);
+  s->exited = true;
+  s->log->info("[{}] sandbox ended: {}", s->id, s->reason);
+  s->exit_event.cancel();
+}
+
+net::awaitable<void> destroy_state(StatePtr s) {
+  if (s->destroy_started) {
+    co_await poll_until(
+        s->executor, [&] { return s->destroy_done; }, 24h);
+    co_return;
+  }
+  s->destroy_started = true;
+  if (!s->exited) {
+    // The launcher answers SIGTERM by SIGKILLing PID 1 and reaping it: the pid namespace is gone
+    // and the cgroups are empty before the launcher itself exits.
+    (void)pidfd_send_signal(s->pidfd.native_handle(), SIGTERM);
+    if (!co_await poll_until(
+            s->executor, [&] { return s->exited; }, s->stop_timeout)) {
+      s->log->warn("[{}] launcher did not stop in time; killing", s->id);
+      (void)pidfd_send_signal(s->pidfd.native_handle(), SIGKILL);
+    }
+  }
+  // Anything still in the cgroups (a launcher that was SIGKILLed) is killed too.
+  auto empty = [&] {
+    bool all = true;
+    for (const auto& dir : s->cgroups) {
+      if (nsbox::kill_cgroup(dir) > 0) all = false;
+    }
+    return all;
+  };
+  if (!co_await poll_until(s->executor, empty, 5s))
+    s->log->error("[{}] cgroup processes survived SIGKILL", s->id);
+  if (!co_await poll_until(
+          s->executor, [&] { return s->exited; }, 5s))
+    s->log->error("[{}] launcher {} did not exit", s->id, s->pid);
+  for (const auto& dir : s->cgroups) {
+    auto removed = [&] { return static_cast<bool>(nsbox::remove_cgroup(dir)); };
+    if (!co_await poll_until(s->executor, removed, 2s))
+      s->log->error("[{}] cannot remove cgroup {}", s->id, dir.string());
+  }
+  // Only now, with every sandbox process dead, is the sandbox-writable dir safe to walk.
+  std::error_code ec;
+  fs::remove_all(s->run_dir, ec);
+  if (ec) s->log->error("[{}] remove {}: {}", s->id, s->run_dir.string(), ec.message());
+  boost::system::error_code ignored;
+  s->output.close(ignored);
+  s->destroy_done = true;
+}
+
+class NamespaceSandbox final : public Sandbox {
+ public:
+  explicit NamespaceSandbox(StatePtr state) : s_(std::move(state)) {}
+  NamespaceSandbox(const NamespaceSandbox&) = delete;
+  NamespaceSandbox& operator=(const NamespaceSandbox&) = delete;
+
+  ~NamespaceSandbox() override {
+    if (s_->destroy_started) return;
+    // Dropped without destroy(): clean up in the background rather than leak a sandbox.
+    s_->log->warn("[{}] sandbox dropped without destroy(); destroying", s_->id);
+    net::co_spawn(s_->executor, destroy_state(s_), net::detached);
+  }
+
+  net::awaitable<Result<AgentStream>> dial_agent() override {
+    if (s_->destroy_started || s_->exited)
+      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
+    // The socket lives in a dir the sandbox writes: open it without following links and check
+    // what it is, then connect through the descriptor so nothing can be swapped in between.
+    UniqueFd dir(::open(s_->run_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd sock;
+    if (dir.valid())
+      sock.reset(::openat(dir.get(), nsbox::kAgentSocketName, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (!sock.valid())
+      co_return make_error(Errc::kUnavailable, "agent_not_ready", "agent socket not there yet");
+    struct stat st {};
+    if (::fstat(sock.get(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != s_->socket_uid)
+      co_return make_error(Errc::kBadGateway, "agent_socket_invalid",
+                           "agent.sock is not a socket owned by the sandbox user");
+    net::local::stream_protocol::socket socket(s_->executor);
+    boost::system::error_code ec;
+    co_await socket.async_connect(
+        net::local::stream_protocol::endpoint("/proc/self/fd/" + std::to_string(sock.get())),
+        net::redirect_error(net::use_awaitable, ec));
+    if (ec)
+      co_return make_error(Errc::kUnavailable, "agent_not_ready",
+                           "connect to agent: " + ec.message());
+    co_return AgentStream(std::move(socket));
+  }
+
+  net::awaitable<Result<void>> pause() override {
+    co_return make_error(Errc::kUnavailable, "not_supported",
+                         "the namespace driver cannot pause sandboxes");
+  }
+  net::awaitable<Result<void>> resume() override {
+    co_return make_error(Errc::kUnavailable, "not_supported",
+                         "the namespace driver cannot pause sandboxes");
+  }
+
+  net::awaitable<void> destroy() override { co_await destroy_state(s_); }
+
+  net::awaitable<std::string> wait_exit() override {
+    StatePtr s = s_;
+    while (!s->exited) {
+      boost::system::error_code ec;
+      co_await s->exit_event.async_wait(net::redirect_error(net::use_awaitable, ec));
+    }
+    co_return s->reason;
+  }
+
+  std::string describe() const override {
+    std::string cg;
+    for (const auto& d : s_->cgroups) cg += (cg.empty() ? "" : ",") + d.string();
+    return "namespace sandbox pid=" + std::to_string(s_->pid) +
+           " cgroups=" + (cg.empty() ? "none" : cg) + " run_dir=" + s_->run_dir.string();
+  }
+
+ private:
+  StatePtr s_;
+};
+
+bool executable(const fs::path& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
+
+// The agent's argv inside the sandbox.
+std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const SandboxSpec& spec) {
+  if (!c.payload_override.empty()) return c.payload_override;
+  std::vector<std::string> argv = {
+      nsbox::kSandboxAgentPath,
+      "--listen",
+      std::string("unix:") + nsbox::kSandboxRunDir + "/" + nsbox::kAgentSocketName,
+      "--width",
+      std::to_string(spec.width),
+      "--height",
+      std::to_string(spec.height),
+      "--chromium-sandbox",
+      c.chromium_sandbox,
+      "--home",
+      nsbox::kSandboxHome,
+  };
+  if (!spec.start_url.empty()) argv.insert(argv.end(), {"--start-url", spec.start_url});
+  return argv;
+}
+
+}  // namespace
+
+std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& config,
+                                                 const SandboxSpec& spec, bool host_root,
+                                                 const std::vector<std::string>& cgroup_procs) {
+  nsbox::LauncherArgs a;
+  a.id = spec.session_id;
+  a.run_dir = (config.run_dir / spec.session_id).string();
+  if (config.payload_override.empty()) a.agent = config.agent_path.string();
+  if (host_root) {
+    a.map_root = nsbox::HostIds{config.sandbox_root_uid, config.sandbox_root_gid};
+    a.map_user = nsbox::HostIds{config.sandbox_uid, config.sandbox_gid};
+  }
+  a.cgroup_procs = cgroup_procs;
+  // Each tmpfs may take half the memory; the memory cgroup bounds them together.
+  a.tmpfs_bytes = std::max<uint64_t>(64ull << 20, spec.memory_bytes / 2);
+  a.payload = agent_argv(config, spec);
+  return nsbox::build_launcher_argv(config.launcher_path.string(), a);
+}
+
+std::string namespace_exit_reason(int code, int status, const std::string& last_line) {
+  if (code == CLD_EXITED) {
+    if (status == nsbox::kSetupFailedStatus)
+      return "sandbox setup failed: " + (last_line.empty() ? "no message" : last_line);
+    if (status == nsbox::kExecFailedStatus && !last_line.empty())
+      return "agent exited with status 127: " + last_line;
+    return "agent exited with status " + std::to_string(status);
+  }
+  return "killed by signal " + std::to_string(status) + " (" + signal_name(status) + ")";
+}
+
+NamespaceDriver::NamespaceDriver(NamespaceDriverConfig config, net::any_io_executor executor)
+    : config_(std::move(config)), executor_(std::move(executor)), host_root_(::geteuid() == 0) {
+  auto log = logger("driver.namespace");
+  auto layout = host_root_ ? nsbox::detect_cgroup_layout(config_.cgroup_root) : CgroupLayout::kNone;
+  cgroup_layout_ = static_cast<int>(layout);
+  if (!host_root_) {
+    log->warn("not running as root: sandboxes get no cgroup limits (memory, pids, cpu)");
+  } else if (layout == CgroupLayout::kNone) {
+    log->warn("no usable cgroups under {}: sandboxes run without limits",
+              config_.cgroup_root.string());
+  }
+  info_ = probe();
+  if (info_.available) {
+    log->info("namespace driver ready: cgroups {}, run dir {}", nsbox::layout_name(layout),
+              config_.run_dir.string());
+  } else {
+    log->warn("namespace driver unavailable: {}", info_.unavailable_reason);
+  }
+}
+
+DriverInfo NamespaceDriver::probe() const {
+  DriverInfo info;
+  info.name = "namespace";
+  info.isolation = "namespace";
+  info.detail = "shares the host kernel";
+  info.supports_pause = false;
+  auto unavailable = [&](std::string why) {
+    info.available = false;
+    info.unavailable_reason = std::move(why);
+    return info;
+  };
+  if (!executable(config_.launcher_path))
+    return unavailable("launcher not executable: " + config_.launcher_path.string());
+  if (config_.payload_override.empty() && !executable(config_.agent_path))
+    return unavailable("agent not executable: " + config_.agent_path.string());
+
+  // A dry run builds a whole sandbox (namespaces, mounts, seccomp) and exits 0.
+  nsbox::LauncherArgs a;
+  a.id = "probe";
+  a.probe = true;
+  if (host_root_) {
+    a.map_root = nsbox::HostIds{config_.sandbox_root_uid, config_.sandbox_root_gid};
+    a.map_user = nsbox::HostIds{config_.sandbox_uid, config_.sandbox_gid};
+  }
+  auto spawned = spawn_launcher(nsbox::build_launcher_argv(config_.launcher_path.string(), a), {});
+  if (!spawned) return unavailable("cannot start launcher: " + spawned.error().message);
+  // Runs once at start-up, before any session: blocking here is fine and bounded.
+  struct pollfd p {
+    spawned->pidfd.get(), POLLIN, 0
+  };
+  if (nsbox::retry_eintr([&] { return ::poll(&p, 1, 10000); }) != 1) ::kill(spawned->pid, SIGKILL);
+  int status = 0;
+  ::waitpid(spawned->pid, &status, 0);
+  std::string out;
+  char buf[1024];
+  ::fcntl(spawned->output.get(), F_SETFL, O_NONBLOCK);
+  for (ssize_t n; (n = ::read(spawned->output.get(), buf, sizeof buf)) > 0 && out.size() < 4096;)
+    out.append(buf, static_cast<size_t>(n));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    info.available = true;
+    return info;
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return unavailable("cannot build a namespace sandbox here (user namespaces?): " +
+                     (out.empty() ? std::string("launcher failed") : clean_line(out)));
+}
+
+net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& spec) {
+  auto log = logger("driver.namespace");
+  if (!info_.available)
+    co_return make_error(Errc::kUnavailable, "driver_unavailable", info_.unavailable_reason);
+  if (!nsbox::valid_sandbox_id(spec.session_id))
+    co_return make_error(Errc::kInvalidArgument, "invalid_session_id",
+                         "session id must be [a-z0-9_]{1,64}");
+  const std::string& id = spec.session_id;
+
+  std::error_code ec;
+  fs::create_directories(config_.run_dir, ec);
+  const fs::path dir = config_.run_dir / id;
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    if (errno == EEXIST)
+      co_return make_error(Errc::kConflict, "sandbox_exists",
+                           "a sandbox dir for " + id + " exists");
+    co_return nsbox::sys_error("mkdir " + dir.string());
+  }
+  // The sandbox user creates agent.sock here; nothing else on the host may.
+  if (host_root_ && ::chown(dir.c_str(), config_.sandbox_uid, config_.sandbox_gid) != 0) {
+    auto err = nsbox::sys_error("chown " + dir.string());
+    fs::remove_all(dir, ec);
+    co_return err;
+  }
+
+  std::vector<fs::path> cgroups;
+  std::vector<std::string> procs;
+  auto layout = static_cast<CgroupLayout>(cgroup_layout_);
+  if (layout != CgroupLayout::kNone) {
+    nsbox::CgroupLimits limits;
+    limits.memory_bytes = spec.memory_bytes;
+    limits.pids_max = spec.pids_max;
+    if (config_.cpus > 0)
+      limits.cpu_quota_us = static_cast<uint32_t>(std::lround(config_.cpus * limits.cpu_period_us));
+    auto made =
+        nsbox::create_sandbox_cgroups(layout, config_.cgroup_root, config_.cgroup_name, id, limits);
+    if (made) {
+      cgroups = std::move(made.value());
+      for (const auto& d : cgroups) procs.push_back((d / "cgroup.procs").string());
+    } else {
+      log->warn("[{}] cgroups not created, running without limits: {}", id, made.error().message);
+    }
+  }
+
+  auto argv = namespace_launcher_argv(config_, spec, host_root_, procs);
+  auto spawned = spawn_launcher(argv, {"CABIN_AGENT_SECRET=" + spec.agent_secret});
+  if (!spawned) {
+    for (const auto& d : cgroups) (void)nsbox::remove_cgroup(d);
+    fs::remove_all(dir, ec);
+    co_return spawned.error();
+  }
+  auto state = std::make_shared<SandboxState>(executor_, std::move(spawned.value()));
+  state->id = id;
+  state->cgroups = std::move(cgroups);
+  state->run_dir = dir;
+  state->socket_uid = host_root_ ? config_.sandbox_uid : ::geteuid();
+  state->stop_timeout = config_.stop_timeout;
+  net::co_spawn(executor_, pump_output(state), net::detached);
+  net::co_spawn(executor_, watch_exit(state), net::detached);
+  log->info("[{}] sandbox started: launcher pid {}", id, state->pid);
+  co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(state)));
+}
+
+void NamespaceDriver::reap_leftovers() {
+  auto log = logger("driver.namespace");
+  auto layout = static_cast<CgroupLayout>(cgroup_layout_);
+  // Only sandboxes whose run dir is ours: other cabind instances on this host (each with its own
+  // run dir) share the cgroup parent and keep their sessions.
+  auto dirs = nsbox::leftover_cgroups(layout, config_.cgroup_root, config_.cgroup_name);
+  std::erase_if(dirs, [&](const fs::path& d) {
+    std::error_code ec;
+    return !fs::exists(config_.run_dir / d.filename(), ec);
+  });
+  // Start-up only, before any session: a short blocking wait is fine.
+  const auto deadline = Clock::now() + 5s;
+  for (bool busy = true; busy && Clock::now() < deadline;) {
+    busy = false;
+    for (const auto& d : dirs) {
+      if (nsbox::kill_cgroup(d) > 0) busy = true;
+    }
+    if (busy) ::usleep(10000);
+  }
+  for (const auto& d : dirs) {
+    Result<void> r = nsbox::remove_cgroup(d);
+    while (!r && Clock::now() < deadline) {
+      ::usleep(10000);
+      r = nsbox::remove_cgroup(d);
+    }
+    if (!r) log->error("leftover cgroup: {}", r.error().message);
+  }
+  size_t removed_dirs = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(config_.run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code ec2;
+    if (!it->is_directory(ec2) || !nsbox::valid_sandbox_id(it->path().filename().string())) {
+      log->warn("leaving unexpected entry in run dir: {}", it->path().string());
+      continue;
+    }
+    fs::remove_all(it->path(), ec2);
+    if (ec2)
+      log->error("remove {}: {}", it->path().string(), ec2.message());
+    else
+      ++removed_dirs;
+  }
+  if (!dirs.empty() || removed_dirs)
+    log->info("removed leftovers: {} cgroups, {} run dirs", dirs.size(), removed_dirs);
+}
+
+}  // namespace cabin::drivers

@@ -1,0 +1,166 @@
+#include "server/drivers/namespace/sandbox_init.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/unique_fd.h"
+#include "server/drivers/namespace/mounts.h"
+#include "server/drivers/namespace/netns.h"
+#include "server/drivers/namespace/seccomp_policy.h"
+#include "server/drivers/namespace/sys_util.h"
+
+namespace cabin::nsbox {
+namespace {
+
+// Where the new root is assembled before pivot_root; private to our mount namespace, and the
+// run dir and agent are bound through O_PATH fds so this may hide them.
+constexpr char kNewRoot[] = "/tmp";
+constexpr char kHostname[] = "cabin";
+
+const LauncherArgs* g_args = nullptr;
+
+[[noreturn]] void fail(const std::string& step, const std::string& message) {
+  std::fprintf(stderr, "cabin-sandbox[%s]: %s: %s\n", g_args ? g_args->id.c_str() : "?",
+               step.c_str(), message.c_str());
+  ::_exit(kSetupFailedStatus);
+}
+
+[[noreturn]] void fail_errno(const std::string& step) { fail(step, std::strerror(errno)); }
+
+void check(const Result<void>& r, const std::string& step) {
+  if (!r) fail(step, r.error().message);
+}
+
+UniqueFd open_path(const std::string& path, int extra_flags, const char* step) {
+  if (path.empty()) return {};
+  UniqueFd fd(::open(path.c_str(), O_PATH | O_CLOEXEC | extra_flags));
+  if (!fd.valid()) fail_errno(std::string(step) + " " + path);
+  return fd;
+}
+
+void on_signal(int) {}  // PID 1 drops signals without a handler; sigwaitinfo takes them
+
+// Forked child of PID 1: drops to the sandbox user and execs the payload. Never returns.
+[[noreturn]] void exec_payload(const LauncherArgs& args, bool can_setgroups, int report_fd) {
+  ::close(report_fd);
+  sigset_t none;
+  sigemptyset(&none);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Its own session: the payload's process groups are its business.
+  ::setsid();
+  if (can_setgroups && ::setgroups(0, nullptr) != 0) fail_errno("setgroups");
+  if (::setresgid(kSandboxGid, kSandboxGid, kSandboxGid) != 0) fail_errno("setresgid 1000");
+  if (::setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0) fail_errno("setresuid 1000");
+  if (::chdir(kSandboxHome) != 0) fail_errno("chdir home");
+  std::vector<std::string> env = payload_environment(std::getenv("CABIN_AGENT_SECRET"));
+  std::vector<char*> envp, argv;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args_copy = args.payload;
+  for (auto& a : args_copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execve(argv[0], argv.data(), envp.data());
+  std::fprintf(stderr, "cabin-sandbox[%s]: exec %s: %s\n", args.id.c_str(), argv[0],
+               std::strerror(errno));
+  ::_exit(kExecFailedStatus);
+}
+
+// Reaps every zombie; forwards termination signals to the payload; returns its wait status.
+int supervise(pid_t payload) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaddset(&set, sig);
+  for (;;) {
+    siginfo_t info{};
+    if (::sigwaitinfo(&set, &info) < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("sigwaitinfo");
+    }
+    if (info.si_signo != SIGCHLD) {
+      ::kill(payload, SIGTERM);
+      continue;
+    }
+    for (;;) {
+      int status = 0;
+      pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      // Our exit ends the pid namespace: the kernel kills whatever the payload left.
+      if (pid == payload) return status;
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> payload_environment(const char* agent_secret) {
+  std::vector<std::string> env = {
+      std::string("HOME=") + kSandboxHome,
+      "PATH=/usr/local/bin:/usr/bin:/bin",
+      "LANG=C.UTF-8",
+      "USER=cabin",
+      "LOGNAME=cabin",
+  };
+  if (agent_secret) env.push_back(std::string("CABIN_AGENT_SECRET=") + agent_secret);
+  return env;
+}
+
+void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFds& fds) {
+  g_args = &args;
+  // Dies with the launcher; the release pipe covers a launcher that died before this line.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_errno("PR_SET_PDEATHSIG");
+  char byte = 0;
+  if (retry_eintr([&] { return ::read(fds.release, &byte, 1); }) != 1)
+    fail("wait for id maps", "launcher went away");
+  ::close(fds.release);
+
+  // Opened in our own mount namespace (a descriptor from the launcher's would name the host's
+  // mounts, which bind refuses) and with the host uid we started with, before anything hides them.
+  UniqueFd run_dir = open_path(args.run_dir, O_DIRECTORY, "open run dir");
+  UniqueFd agent = open_path(args.agent, 0, "open agent");
+
+  if (::setresgid(maps.setup_gid, maps.setup_gid, maps.setup_gid) != 0)
+    fail_errno("setresgid setup");
+  if (::setresuid(maps.setup_uid, maps.setup_uid, maps.setup_uid) != 0)
+    fail_errno("setresuid setup");
+  if (::sethostname(kHostname, sizeof kHostname - 1) != 0) fail_errno("sethostname");
+
+  MountPlan plan;
+  if (run_dir.valid()) plan.run_dir_source = "/proc/self/fd/" + std::to_string(run_dir.get());
+  if (agent.valid()) plan.agent_source = "/proc/self/fd/" + std::to_string(agent.get());
+  plan.tmpfs_bytes = args.tmpfs_bytes;
+  std::vector<std::string> warnings;
+  check(build_and_enter_root(sandbox_mounts(plan), kNewRoot, &warnings), "mounts");
+  for (const auto& w : warnings)
+    std::fprintf(stderr, "cabin-sandbox[%s]: warning: optional mount: %s\n", args.id.c_str(),
+                 w.c_str());
+  run_dir.reset();
+  agent.reset();
+
+  check(bring_up_loopback(), "loopback");
+  check(install_seccomp(seccomp_denylist()), "seccomp");
+  if (args.probe) ::_exit(0);
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) ::sigaction(sig, &sa, nullptr);
+  // The signals stay blocked (from the launcher) until the payload's fork unblocks them.
+  pid_t payload = ::fork();
+  if (payload < 0) fail_errno("fork payload");
+  if (payload == 0) exec_payload(args, !maps.deny_setgroups, fds.report);
+
+  int status = supervise(payload);
+  (void)retry_eintr([&] { return ::write(fds.report, &status, sizeof status); });
+  ::_exit(0);
+}
+
+}  // namespace cabin::nsbox

@@ -1,0 +1,45 @@
+#include "server/drivers/namespace/userns.h"
+
+#include "server/drivers/namespace/sys_util.h"
+
+namespace cabin::nsbox {
+
+IdMaps plan_id_maps(bool host_root, uint32_t own_uid, uint32_t own_gid,
+                    const std::optional<HostIds>& map_root,
+                    const std::optional<HostIds>& map_user) {
+  IdMaps m;
+  if (host_root && map_root && map_user) {
+    m.uid = {{0, map_root->uid, 1}, {kSandboxUid, map_user->uid, 1}};
+    m.gid = {{0, map_root->gid, 1}, {kSandboxGid, map_user->gid, 1}};
+    m.setup_uid = 0;
+    m.setup_gid = 0;
+    return m;
+  }
+  // Without CAP_SETUID in the parent namespace only one line, naming our own id, is allowed.
+  m.uid = {{kSandboxUid, own_uid, 1}};
+  m.gid = {{kSandboxGid, own_gid, 1}};
+  m.deny_setgroups = true;
+  m.setup_uid = kSandboxUid;
+  m.setup_gid = kSandboxGid;
+  return m;
+}
+
+std::string id_map_text(const std::vector<IdMapping>& maps) {
+  std::string out;
+  for (const auto& m : maps) {
+    out += std::to_string(m.inside) + " " + std::to_string(m.outside) + " " +
+           std::to_string(m.count) + "\n";
+  }
+  return out;
+}
+
+Result<void> write_id_maps(pid_t child, const IdMaps& maps) {
+  const std::string proc = "/proc/" + std::to_string(child) + "/";
+  if (maps.deny_setgroups) {
+    if (auto r = write_file(proc + "setgroups", "deny"); !r) return r;
+  }
+  if (auto r = write_file(proc + "uid_map", id_map_text(maps.uid)); !r) return r;
+  return write_file(proc + "gid_map", id_map_text(maps.gid));
+}
+
+}  // namespace cabin::nsbox

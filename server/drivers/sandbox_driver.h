@@ -1,0 +1,68 @@
+// SandboxDriver / Sandbox: the one interface every isolation mechanism (namespace, microvm) implements.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+
+namespace cabin::drivers {
+
+namespace net = boost::asio;
+
+// A connected byte stream to cabin-agent: a UNIX socket (namespace) or TCP (microvm).
+using AgentStream = net::generic::stream_protocol::socket;
+
+struct DriverInfo {
+  std::string name;        // "namespace", "microvm"
+  std::string isolation;   // "namespace" (shares the host kernel) or "microvm"
+  std::string detail;      // e.g. "shares the host kernel", "TCG (no working KVM)"
+  bool available = false;  // false: create() answers kUnavailable with `unavailable_reason`
+  std::string unavailable_reason;
+  bool supports_pause = false;
+};
+
+// Immutable input to create(): everything the driver needs, already validated.
+struct SandboxSpec {
+  std::string session_id;    // validated: [a-z0-9_] only, safe in paths
+  std::string agent_secret;  // per-session; cabin-agent refuses requests without it
+  int width = 1280;
+  int height = 800;
+  std::string start_url;     // empty: about:blank
+  uint64_t memory_bytes = 2ull << 30;
+  int pids_max = 1024;
+};
+
+class Sandbox {
+ public:
+  virtual ~Sandbox() = default;
+  // One new stream to cabin-agent. May fail while the agent has not bound its socket yet.
+  virtual net::awaitable<Result<AgentStream>> dial_agent() = 0;
+  virtual net::awaitable<Result<void>> pause() = 0;
+  virtual net::awaitable<Result<void>> resume() = 0;
+  // Idempotent; kills everything of the sandbox and removes its files, cgroups and mounts.
+  virtual net::awaitable<void> destroy() = 0;
+  // Completes when the sandbox ended (its agent exited, or destroy() ran); says why.
+  virtual net::awaitable<std::string> wait_exit() = 0;
+  // One line for logs and GET /v1/sessions/{id}: host pid, cgroup, and so on.
+  virtual std::string describe() const = 0;
+};
+using SandboxPtr = std::unique_ptr<Sandbox>;
+
+class SandboxDriver {
+ public:
+  virtual ~SandboxDriver() = default;
+  virtual DriverInfo info() const = 0;
+  // Starts the sandbox and cabin-agent in it; returns without waiting for the browser.
+  virtual net::awaitable<Result<SandboxPtr>> create(const SandboxSpec& spec) = 0;
+  // At start-up: removes what sandboxes of an earlier cabind run left behind.
+  virtual void reap_leftovers() = 0;
+};
+
+}  // namespace cabin::drivers

@@ -1,0 +1,274 @@
+#include "server/http/api.h"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include "cdp-bridge/bridge.h"
+#include "server/auth/api_key.h"
+#include "cdp-bridge/discovery.h"
+#include "common/agent_protocol.h"
+#include "common/log.h"
+
+namespace cabin::http_api {
+namespace {
+
+using nlohmann::json;
+
+const auto& log() {
+  static auto l = logger("api");
+  return l;
+}
+
+Error session_not_found() {
+  return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
+}
+
+// A Host header is echoed into URLs only when it is a plain host[:port].
+bool plain_host(std::string_view h) {
+  if (h.empty() || h.size() > 255) return false;
+  for (char c : h) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == ':' || c == '[' || c == ']';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<void> Api::authenticate(const api::Route& route, const Request& req) const {
+  if (route.auth == api::Auth::kNone) return {};
+  auto authz = req.find(http::field::authorization);
+  if (authz != req.end()) {
+    if (auth::check_bearer(authz->value(), api_key_)) return {};
+    return make_error(Errc::kUnauthenticated, "unauthenticated", "the API key is not valid");
+  }
+  if (route.auth == api::Auth::kCdpToken) {
+    auto t = route.query.find("token");
+    if (t == route.query.end()) {
+      return make_error(Errc::kUnauthenticated, "unauthenticated",
+                        "send Authorization: Bearer <api key> or a token= capability");
+    }
+    auto claims = tokens_.verify(t->second, route.session_id, "cdp");
+    if (!claims) return claims.error();
+    auto s = sessions_.find(route.session_id);
+    if (s && claims->generation != s->token_generation) {
+      return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
+    }
+    return {};
+  }
+  return make_error(Errc::kUnauthenticated, "unauthenticated",
+                    "send Authorization: Bearer <api key>");
+}
+
+std::string Api::base_url(const Request& req, bool websocket) const {
+  std::string base;
+  if (!config_.public_url.empty()) {
+    base = config_.public_url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+  } else {
+    auto host = req.find(http::field::host);
+    std::string h = host != req.end() && plain_host(host->value())
+                        ? std::string(host->value())
+                        : config_.listen_host + ":" + std::to_string(config_.listen_port);
+    base = "http://" + h;
+  }
+  if (websocket) {
+    if (base.rfind("https://", 0) == 0) return "wss://" + base.substr(8);
+    if (base.rfind("http://", 0) == 0) return "ws://" + base.substr(7);
+  }
+  return base;
+}
+
+std::string Api::cdp_token(const sessions::Session& s) const {
+  int64_t exp = std::min(tokens_.clock().unix_seconds() + config_.cdp_token_ttl_s,
+                         s.record().expires_at);
+  return tokens_.issue(s.id(), "cdp", exp, s.token_generation);
+}
+
+json Api::session_json(const store::SessionRecord& r, const Request& req) const {
+  json j = {{"id", r.id},
+            {"status", r.status},
+            {"driver", r.driver},
+            {"resolution", {{"width", r.width}, {"height", r.height}}},
+            {"start_url", r.start_url},
+            {"timeout_s", r.timeout_s},
+            {"created_at", format_rfc3339(r.created_at)},
+            {"expires_at", format_rfc3339(r.expires_at)}};
+  if (r.ended_at != 0) {
+    j["ended_at"] = format_rfc3339(r.ended_at);
+    j["end_reason"] = r.end_reason;
+  }
+  if (auto s = sessions_.find(r.id); s && r.status == "running") {
+    std::string ws = base_url(req, true) + "/v1/sessions/" + r.id;
+    std::string token = cdp_token(*s);
+    j["cdp_url"] = ws + "/cdp?token=" + token;
+    j["json_version_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/json/version";
+  }
+  return j;
+}
+
+Response Api::info() const {
+  json drivers = json::array();
+  for (const auto& d : sessions_.driver_infos()) {
+    json e = {{"name", d.name},
+              {"isolation", d.isolation},
+              {"detail", d.detail},
+              {"available", d.available},
+              {"supports_pause", d.supports_pause}};
+    if (!d.available) e["unavailable_reason"] = d.unavailable_reason;
+    drivers.push_back(e);
+  }
+  return json_response(http::status::ok,
+                       {{"name", "cabin"},
+                        {"version", CABIN_VERSION},
+                        {"default_driver", config_.default_driver},
+                        {"drivers", drivers},
+                        {"sessions", {{"live", sessions_.live_count()},
+                                      {"max", config_.max_sessions}}},
+                        {"limits",
+                         {{"max_timeout_s", config_.max_timeout_s},
+                          {"default_timeout_s", config_.default_timeout_s},
+                          {"resolution_min", api::kMinDimension},
+                          {"resolution_max", api::kMaxDimension}}}});
+}
+
+net::awaitable<Response> Api::handle(const api::Route& route, const Request& req) {
+  using api::RouteId;
+  switch (route.id) {
+    case RouteId::kHealthz:
+      co_return json_response(http::status::ok, {{"status", "ok"}});
+    case RouteId::kInfo:
+      co_return info();
+    case RouteId::kCreateSession:
+      co_return co_await create(req);
+    case RouteId::kListSessions: {
+      auto all = route.query.find("all");
+      bool include_ended = all != route.query.end() && (all->second == "1" || all->second == "true");
+      json list = json::array();
+      for (const auto& r : sessions_.list(include_ended)) list.push_back(session_json(r, req));
+      co_return json_response(http::status::ok, {{"sessions", list}});
+    }
+    case RouteId::kGetSession: {
+      auto r = sessions_.record(route.session_id);
+      if (!r) co_return error_response(session_not_found());
+      co_return json_response(http::status::ok, session_json(*r, req));
+    }
+    case RouteId::kDeleteSession: {
+      auto r = co_await sessions_.end(route.session_id, "deleted");
+      if (!r) co_return error_response(r.error());
+      co_return json_response(http::status::ok, session_json(*r, req));
+    }
+    case RouteId::kExec:
+      co_return co_await exec(route, req);
+    case RouteId::kJsonVersion:
+    case RouteId::kJsonList:
+      co_return co_await discovery(route, req);
+    case RouteId::kCdpBrowser:
+    case RouteId::kCdpPage:
+      co_return error_response(http::status::bad_request, "websocket_required",
+                               "this endpoint takes a WebSocket upgrade");
+  }
+  co_return error_response(http::status::not_found, "not_found", "no such endpoint");
+}
+
+net::awaitable<Response> Api::create(const Request& req) {
+  api::SpecLimits limits{config_.max_timeout_s, config_.default_timeout_s};
+  auto spec = api::parse_session_spec(req.body(), limits);
+  if (!spec) co_return error_response(spec.error());
+  auto s = co_await sessions_.create(*spec);
+  if (!s) co_return error_response(s.error());
+  co_return json_response(http::status::created, session_json((*s)->record(), req));
+}
+
+net::awaitable<Response> Api::exec(const api::Route& route, const Request& req) {
+  auto parsed = agent_protocol::parse_exec_request(req.body());
+  if (!parsed) co_return error_response(parsed.error());
+  auto s = sessions_.find(route.session_id);
+  if (!s) co_return error_response(session_not_found());
+  auto res = co_await s->agent().request(
+      http::verb::post, "/agent/v1/exec", agent_protocol::to_json(*parsed).dump(),
+      std::chrono::milliseconds(parsed->timeout_ms + 10000));
+  if (!res) co_return error_response(res.error());
+  if (res->result() == http::status::bad_request) {
+    // The agent explains why the command could not start; pass on its message, bounded.
+    auto j = json::parse(res->body(), nullptr, false);
+    std::string msg = "the command could not be started";
+    if (j.is_object() && j["error"].is_object() && j["error"]["message"].is_string()) {
+      msg = j["error"]["message"].get<std::string>().substr(0, 1024);
+    }
+    co_return error_response(http::status::bad_request, "spawn_failed", msg);
+  }
+  if (res->result() != http::status::ok) {
+    co_return error_response(http::status::bad_gateway, "agent_error",
+                             "agent answered " + std::to_string(res->result_int()));
+  }
+  auto result = agent_protocol::parse_exec_result(res->body(), parsed->max_output_bytes);
+  if (!result) co_return error_response(result.error());
+  co_return json_response(http::status::ok, agent_protocol::to_json(*result));
+}
+
+net::awaitable<Response> Api::discovery(const api::Route& route, const Request& req) {
+  auto s = sessions_.find(route.session_id);
+  if (!s) co_return error_response(session_not_found());
+  bool version = route.id == api::RouteId::kJsonVersion;
+  auto res = co_await s->agent().get_through_tunnel(
+      s->devtools_port, version ? "/json/version" : "/json/list", cdp::kMaxDiscoveryBody);
+  if (!res) co_return error_response(res.error());
+  std::string token = cdp_token(*s);
+  std::string ws = base_url(req, true) + "/v1/sessions/" + s->id();
+  auto body = version ? cdp::rewrite_version(res->body(), ws + "/cdp?token=" + token)
+                      : cdp::rewrite_list(res->body(), ws + "/devtools/page/", "?token=" + token);
+  if (!body) co_return error_response(body.error());
+  Response out{http::status::ok, 11};
+  out.set(http::field::content_type, "application/json");
+  out.set(http::field::cache_control, "no-store");
+  out.body() = std::move(*body);
+  out.prepare_payload();
+  co_return out;
+}
+
+net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
+                                         net::ip::tcp::socket socket, beast::flat_buffer buffer) {
+  auto fail = [&](Response res) -> net::awaitable<void> {
+    res.keep_alive(false);
+    boost::system::error_code ec;
+    co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
+    socket.shutdown(net::socket_base::shutdown_both, ec);
+  };
+  if (!beast::websocket::is_upgrade(req)) {
+    co_await fail(error_response(http::status::bad_request, "websocket_required",
+                                 "this endpoint takes a WebSocket upgrade"));
+    co_return;
+  }
+  auto s = sessions_.find(route.session_id);
+  if (!s || s->record().status != "running") {
+    co_await fail(error_response(session_not_found()));
+    co_return;
+  }
+  auto tunnel = co_await s->agent().connect(s->devtools_port);
+  if (!tunnel) {
+    co_await fail(error_response(tunnel.error()));
+    co_return;
+  }
+  std::string path = route.id == api::RouteId::kCdpPage ? "/devtools/page/" + route.target_id
+                                                        : s->browser_path;
+  std::string id = s->id();
+  auto answer = co_await cdp::upstream_handshake(tunnel->stream, tunnel->buffer, req.base(), path,
+                                                 s->devtools_port);
+  s.reset();  // a bridged connection must not keep an ended session alive
+  if (!answer) {
+    log()->warn("session {}: CDP handshake failed: {}", id, answer.error().message);
+    co_await fail(error_response(answer.error()));
+    co_return;
+  }
+  log()->debug("session {}: CDP client attached to {}", id, path);
+  co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
+                       std::move(tunnel->stream), std::move(tunnel->buffer));
+  log()->debug("session {}: CDP client detached", id);
+}
+
+}  // namespace cabin::http_api

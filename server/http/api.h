@@ -1,0 +1,58 @@
+// Api: the control API and the CDP endpoints; turns routed requests into calls on the
+// SessionManager and answers them.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <string>
+
+#include "server/api/router.h"
+#include "server/auth/tokens.h"
+#include "server/config.h"
+#include "server/http/responses.h"
+#include "server/sessions/session_manager.h"
+
+namespace cabin::http_api {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+using Request = http::request<http::string_body>;
+
+class Api {
+ public:
+  Api(const ServerConfig& config, sessions::SessionManager& sessions,
+      const auth::TokenService& tokens, std::string api_key)
+      : config_(config), sessions_(sessions), tokens_(tokens), api_key_(std::move(api_key)) {}
+
+  // Authenticates the routed request. kNone routes always pass.
+  Result<void> authenticate(const api::Route& route, const Request& req) const;
+
+  // Handles every non-upgrade route.
+  net::awaitable<Response> handle(const api::Route& route, const Request& req);
+
+  // Handles a WebSocket upgrade route; takes the connection. Answers errors itself.
+  net::awaitable<void> handle_upgrade(const api::Route& route, Request req,
+                                      net::ip::tcp::socket socket, beast::flat_buffer buffer);
+
+ private:
+  nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
+  std::string base_url(const Request& req, bool websocket) const;
+  std::string cdp_token(const sessions::Session& s) const;
+
+  net::awaitable<Response> create(const Request& req);
+  net::awaitable<Response> exec(const api::Route& route, const Request& req);
+  net::awaitable<Response> discovery(const api::Route& route, const Request& req);
+  Response info() const;
+
+  const ServerConfig& config_;
+  sessions::SessionManager& sessions_;
+  const auth::TokenService& tokens_;
+  std::string api_key_;
+};
+
+}  // namespace cabin::http_api

@@ -1,0 +1,19 @@
+// JSON responses and the one place where an Error becomes an HTTP answer.
+#pragma once
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace cabin::http_api {
+
+namespace http = boost::beast::http;
+using Response = http::response<http::string_body>;
+
+Response json_response(http::status status, const nlohmann::json& body);
+Response error_response(const Error& e);
+Response error_response(http::status status, const std::string& code, const std::string& message);
+
+}  // namespace cabin::http_api

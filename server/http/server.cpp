@@ -1,0 +1,141 @@
+#include "server/http/server.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "common/log.h"
+
+namespace cabin::http_api {
+namespace {
+
+const auto& log() {
+  static auto l = logger("http");
+  return l;
+}
+
+// Maps a parse failure to the answer the client gets before the connection closes.
+Response parse_error_response(const boost::system::error_code& ec, const beast::flat_buffer& buf) {
+  if (ec == http::error::header_limit) {
+    // No line break yet: the request line alone is too long.
+    std::string_view seen(static_cast<const char*>(buf.data().data()), buf.size());
+    if (seen.find("\r\n") == std::string_view::npos) {
+      return error_response(http::status::uri_too_long, "uri_too_long",
+                            "the request line exceeds 16 KiB");
+    }
+    return error_response(http::status::request_header_fields_too_large, "headers_too_large",
+                          "the request headers exceed 16 KiB");
+  }
+  if (ec == http::error::body_limit) {
+    return error_response(http::status::payload_too_large, "body_too_large",
+                          "the request body exceeds 1 MiB");
+  }
+  return error_response(http::status::bad_request, "bad_request",
+                        "malformed HTTP request: " + ec.message());
+}
+
+}  // namespace
+
+Result<void> HttpServer::listen(const std::string& host, uint16_t port) {
+  boost::system::error_code ec;
+  auto addr = net::ip::make_address(host, ec);
+  if (ec) return make_error(Errc::kInvalidArgument, "bad_listen", "not an IP address: " + host);
+  net::ip::tcp::endpoint ep(addr, port);
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return make_error(Errc::kUnavailable, "listen_failed",
+                      "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+  }
+  return {};
+}
+
+net::awaitable<void> HttpServer::run() {
+  for (;;) {
+    boost::system::error_code ec;
+    net::ip::tcp::socket socket(ex_);
+    co_await acceptor_.async_accept(socket, net::redirect_error(net::use_awaitable, ec));
+    if (stopping_) co_return;
+    if (ec) {
+      log()->warn("accept: {}", ec.message());
+      continue;
+    }
+    net::co_spawn(ex_, serve(std::move(socket)), net::detached);
+  }
+}
+
+void HttpServer::stop() {
+  stopping_ = true;
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  for (auto& s : open_) s->close(ec);
+}
+
+net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
+  boost::system::error_code ec;
+  socket.set_option(net::ip::tcp::no_delay(true), ec);
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  // Tracked by a shared handle to the stream's socket so stop() can close it.
+  auto handle = std::shared_ptr<net::ip::tcp::socket>(&stream.socket(), [](auto*) {});
+  open_.insert(handle);
+  struct Untrack {
+    std::set<std::shared_ptr<net::ip::tcp::socket>>& set;
+    std::shared_ptr<net::ip::tcp::socket> h;
+    ~Untrack() { set.erase(h); }
+  } untrack{open_, handle};
+
+  bool first = true;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(kMaxHeaderBytes);
+    parser.body_limit(kMaxBodyBytes);
+    stream.expires_after(first && buffer.size() == 0 ? kReadTimeout : kIdleTimeout);
+    first = false;
+    co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+        ec == net::error::eof || stopping_) {
+      break;
+    }
+    if (ec) {
+      auto res = parse_error_response(ec, buffer);
+      res.keep_alive(false);
+      stream.expires_after(std::chrono::seconds(5));
+      co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+      break;
+    }
+    auto req = parser.release();
+    auto route = api::route(req.method_string(), req.target());
+    Response res;
+    if (!route) {
+      res = error_response(route.error());
+    } else if (auto authed = api_.authenticate(*route, req); !authed) {
+      res = error_response(authed.error());
+    } else if (route->id == api::RouteId::kCdpBrowser || route->id == api::RouteId::kCdpPage) {
+      stream.expires_never();
+      untrack.set.erase(handle);
+      co_await api_.handle_upgrade(*route, std::move(req), stream.release_socket(),
+                                   std::move(buffer));
+      co_return;
+    } else {
+      stream.expires_never();  // handlers bound their own waits (session start, exec timeout)
+      res = co_await api_.handle(*route, req);
+    }
+    bool keep = req.keep_alive() && !stopping_;
+    res.keep_alive(keep);
+    stream.expires_after(kReadTimeout);
+    co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+    if (ec || !keep) break;
+  }
+  stream.socket().shutdown(net::socket_base::shutdown_send, ec);
+  stream.close();
+}
+
+}  // namespace cabin::http_api

@@ -1,0 +1,45 @@
+// HttpServer: the one listener; one coroutine per connection reads requests with bounded headers
+// and bodies, routes them and hands WebSocket upgrades to the Api.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include <chrono>
+#include <memory>
+#include <set>
+
+#include "common/result.h"
+#include "server/http/api.h"
+
+namespace cabin::http_api {
+
+inline constexpr size_t kMaxHeaderBytes = 16 * 1024;
+inline constexpr size_t kMaxBodyBytes = 1024 * 1024;
+inline constexpr std::chrono::seconds kReadTimeout{30};   // a request must arrive whole by then
+inline constexpr std::chrono::seconds kIdleTimeout{120};  // keep-alive between requests
+
+class HttpServer {
+ public:
+  HttpServer(net::any_io_executor ex, Api& api) : ex_(std::move(ex)), api_(api), acceptor_(ex_) {}
+
+  // Binds and listens; port 0 picks a free port (see port()).
+  Result<void> listen(const std::string& host, uint16_t port);
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  net::awaitable<void> run();
+  // Stops accepting and closes every open connection.
+  void stop();
+
+ private:
+  net::awaitable<void> serve(net::ip::tcp::socket socket);
+
+  net::any_io_executor ex_;
+  Api& api_;
+  net::ip::tcp::acceptor acceptor_;
+  // Live connections, so stop() can close them; entries remove themselves.
+  std::set<std::shared_ptr<net::ip::tcp::socket>> open_;
+  bool stopping_ = false;
+};
+
+}  // namespace cabin::http_api

@@ -1,0 +1,132 @@
+// cabind: wires configuration, storage, drivers, sessions and the HTTP server together.
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+
+#include <sys/resource.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "common/log.h"
+#include "server/auth/api_key.h"
+#include "server/auth/tokens.h"
+#include "server/config.h"
+#include "server/drivers/namespace/namespace_driver.h"
+#include "server/http/api.h"
+#include "server/http/server.h"
+#include "server/sessions/session_manager.h"
+#include "server/store/session_store.h"
+
+namespace net = boost::asio;
+using namespace cabin;
+
+namespace {
+
+int fail(const std::string& what) {
+  logger("cabind")->critical("{}", what);
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto parsed = parse_config(argc, argv);
+  if (parsed.exit) {
+    (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
+    return parsed.exit_code;
+  }
+  const ServerConfig& cfg = parsed.config;
+  set_log_level(cfg.log_level);
+  auto log = logger("cabind");
+  std::signal(SIGPIPE, SIG_IGN);
+
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.state_dir, ec);
+  if (ec) return fail("cannot create state dir " + cfg.state_dir.string() + ": " + ec.message());
+  std::filesystem::permissions(cfg.state_dir, std::filesystem::perms::owner_all, ec);
+
+  auto api_key = auth::load_or_create_api_key(cfg.state_dir, std::getenv("CABIN_API_KEY"));
+  if (!api_key) return fail(api_key.error().message);
+  auto keys = auth::TokenService::load_or_create_keys(cfg.state_dir / "keys");
+  if (!keys) return fail(keys.error().message);
+  SystemClock clock;
+  auth::TokenService tokens(std::move(*keys), clock);
+
+  auto store = store::SessionStore::open((cfg.state_dir / "cabin.db").string());
+  if (!store) return fail(store.error().message);
+  auto stale = (*store)->end_unfinished("server restarted", clock.unix_seconds());
+  if (!stale.empty()) log->info("marked {} sessions of an earlier run as ended", stale.size());
+
+  net::io_context ioc(1);
+  std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
+  {
+    drivers::NamespaceDriverConfig nc;
+    nc.run_dir = cfg.run_dir;
+    nc.agent_path = cfg.bin_dir / "cabin-agent";
+    nc.launcher_path = cfg.bin_dir / "cabin-sandbox";
+    nc.chromium_sandbox = cfg.chromium_sandbox;
+    drivers["namespace"] = std::make_unique<drivers::NamespaceDriver>(nc, ioc.get_executor());
+  }
+  for (auto& [name, d] : drivers) {
+    d->reap_leftovers();
+    auto info = d->info();
+    if (info.available) {
+      log->info("driver {}: available ({})", name, info.detail);
+    } else {
+      log->warn("driver {}: unavailable: {}", name, info.unavailable_reason);
+    }
+  }
+  if (!drivers.count(cfg.default_driver)) {
+    return fail("--default-driver: no driver named " + cfg.default_driver);
+  }
+
+  sessions::ManagerConfig mc;
+  mc.default_driver = cfg.default_driver;
+  mc.max_sessions = cfg.max_sessions;
+  mc.start_timeout = std::chrono::milliseconds(cfg.start_timeout_ms);
+  mc.memory_bytes = cfg.sandbox_memory_mb << 20;
+  mc.pids_max = cfg.sandbox_pids_max;
+  sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
+
+  http_api::Api api(cfg, manager, tokens, api_key->key);
+  http_api::HttpServer server(ioc.get_executor(), api);
+  if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
+  if (cfg.listen_host != "127.0.0.1" && cfg.listen_host != "::1") {
+    log->warn("listening beyond loopback on {} without TLS", cfg.listen_host);
+  }
+
+  std::string host = cfg.listen_host.find(':') != std::string::npos ? "[" + cfg.listen_host + "]"
+                                                                    : cfg.listen_host;
+  std::cout << "cabind " << CABIN_VERSION << " listening on http://" << host << ":"
+            << server.port() << "\n";
+  if (api_key->path.empty()) {
+    std::cout << "API key: from CABIN_API_KEY\n";
+  } else {
+    std::cout << "API key" << (api_key->generated ? " (new)" : "") << ": " << api_key->key
+              << "  (stored in " << api_key->path.string() << ")\n";
+  }
+  std::cout << std::flush;
+
+  net::signal_set signals(ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](boost::system::error_code, int sig) {
+    log->info("signal {}: shutting down", sig);
+    server.stop();
+    net::co_spawn(
+        ioc,
+        [&]() -> net::awaitable<void> {
+          co_await manager.shutdown();
+          ioc.stop();
+        },
+        net::detached);
+  });
+  net::co_spawn(ioc, server.run(), net::detached);
+  ioc.run();
+  log->info("stopped");
+  return 0;
+}

@@ -1,0 +1,157 @@
+#include "server/sessions/agent_client.h"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+namespace cabin::sessions {
+namespace {
+
+Error bad_gateway(std::string message) {
+  return make_error(Errc::kBadGateway, "agent_error", std::move(message));
+}
+
+// Closes the stream when the deadline passes, so a guest that stops answering cannot hold a
+// coroutine forever. Single-threaded: `active` is cleared before a queued handler can run.
+class Deadline {
+ public:
+  Deadline(drivers::AgentStream& s, std::chrono::milliseconds after)
+      : state_(std::make_shared<State>(s.get_executor(), after)) {
+    state_->timer.async_wait([&s, st = state_](boost::system::error_code ec) {
+      if (!ec && st->active) s.close(ec);
+    });
+  }
+  ~Deadline() {
+    state_->active = false;
+    state_->timer.cancel();
+  }
+  Deadline(const Deadline&) = delete;
+  Deadline& operator=(const Deadline&) = delete;
+
+ private:
+  struct State {
+    State(const net::any_io_executor& ex, std::chrono::milliseconds after) : timer(ex, after) {}
+    net::steady_timer timer;
+    bool active = true;
+  };
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace
+
+net::awaitable<Result<http::response<http::string_body>>> AgentClient::request(
+    http::verb method, const std::string& target, std::string body,
+    std::chrono::milliseconds timeout) {
+  auto dialed = co_await sandbox_.dial_agent();
+  if (!dialed) co_return dialed.error();
+  drivers::AgentStream stream = std::move(*dialed);
+  Deadline deadline(stream, timeout);
+
+  http::request<http::string_body> req{method, target, 11};
+  req.set(http::field::host, "agent");
+  req.set("X-Cabin-Agent-Secret", secret_);
+  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  req.body() = std::move(body);
+  req.prepare_payload();
+  req.keep_alive(false);
+  boost::system::error_code ec;
+  co_await http::async_write(stream, req, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_gateway("writing to agent: " + ec.message());
+
+  boost::beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.header_limit(kMaxAgentHeader);
+  parser.body_limit(kMaxAgentBody);
+  co_await http::async_read(stream, buf, parser, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_gateway("reading from agent: " + ec.message());
+  co_return parser.release();
+}
+
+net::awaitable<Result<AgentHealth>> AgentClient::health(int wait_ms) {
+  auto res = co_await request(http::verb::get, "/agent/v1/health?wait_ms=" + std::to_string(wait_ms),
+                              "", std::chrono::milliseconds(wait_ms + 5000));
+  if (!res) co_return res.error();
+  if (res->result() != http::status::ok) {
+    co_return bad_gateway("agent health answered " + std::to_string(res->result_int()));
+  }
+  auto j = nlohmann::json::parse(res->body(), nullptr, false);
+  if (!j.is_object() || !j.contains("state") || !j["state"].is_string()) {
+    co_return bad_gateway("agent health answer is malformed");
+  }
+  AgentHealth h;
+  h.state = j["state"].get<std::string>();
+  if (h.state != "starting" && h.state != "ready" && h.state != "failed") {
+    co_return bad_gateway("agent health state is unknown");
+  }
+  if (auto it = j.find("error"); it != j.end() && it->is_string()) {
+    h.error = it->get<std::string>().substr(0, 1024);
+  }
+  if (h.state == "ready") {
+    auto d = j.find("devtools");
+    if (d == j.end() || !d->is_object() || !(*d)["port"].is_number_integer() ||
+        !(*d)["browser_path"].is_string()) {
+      co_return bad_gateway("agent health lacks devtools");
+    }
+    h.devtools_port = (*d)["port"].get<int>();
+    h.browser_path = (*d)["browser_path"].get<std::string>();
+    bool path_ok = h.browser_path.rfind("/devtools/browser/", 0) == 0 && h.browser_path.size() < 128;
+    for (char c : h.browser_path) path_ok = path_ok && c > 0x20 && c < 0x7f && c != '?';
+    if (h.devtools_port <= 0 || h.devtools_port > 65535 || !path_ok) {
+      co_return bad_gateway("agent health devtools fields are invalid");
+    }
+  }
+  co_return h;
+}
+
+net::awaitable<Result<Tunnel>> AgentClient::connect(int port) {
+  auto dialed = co_await sandbox_.dial_agent();
+  if (!dialed) co_return dialed.error();
+  Tunnel t{std::move(*dialed), {}};
+  Deadline deadline(t.stream, std::chrono::seconds(10));
+  std::string authority = "127.0.0.1:" + std::to_string(port);
+  http::request<http::empty_body> req{http::verb::connect, authority, 11};
+  req.set(http::field::host, authority);
+  req.set("X-Cabin-Agent-Secret", secret_);
+  boost::system::error_code ec;
+  co_await http::async_write(t.stream, req, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_gateway("writing to agent: " + ec.message());
+  http::response_parser<http::empty_body> parser;
+  parser.header_limit(kMaxAgentHeader);
+  parser.skip(true);  // a CONNECT answer has no body; what follows is the tunnel
+  co_await http::async_read_header(t.stream, t.buffer, parser,
+                                   net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_gateway("reading from agent: " + ec.message());
+  if (parser.get().result() != http::status::ok) {
+    co_return bad_gateway("agent refused tunnel to port " + std::to_string(port) + " (" +
+                          std::to_string(parser.get().result_int()) + ")");
+  }
+  co_return t;
+}
+
+net::awaitable<Result<http::response<http::string_body>>> AgentClient::get_through_tunnel(
+    int port, const std::string& path, size_t body_limit) {
+  auto tunnel = co_await connect(port);
+  if (!tunnel) co_return tunnel.error();
+  Deadline deadline(tunnel->stream, std::chrono::seconds(10));
+  http::request<http::empty_body> req{http::verb::get, path, 11};
+  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
+  req.keep_alive(false);
+  boost::system::error_code ec;
+  co_await http::async_write(tunnel->stream, req, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_gateway("writing to browser: " + ec.message());
+  http::response_parser<http::string_body> parser;
+  parser.header_limit(kMaxAgentHeader);
+  parser.body_limit(body_limit);
+  co_await http::async_read(tunnel->stream, tunnel->buffer, parser,
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_gateway("reading from browser: " + ec.message());
+  co_return parser.release();
+}
+
+}  // namespace cabin::sessions

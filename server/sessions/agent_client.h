@@ -1,0 +1,60 @@
+// AgentClient: cabind's side of the cabin-agent protocol (docs/agent-protocol.md); every answer from
+// the guest is size-limited and validated, since the guest is hostile.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "common/result.h"
+#include "server/drivers/sandbox_driver.h"
+
+namespace cabin::sessions {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+
+struct AgentHealth {
+  std::string state;  // "starting", "ready", "failed"
+  std::string error;
+  int devtools_port = 0;
+  std::string browser_path;  // "/devtools/browser/<uuid>"
+};
+
+// A CONNECT tunnel: `stream` carries raw bytes; `buffer` may hold bytes already read past the
+// CONNECT answer, which belong to the tunnelled protocol.
+struct Tunnel {
+  drivers::AgentStream stream;
+  boost::beast::flat_buffer buffer;
+};
+
+inline constexpr size_t kMaxAgentHeader = 16 * 1024;
+inline constexpr size_t kMaxAgentBody = 64 * 1024 * 1024;  // exec output plus JSON escaping
+
+class AgentClient {
+ public:
+  AgentClient(drivers::Sandbox& sandbox, std::string secret)
+      : sandbox_(sandbox), secret_(std::move(secret)) {}
+
+  // Parses the agent's health answer; waits up to wait_ms for it to leave "starting".
+  net::awaitable<Result<AgentHealth>> health(int wait_ms);
+  // One request to the agent on a new connection; the answer is bounded by kMaxAgentBody.
+  net::awaitable<Result<http::response<http::string_body>>> request(
+      http::verb method, const std::string& target, std::string body,
+      std::chrono::milliseconds timeout);
+  // Opens a tunnel to 127.0.0.1:port inside the sandbox.
+  net::awaitable<Result<Tunnel>> connect(int port);
+  // GET path from 127.0.0.1:port inside the sandbox over a tunnel (for DevTools discovery).
+  net::awaitable<Result<http::response<http::string_body>>> get_through_tunnel(
+      int port, const std::string& path, size_t body_limit);
+
+ private:
+  drivers::Sandbox& sandbox_;
+  std::string secret_;
+};
+
+}  // namespace cabin::sessions

@@ -1,0 +1,215 @@
+#include "server/sessions/session_manager.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "server/api/ids.h"
+
+namespace cabin::sessions {
+namespace {
+
+const auto& log() {
+  static auto l = logger("sessions");
+  return l;
+}
+
+net::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+  net::steady_timer t(co_await net::this_coro::executor, d);
+  boost::system::error_code ec;
+  co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+}
+
+}  // namespace
+
+SessionManager::SessionManager(net::any_io_executor ex, ManagerConfig config,
+                               std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers,
+                               store::SessionStore& store, const Clock& clock)
+    : ex_(std::move(ex)),
+      config_(std::move(config)),
+      drivers_(std::move(drivers)),
+      store_(store),
+      clock_(clock) {}
+
+std::vector<drivers::DriverInfo> SessionManager::driver_infos() const {
+  std::vector<drivers::DriverInfo> out;
+  for (const auto& [_, d] : drivers_) out.push_back(d->info());
+  return out;
+}
+
+SessionPtr SessionManager::find(const std::string& id) const {
+  auto it = live_.find(id);
+  return it == live_.end() || it->second->ending ? nullptr : it->second;
+}
+
+std::optional<store::SessionRecord> SessionManager::record(const std::string& id) const {
+  if (auto it = live_.find(id); it != live_.end()) return it->second->record();
+  return store_.get(id);
+}
+
+std::vector<store::SessionRecord> SessionManager::list(bool include_ended) const {
+  auto rows = store_.list(include_ended, 1000);
+  // Live sessions carry their in-memory status ("starting" vs "running").
+  for (auto& r : rows) {
+    if (auto it = live_.find(r.id); it != live_.end()) r = it->second->record();
+  }
+  return rows;
+}
+
+net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec& spec) {
+  std::string driver_name = spec.driver.empty() ? config_.default_driver : spec.driver;
+  auto d = drivers_.find(driver_name);
+  if (d == drivers_.end()) {
+    co_return make_error(Errc::kInvalidArgument, "unknown_driver",
+                         "driver \"" + driver_name.substr(0, 32) + "\" does not exist");
+  }
+  auto info = d->second->info();
+  if (!info.available) {
+    co_return make_error(Errc::kUnavailable, "driver_unavailable",
+                         "driver " + driver_name + " cannot run here: " + info.unavailable_reason);
+  }
+  if (static_cast<int>(live_.size()) + starting_ >= config_.max_sessions) {
+    co_return make_error(Errc::kUnavailable, "capacity",
+                         "the server runs its maximum of " + std::to_string(config_.max_sessions) +
+                             " sessions");
+  }
+
+  store::SessionRecord rec;
+  rec.id = api::new_session_id();
+  rec.driver = driver_name;
+  rec.status = "starting";
+  rec.width = spec.resolution.width;
+  rec.height = spec.resolution.height;
+  rec.start_url = spec.start_url.empty() ? "about:blank" : spec.start_url;
+  rec.timeout_s = spec.timeout_s;
+  rec.created_at = clock_.unix_seconds();
+  rec.expires_at = rec.created_at + spec.timeout_s;
+  if (auto r = store_.insert(rec); !r) co_return r.error();
+
+  drivers::SandboxSpec sb;
+  sb.session_id = rec.id;
+  sb.agent_secret = random_hex(32);
+  sb.width = spec.resolution.width;
+  sb.height = spec.resolution.height;
+  sb.start_url = spec.start_url;
+  sb.memory_bytes = config_.memory_bytes;
+  sb.pids_max = config_.pids_max;
+
+  ++starting_;
+  auto started = co_await d->second->create(sb);
+  --starting_;
+  if (!started) {
+    log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
+    (void)store_.set_status(rec.id, "failed", started.error().message, clock_.unix_seconds());
+    co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
+                         "sandbox could not start: " + started.error().message);
+  }
+  auto s = std::make_shared<Session>(rec, spec, std::move(*started), sb.agent_secret, ex_);
+  live_[rec.id] = s;
+  watch(s);
+
+  auto ready = co_await wait_ready(*s);
+  if (!ready) {
+    std::string reason = ready.error().message;
+    log()->warn("session {}: browser did not become ready: {}", rec.id, reason);
+    co_await finish(s, "failed", reason);
+    co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
+                         "sandbox did not become ready: " + reason);
+  }
+  if (s->ending) {
+    co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
+                         "session ended while starting: " + s->record().end_reason);
+  }
+  s->mutable_record().status = "running";
+  (void)store_.set_status(rec.id, "running", "", 0);
+
+  s->expiry_timer().expires_after(std::chrono::seconds(rec.expires_at - clock_.unix_seconds()));
+  s->expiry_timer().async_wait([this, id = rec.id](boost::system::error_code ec) {
+    if (ec) return;
+    net::co_spawn(
+        ex_, [this, id]() -> net::awaitable<void> { (void)co_await end(id, "timeout"); },
+        net::detached);
+  });
+  log()->info("session {}: running on {} ({}x{})", rec.id, driver_name, rec.width, rec.height);
+  co_return s;
+}
+
+net::awaitable<Result<void>> SessionManager::wait_ready(Session& s) {
+  auto deadline = std::chrono::steady_clock::now() + config_.start_timeout;
+  Error last = make_error(Errc::kTimeout, "start_timeout", "timed out");
+  while (!s.ending) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    auto h = co_await s.agent().health(static_cast<int>(std::min<int64_t>(left.count(), 60000)));
+    if (h && h->state == "ready") {
+      s.devtools_port = h->devtools_port;
+      s.browser_path = h->browser_path;
+      co_return Result<void>{};
+    }
+    if (h && h->state == "failed") {
+      co_return make_error(Errc::kUnavailable, "browser_failed", h->error);
+    }
+    if (!h) last = h.error();
+    // The agent may not have bound its socket yet.
+    co_await sleep_for(std::chrono::milliseconds(5));
+  }
+  if (s.ending) {
+    co_return make_error(Errc::kUnavailable, "sandbox_exited", s.record().end_reason);
+  }
+  co_return make_error(Errc::kTimeout, "start_timeout",
+                       "no ready answer within " +
+                           std::to_string(config_.start_timeout.count()) + " ms (" +
+                           last.message + ")");
+}
+
+void SessionManager::watch(SessionPtr s) {
+  net::co_spawn(
+      ex_,
+      [this, s]() -> net::awaitable<void> {
+        std::string why = co_await s->sandbox().wait_exit();
+        if (!s->ending) {
+          log()->warn("session {}: sandbox exited: {}", s->id(), why);
+          co_await finish(s, "ended", "sandbox exited: " + why);
+        }
+      },
+      net::detached);
+}
+
+net::awaitable<Result<store::SessionRecord>> SessionManager::end(const std::string& id,
+                                                                 const std::string& reason) {
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    if (auto r = store_.get(id)) co_return *r;  // already ended: idempotent
+    co_return make_error(Errc::kNotFound, "session_not_found", "no session with that id");
+  }
+  SessionPtr s = it->second;
+  if (!s->ending) co_await finish(s, "ended", reason);
+  co_return s->record();
+}
+
+net::awaitable<void> SessionManager::finish(SessionPtr s, std::string status, std::string reason) {
+  if (s->ending) co_return;
+  s->ending = true;
+  s->mutable_record().status = "ending";
+  s->expiry_timer().cancel();
+  co_await s->sandbox().destroy();
+  auto& rec = s->mutable_record();
+  rec.status = status;
+  rec.end_reason = reason;
+  rec.ended_at = clock_.unix_seconds();
+  (void)store_.set_status(rec.id, status, reason, rec.ended_at);
+  live_.erase(rec.id);
+  log()->info("session {}: {} ({})", rec.id, status, reason);
+}
+
+net::awaitable<void> SessionManager::shutdown() {
+  std::vector<SessionPtr> all;
+  for (auto& [_, s] : live_) all.push_back(s);
+  for (auto& s : all) co_await finish(s, "ended", "server shutdown");
+}
+
+}  // namespace cabin::sessions

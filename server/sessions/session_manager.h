@@ -1,0 +1,68 @@
+// SessionManager: creates sessions on a driver, tracks the live ones, and ends them on DELETE,
+// timeout, sandbox death or shutdown, leaving nothing behind.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "server/api/session_spec.h"
+#include "server/drivers/sandbox_driver.h"
+#include "server/sessions/session.h"
+#include "server/store/session_store.h"
+
+namespace cabin::sessions {
+
+struct ManagerConfig {
+  std::string default_driver = "namespace";
+  int max_sessions = 16;
+  std::chrono::milliseconds start_timeout{30000};
+  uint64_t memory_bytes = 2ull << 30;
+  int pids_max = 2048;
+};
+
+class SessionManager {
+ public:
+  SessionManager(net::any_io_executor ex, ManagerConfig config,
+                 std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers,
+                 store::SessionStore& store, const Clock& clock);
+
+  std::vector<drivers::DriverInfo> driver_infos() const;
+  const ManagerConfig& config() const { return config_; }
+
+  // Answers once the browser's DevTools is reachable, or with the reason it could not start.
+  net::awaitable<Result<SessionPtr>> create(const api::SessionSpec& spec);
+  // A live session, or nullptr.
+  SessionPtr find(const std::string& id) const;
+  // A session's record, live or ended; nullopt when unknown.
+  std::optional<store::SessionRecord> record(const std::string& id) const;
+  std::vector<store::SessionRecord> list(bool include_ended) const;
+  // Ends a live session. Returns its final record; kNotFound if unknown.
+  net::awaitable<Result<store::SessionRecord>> end(const std::string& id, const std::string& reason);
+  // Ends every live session (staged: all sandboxes destroyed before returning).
+  net::awaitable<void> shutdown();
+  size_t live_count() const { return live_.size(); }
+
+ private:
+  net::awaitable<Result<void>> wait_ready(Session& s);
+  void watch(SessionPtr s);
+  net::awaitable<void> finish(SessionPtr s, std::string status, std::string reason);
+
+  net::any_io_executor ex_;
+  ManagerConfig config_;
+  std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers_;
+  store::SessionStore& store_;
+  const Clock& clock_;
+  std::map<std::string, SessionPtr> live_;
+  int starting_ = 0;
+};
+
+}  // namespace cabin::sessions

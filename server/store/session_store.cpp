@@ -1,0 +1,142 @@
+#include "server/store/session_store.h"
+
+namespace cabin::store {
+namespace {
+
+// Owns one prepared statement.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return s_ != nullptr; }
+  Stmt& bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  int step() { return sqlite3_step(s_); }
+  std::string text(int i) const {
+    auto p = sqlite3_column_text(s_, i);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  int64_t integer(int i) const { return sqlite3_column_int64(s_, i); }
+
+ private:
+  sqlite3_stmt* s_ = nullptr;
+};
+
+constexpr const char* kColumns =
+    "id, driver, status, end_reason, width, height, start_url, timeout_s, created_at, "
+    "expires_at, ended_at";
+
+SessionRecord read_row(const Stmt& s) {
+  SessionRecord r;
+  r.id = s.text(0);
+  r.driver = s.text(1);
+  r.status = s.text(2);
+  r.end_reason = s.text(3);
+  r.width = static_cast<int>(s.integer(4));
+  r.height = static_cast<int>(s.integer(5));
+  r.start_url = s.text(6);
+  r.timeout_s = s.integer(7);
+  r.created_at = s.integer(8);
+  r.expires_at = s.integer(9);
+  r.ended_at = s.integer(10);
+  return r;
+}
+
+Error db_error(sqlite3* db, const char* what) {
+  return make_error(Errc::kInternal, "store", std::string(what) + ": " + sqlite3_errmsg(db));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    Error e = db_error(db, "open");
+    sqlite3_close(db);
+    return e;
+  }
+  std::unique_ptr<SessionStore> store(new SessionStore(db));
+  auto r = store->exec(
+      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+      "CREATE TABLE IF NOT EXISTS sessions ("
+      " id TEXT PRIMARY KEY, driver TEXT NOT NULL, status TEXT NOT NULL,"
+      " end_reason TEXT NOT NULL DEFAULT '', width INTEGER NOT NULL, height INTEGER NOT NULL,"
+      " start_url TEXT NOT NULL, timeout_s INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+      " expires_at INTEGER NOT NULL, ended_at INTEGER NOT NULL DEFAULT 0);"
+      "CREATE INDEX IF NOT EXISTS sessions_created ON sessions(created_at);");
+  if (!r) return r.error();
+  return store;
+}
+
+SessionStore::~SessionStore() { sqlite3_close(db_); }
+
+Result<void> SessionStore::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown";
+    sqlite3_free(err);
+    return make_error(Errc::kInternal, "store", msg);
+  }
+  return {};
+}
+
+Result<void> SessionStore::insert(const SessionRecord& r) {
+  Stmt s(db_, (std::string("INSERT INTO sessions (") + kColumns +
+               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+                  .c_str());
+  if (!s.ok()) return db_error(db_, "prepare insert");
+  s.bind(1, r.id).bind(2, r.driver).bind(3, r.status).bind(4, r.end_reason);
+  s.bind(5, int64_t{r.width}).bind(6, int64_t{r.height}).bind(7, r.start_url);
+  s.bind(8, r.timeout_s).bind(9, r.created_at).bind(10, r.expires_at).bind(11, r.ended_at);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "insert");
+  return {};
+}
+
+Result<void> SessionStore::set_status(const std::string& id, const std::string& status,
+                                      const std::string& end_reason, int64_t ended_at) {
+  Stmt s(db_, "UPDATE sessions SET status = ?2, end_reason = ?3, ended_at = ?4 WHERE id = ?1");
+  if (!s.ok()) return db_error(db_, "prepare update");
+  s.bind(1, id).bind(2, status).bind(3, end_reason).bind(4, ended_at);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "update");
+  return {};
+}
+
+std::optional<SessionRecord> SessionStore::get(const std::string& id) {
+  Stmt s(db_, (std::string("SELECT ") + kColumns + " FROM sessions WHERE id = ?1").c_str());
+  s.bind(1, id);
+  if (s.step() != SQLITE_ROW) return std::nullopt;
+  return read_row(s);
+}
+
+std::vector<SessionRecord> SessionStore::list(bool include_ended, int limit) {
+  std::string sql = std::string("SELECT ") + kColumns + " FROM sessions" +
+                    (include_ended ? "" : " WHERE ended_at = 0") +
+                    " ORDER BY created_at DESC, id LIMIT ?1";
+  Stmt s(db_, sql.c_str());
+  s.bind(1, int64_t{limit});
+  std::vector<SessionRecord> out;
+  while (s.step() == SQLITE_ROW) out.push_back(read_row(s));
+  return out;
+}
+
+std::vector<std::string> SessionStore::end_unfinished(const std::string& reason, int64_t now) {
+  std::vector<std::string> ids;
+  {
+    Stmt s(db_, "SELECT id FROM sessions WHERE ended_at = 0");
+    while (s.step() == SQLITE_ROW) ids.push_back(s.text(0));
+  }
+  for (const auto& id : ids) (void)set_status(id, "ended", reason, now);
+  return ids;
+}
+
+}  // namespace cabin::store

@@ -1,0 +1,54 @@
+// SessionStore: session records in an embedded SQLite database in the state dir.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace cabin::store {
+
+struct SessionRecord {
+  std::string id;
+  std::string driver;
+  std::string status;  // "starting", "running", "ended", "failed"
+  std::string end_reason;
+  int width = 0;
+  int height = 0;
+  std::string start_url;
+  int64_t timeout_s = 0;
+  int64_t created_at = 0;  // unix seconds
+  int64_t expires_at = 0;
+  int64_t ended_at = 0;    // 0 while live
+};
+
+class SessionStore {
+ public:
+  // ":memory:" opens a private in-memory database (tests).
+  static Result<std::unique_ptr<SessionStore>> open(const std::string& path);
+  ~SessionStore();
+  SessionStore(const SessionStore&) = delete;
+  SessionStore& operator=(const SessionStore&) = delete;
+
+  Result<void> insert(const SessionRecord& r);
+  Result<void> set_status(const std::string& id, const std::string& status,
+                          const std::string& end_reason, int64_t ended_at);
+  std::optional<SessionRecord> get(const std::string& id);
+  // Newest first; live ones only unless include_ended. At most `limit` rows.
+  std::vector<SessionRecord> list(bool include_ended, int limit);
+  // At start-up: sessions an earlier run left live are ended with `reason`. Returns their ids.
+  std::vector<std::string> end_unfinished(const std::string& reason, int64_t now);
+
+ private:
+  explicit SessionStore(sqlite3* db) : db_(db) {}
+  Result<void> exec(const char* sql);
+  sqlite3* db_;
+};
+
+}  // namespace cabin::store

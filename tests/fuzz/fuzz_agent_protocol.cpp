@@ -1,0 +1,14 @@
+// Fuzz target: exec requests from clients and exec answers from the (hostile) guest.
+#include <cstdint>
+#include <string_view>
+
+#include "common/agent_protocol.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view in(reinterpret_cast<const char*>(data), size);
+  auto req = cabin::agent_protocol::parse_exec_request(in);
+  if (req && req->argv.empty()) __builtin_trap();
+  auto res = cabin::agent_protocol::parse_exec_result(in, 64);
+  if (res && res->stdout_data.size() > 64 * 3 + 16) __builtin_trap();
+  return 0;
+}

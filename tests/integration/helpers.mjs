@@ -1,0 +1,543 @@
+// Shared harness for the integration tests and the benchmarks: starts a real cabind, talks to its
+// HTTP API, speaks raw CDP over WebSocket, and finds what a session left behind on the host.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { after, before } from 'node:test';
+import WebSocket from 'ws';
+
+export const BIN_DIR = path.resolve(process.env.CABIN_BIN_DIR || 'build/bin');
+export const SESSION_ID_RE = /^ses_[a-z0-9]{20}$/;
+
+// ---------------------------------------------------------------------------------------------
+// Waiting on conditions
+
+// Resolves with the first truthy value `fn` returns, checking every `intervalMs` until
+// `timeoutMs` has passed; then rejects, naming `what` and the last value or error seen.
+export async function waitFor(fn, { timeoutMs = 10000, intervalMs = 50, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+      last = v;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() >= deadline) {
+      const detail = last instanceof Error ? last.message : JSON.stringify(last);
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${detail})`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+// Races a promise against a deadline.
+export function withDeadline(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+// ---------------------------------------------------------------------------------------------
+// cabind
+
+// Starts build/bin/cabind on a free loopback port with fresh state and run directories.
+// Resolves once it prints its "listening on" line. The returned object has `base` (http URL),
+// `port`, `key`, `runDir`, `stateDir`, `api()`, `createSession()`, `deleteSession()`,
+// `stop()` and `logTail()`.
+export async function startCabind({ args = [], env = {}, startTimeoutMs = 15000 } = {}) {
+  const key = randomBytes(16).toString('hex'); // 32 characters
+  const stateDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cabin-state-'));
+  // Short: UNIX socket paths under it are limited to 108 bytes.
+  const runDir = await fsp.mkdtemp('/tmp/cbr-');
+  const bin = path.join(BIN_DIR, 'cabind');
+  if (!fs.existsSync(bin)) {
+    await removeTree(stateDir);
+    await removeTree(runDir);
+    throw new Error(`${bin} does not exist: build it first, or set CABIN_BIN_DIR`);
+  }
+  const child = spawn(
+    bin,
+    ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--run-dir', runDir, ...args],
+    {
+      env: { ...process.env, CABIN_API_KEY: key, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const logLines = [];
+  const verbose = !!process.env.CABIN_TEST_VERBOSE;
+  const remember = (stream) => (line) => {
+    logLines.push(line);
+    if (logLines.length > 400) logLines.shift();
+    if (verbose) process.stderr.write(`[cabind ${stream}] ${line}\n`);
+  };
+  const exited = new Promise((resolve) => {
+    child.on('exit', (code, signal) => resolve({ code, signal }));
+    // A failed spawn (no such binary) emits 'error' and no 'exit'.
+    child.on('error', (err) => {
+      remember('spawn')(String(err));
+      resolve({ code: null, signal: null, error: err });
+    });
+  });
+  readline.createInterface({ input: child.stderr }).on('line', remember('err'));
+  const out = readline.createInterface({ input: child.stdout });
+  out.on('line', remember('out'));
+
+  const listening = new Promise((resolve, reject) => {
+    out.on('line', (line) => {
+      const m = /^cabind \S+ listening on (http:\/\/127\.0\.0\.1:(\d+))$/.exec(line);
+      if (m) resolve({ base: m[1], port: Number(m[2]) });
+    });
+    exited.then(({ code, signal }) =>
+      reject(new Error(`cabind exited (code ${code}, signal ${signal}) before listening:\n` +
+                       logLines.join('\n'))));
+  });
+  let base, port;
+  try {
+    ({ base, port } = await withDeadline(listening, startTimeoutMs, `${bin} to listen`));
+  } catch (err) {
+    child.kill('SIGKILL');
+    await exited;
+    await removeTree(stateDir);
+    await removeTree(runDir);
+    throw err;
+  }
+
+  const server = {
+    base,
+    port,
+    hostPort: `127.0.0.1:${port}`,
+    key,
+    stateDir,
+    runDir,
+    pid: child.pid,
+    exited,
+    logTail: (n = 60) => logLines.slice(-n).join('\n'),
+    api: (method, p, body, opts) => api(base, key, method, p, body, opts),
+    createSession: async (spec = {}, opts = {}) => {
+      const r = await api(base, key, 'POST', '/v1/sessions', spec, opts);
+      if (r.status !== 201) {
+        throw new Error(`POST /v1/sessions ${JSON.stringify(spec)} -> ${r.status} ${r.text}\n` +
+                        server.logTail(30));
+      }
+      return r.json;
+    },
+    deleteSession: async (id) => {
+      const r = await api(base, key, 'DELETE', `/v1/sessions/${id}`);
+      if (r.status !== 200) throw new Error(`DELETE ${id} -> ${r.status} ${r.text}`);
+      return r.json;
+    },
+    // SIGTERM, then wait for the exit; SIGKILL after the deadline. Resolves with {code, signal}.
+    stop: async (timeoutMs = 20000) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      let result;
+      try {
+        result = await withDeadline(exited, timeoutMs, 'cabind to exit after SIGTERM');
+      } catch {
+        child.kill('SIGKILL');
+        result = { ...(await exited), killed: true };
+      }
+      await removeTree(stateDir);
+      await removeTree(runDir);
+      return result;
+    },
+  };
+  return server;
+}
+
+// Registers before/after hooks in the calling test file: one cabind for the whole file.
+// The returned object is filled in by `before`; after the file, cabind gets SIGTERM and must
+// exit 0 within the deadline, and no session it created may leave anything behind.
+export function useCabind(options = {}) {
+  const ctx = { server: null, sessions: new Set() };
+  before(async () => {
+    ctx.server = await startCabind(options);
+    const origCreate = ctx.server.createSession;
+    ctx.server.createSession = async (...a) => {
+      const s = await origCreate(...a);
+      ctx.sessions.add(s.id);
+      return s;
+    };
+  });
+  after(async () => {
+    const server = ctx.server;
+    if (!server) return;
+    // Delete what a failed test may have left running, then stop the server.
+    for (const id of ctx.sessions) {
+      await server.api('DELETE', `/v1/sessions/${id}`).catch(() => {});
+    }
+    const runDir = server.runDir;
+    const tail = server.logTail(40);
+    const result = await server.stop();
+    const problems = [];
+    if (result.killed) problems.push('cabind did not exit within 20 s of SIGTERM');
+    else if (result.code !== 0) {
+      problems.push(`cabind exited with code ${result.code} signal ${result.signal}`);
+    }
+    for (const id of ctx.sessions) {
+      const left = await waitForNoLeftovers(id, runDir, 10000).catch((e) => e.message);
+      if (typeof left === 'string') problems.push(left);
+    }
+    if (problems.length) throw new Error(problems.join('\n') + '\ncabind log:\n' + tail);
+  });
+  return ctx;
+}
+
+export async function removeTree(dir) {
+  await fsp.rm(dir, { recursive: true, force: true, maxRetries: 3 }).catch(() => {});
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+// One request to cabind. `body`: an object (sent as JSON), a string or Buffer (sent as is), or
+// undefined. opts.key: the API key to send (null: none); opts.headers: extra headers.
+// Resolves with {status, headers, text, json}; json is null when the body is not JSON.
+export async function api(base, defaultKey, method, p, body, opts = {}) {
+  const headers = { ...(opts.headers || {}) };
+  const key = opts.key === undefined ? defaultKey : opts.key;
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  let payload;
+  if (body !== undefined) {
+    payload = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(base + p, { method, headers, body: payload, redirect: 'manual' });
+  const text = await res.text();
+  let json = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON; callers that care assert on `json`
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
+// Sends `head` (and then `body`) on a plain TCP connection and parses the first HTTP response.
+// For requests that fetch would normalise or refuse to send (dot segments, huge targets).
+// Resolves with {status, headers, text, json, raw}; rejects when no response comes at all.
+export function rawHttp(port, head, body = null, { timeoutMs = 10000 } = {}) {
+  return new Promise((resolve, reject) => {
+    const sock = net.connect(port, '127.0.0.1');
+    const chunks = [];
+    let settled = false;
+    const finish = () => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      sock.destroy();
+      const raw = Buffer.concat(chunks).toString('latin1');
+      const parsed = parseHttpResponse(raw);
+      if (!parsed) {
+        reject(new Error(`no HTTP response (got ${JSON.stringify(raw.slice(0, 200))}` +
+                         `${sockError ? `, socket error ${sockError}` : ''})`));
+      } else {
+        resolve(parsed);
+      }
+    };
+    const timer = setTimeout(finish, timeoutMs);
+    sock.on('data', (d) => {
+      chunks.push(d);
+      const parsed = parseHttpResponse(Buffer.concat(chunks).toString('latin1'));
+      if (parsed && parsed.complete) finish();
+    });
+    sock.on('end', finish);
+    sock.on('close', finish);
+    // The server may answer and close before it has read everything; that is fine.
+    let sockError = null;
+    sock.on('error', (err) => {
+      sockError = err.code || err.message;
+    });
+    sock.on('connect', async () => {
+      sock.write(head);
+      // The body goes in pieces, as real clients send it, and stops once an answer arrives: a
+      // write into a socket the server has closed would make node drop the unread answer.
+      for (let off = 0; body && off < body.length && !chunks.length && !sock.destroyed;) {
+        const piece = body.subarray(off, off + (64 << 10));
+        off += piece.length;
+        if (!sock.write(piece)) {
+          await new Promise((r) => {
+            sock.once('drain', r);
+            sock.once('data', r);
+            sock.once('close', r);
+          });
+        }
+      }
+    });
+  });
+}
+
+function parseHttpResponse(raw) {
+  const end = raw.indexOf('\r\n\r\n');
+  if (end < 0) return null;
+  const lines = raw.slice(0, end).split('\r\n');
+  const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0]);
+  if (!m) return null;
+  const headers = {};
+  for (const l of lines.slice(1)) {
+    const i = l.indexOf(':');
+    if (i > 0) headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+  }
+  let text = raw.slice(end + 4);
+  let complete = false;
+  if (headers['content-length'] !== undefined) {
+    const n = Number(headers['content-length']);
+    complete = Buffer.byteLength(text, 'latin1') >= n;
+    text = text.slice(0, n);
+  } else if (/chunked/i.test(headers['transfer-encoding'] || '')) {
+    const dechunked = dechunk(text);
+    complete = dechunked !== null;
+    if (dechunked !== null) text = dechunked;
+  }
+  let json = null;
+  try {
+    json = JSON.parse(Buffer.from(text, 'latin1').toString('utf8'));
+  } catch {
+    // not JSON
+  }
+  return { status: Number(m[1]), headers, text, json, complete, raw };
+}
+
+function dechunk(s) {
+  let out = '';
+  for (;;) {
+    const nl = s.indexOf('\r\n');
+    if (nl < 0) return null;
+    const size = parseInt(s.slice(0, nl), 16);
+    if (Number.isNaN(size)) return null;
+    if (size === 0) return out;
+    if (s.length < nl + 2 + size + 2) return null;
+    out += s.slice(nl + 2, nl + 2 + size);
+    s = s.slice(nl + 2 + size + 2);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebSocket and raw CDP
+
+// Opens a WebSocket. Resolves with the open socket; rejects with an Error carrying `status`,
+// `body` and `json` when the server answers the upgrade with an HTTP response instead.
+export function wsOpen(url, { headers = {}, timeoutMs = 10000, maxPayload = 256 << 20 } = {}) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers, maxPayload, perMessageDeflate: false });
+    const timer = setTimeout(() => {
+      ws.terminate();
+      reject(new Error(`WebSocket ${redact(url)}: no answer within ${timeoutMs} ms`));
+    }, timeoutMs);
+    ws.once('open', () => {
+      clearTimeout(timer);
+      resolve(ws);
+    });
+    ws.once('unexpected-response', (req, res) => {
+      const chunks = [];
+      res.on('data', (d) => chunks.push(d));
+      res.on('end', () => {
+        clearTimeout(timer);
+        const body = Buffer.concat(chunks).toString('utf8');
+        const err = new Error(`WebSocket ${redact(url)}: HTTP ${res.statusCode} ${body}`);
+        err.status = res.statusCode;
+        err.body = body;
+        try {
+          err.json = JSON.parse(body);
+        } catch {
+          err.json = null;
+        }
+        req.destroy();
+        reject(err);
+      });
+    });
+    ws.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
+export function redact(url) {
+  return String(url).replace(/token=[^&]*/, 'token=…');
+}
+
+// A minimal CDP client over one WebSocket: `send(method, params, sessionId)` resolves with the
+// result or rejects with the protocol error; `on(event, fn)` listens to events.
+export class Cdp {
+  constructor(ws) {
+    this.ws = ws;
+    this.nextId = 1;
+    this.pending = new Map();
+    this.listeners = new Map();
+    this.closed = new Promise((resolve) => ws.once('close', (code) => resolve(code)));
+    ws.on('message', (data) => {
+      const msg = JSON.parse(data.toString('utf8'));
+      if (msg.id !== undefined) {
+        const p = this.pending.get(msg.id);
+        if (!p) return;
+        this.pending.delete(msg.id);
+        if (msg.error) p.reject(Object.assign(new Error(msg.error.message), { cdp: msg.error }));
+        else p.resolve(msg.result);
+      } else if (msg.method) {
+        for (const fn of this.listeners.get(msg.method) || []) fn(msg.params, msg.sessionId);
+      }
+    });
+    ws.on('close', () => {
+      for (const p of this.pending.values()) p.reject(new Error('CDP connection closed'));
+      this.pending.clear();
+    });
+  }
+
+  static async connect(url, opts) {
+    return new Cdp(await wsOpen(url, opts));
+  }
+
+  send(method, params = {}, sessionId = undefined) {
+    const id = this.nextId++;
+    const msg = { id, method, params };
+    if (sessionId) msg.sessionId = sessionId;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.ws.send(JSON.stringify(msg), (err) => {
+        if (err) {
+          this.pending.delete(id);
+          reject(err);
+        }
+      });
+    });
+  }
+
+  on(method, fn) {
+    if (!this.listeners.has(method)) this.listeners.set(method, []);
+    this.listeners.get(method).push(fn);
+  }
+
+  waitEvent(method, { timeoutMs = 10000, filter = () => true } = {}) {
+    return withDeadline(
+      new Promise((resolve) => {
+        const fn = (params, sessionId) => {
+          if (filter(params, sessionId)) resolve({ params, sessionId });
+        };
+        this.on(method, fn);
+      }),
+      timeoutMs,
+      `CDP event ${method}`,
+    );
+  }
+
+  close() {
+    this.ws.close();
+    return this.closed;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What a session leaves behind
+
+function readText(p) {
+  try {
+    return fs.readFileSync(p, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+// Directories under `dir` (to `depth` levels) whose name contains `needle`.
+function findDirs(dir, needle, depth, out) {
+  let entries;
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return;
+  }
+  for (const e of entries) {
+    if (!e.isDirectory() || e.isSymbolicLink()) continue;
+    const p = path.join(dir, e.name);
+    if (e.name.includes(needle)) out.push(p);
+    else if (depth > 1) findDirs(p, needle, depth - 1, out);
+  }
+}
+
+// Everything on this host that still carries the session id: processes (by command line or
+// cgroup), cgroup directories (v1 controllers and the v2 hierarchy), entries in the run dir,
+// and mounts. Returns a list of human-readable strings; empty means nothing was left.
+export function leftovers(sessionId, runDir) {
+  const found = [];
+  for (const pid of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    const cmdline = readText(`/proc/${pid}/cmdline`);
+    if (cmdline === null) continue; // gone meanwhile
+    const cgroup = readText(`/proc/${pid}/cgroup`) || '';
+    const stat = readText(`/proc/${pid}/stat`) || '';
+    const state = /\) (\S)/.exec(stat)?.[1] ?? '?';
+    if (cmdline.includes(sessionId)) {
+      found.push(`process ${pid} [${state}]: ${cmdline.split('\0').join(' ').trim()}`);
+    } else if (cgroup.includes(sessionId)) {
+      found.push(`process ${pid} [${state}] in cgroup ${cgroup.trim().split('\n').join(' ')}`);
+    }
+  }
+  const cgroupDirs = [];
+  findDirs('/sys/fs/cgroup', sessionId, 6, cgroupDirs);
+  for (const d of cgroupDirs) found.push(`cgroup ${d}`);
+  if (runDir) {
+    let entries = [];
+    try {
+      entries = fs.readdirSync(runDir);
+    } catch {
+      // run dir gone: nothing in it
+    }
+    for (const e of entries) {
+      if (e.includes(sessionId)) found.push(`run dir entry ${path.join(runDir, e)}`);
+    }
+  }
+  const mountinfo = readText('/proc/self/mountinfo') || '';
+  for (const line of mountinfo.split('\n')) {
+    if (line.includes(sessionId)) found.push(`mount ${line}`);
+  }
+  return found;
+}
+
+// Polls leftovers() until it is empty; rejects with the list when the deadline passes.
+export async function waitForNoLeftovers(sessionId, runDir, timeoutMs = 10000) {
+  let last = [];
+  try {
+    await waitFor(
+      () => {
+        last = leftovers(sessionId, runDir);
+        return last.length === 0;
+      },
+      { timeoutMs, intervalMs: 100, what: `session ${sessionId} to leave nothing behind` },
+    );
+  } catch {
+    throw new Error(`session ${sessionId} left behind:\n  ${last.join('\n  ')}`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Misc
+
+// A TCP port that was free a moment ago.
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// Width and height from a PNG's IHDR chunk.
+export function pngSize(buf) {
+  const sig = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  if (buf.length < 24 || !buf.subarray(0, 8).equals(sig)) throw new Error('not a PNG');
+  if (buf.toString('latin1', 12, 16) !== 'IHDR') throw new Error('PNG without IHDR first');
+  return { width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
+}

@@ -1,0 +1,74 @@
+// Helpers for the agent's unit tests: temp dirs, scripts, and running a coroutine to completion.
+#pragma once
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <utility>  // before Asio: Boost 1.74 needs it
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace cabin::agent::testing {
+
+namespace net = boost::asio;
+
+// Like cabin-agent's main(): a child that closes its stdin early must not kill the process.
+inline const bool kSigpipeIgnored = (::signal(SIGPIPE, SIG_IGN), true);
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "cabin-agent-test-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string write_script(const std::string& path, const std::string& body) {
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  REQUIRE(::chmod(path.c_str(), 0755) == 0);
+  return path;
+}
+
+// Runs `aw` on `io` until it finishes; fails the test if it takes longer than `limit`.
+template <typename T>
+T run_sync(net::io_context& io, net::awaitable<T> aw,
+           std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  std::optional<T> out;
+  // Stored from inside a coroutine: Asio 1.18's co_spawn handlers need default-constructible T.
+  net::co_spawn(
+      io,
+      [](net::awaitable<T> a, std::optional<T>& slot) -> net::awaitable<void> {
+        slot.emplace(co_await std::move(a));
+      }(std::move(aw), out),
+      [](std::exception_ptr e) {
+        if (e) std::rethrow_exception(e);
+      });
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!out && std::chrono::steady_clock::now() < deadline) {
+    io.restart();
+    io.run_one_until(deadline);
+  }
+  REQUIRE(out.has_value());
+  return std::move(*out);
+}
+
+}  // namespace cabin::agent::testing

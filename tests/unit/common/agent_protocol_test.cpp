@@ -1,0 +1,55 @@
+#include <catch2/catch.hpp>
+
+#include "common/agent_protocol.h"
+
+using namespace cabin;
+using namespace cabin::agent_protocol;
+
+TEST_CASE("exec requests parse strictly") {
+  auto ok = parse_exec_request(R"({"argv":["sh","-c","echo hi"],"timeout_ms":500,"env":{"A":"b"},
+                                   "cwd":"/tmp","stdin":"x","max_output_bytes":10})");
+  REQUIRE(ok);
+  CHECK(ok->argv.size() == 3);
+  CHECK(ok->timeout_ms == 500);
+  CHECK(ok->env.at("A") == "b");
+  CHECK(ok->stdin_data == std::string("x"));
+
+  auto round = parse_exec_request(to_json(*ok).dump());
+  REQUIRE(round);
+  CHECK(round->argv == ok->argv);
+  CHECK(round->cwd == "/tmp");
+
+  for (const char* bad : {
+           "", "[]", "{", R"({})", R"({"argv":[]})", R"({"argv":"sh"})", R"({"argv":[""]})",
+           R"({"argv":[1]})", R"({"argv":["sh"],"timeout_ms":0})",
+           R"({"argv":["sh"],"timeout_ms":600001})", R"({"argv":["sh"],"timeout_ms":1.5})",
+           R"({"argv":["sh"],"max_output_bytes":99999999999})", R"({"argv":["sh"],"bogus":1})",
+           R"({"argv":["sh"],"env":{"A=B":"c"}})", R"({"argv":["sh"],"env":{"A":1}})",
+           R"({"argv":["a\u0000b"]})"}) {
+    INFO(bad);
+    auto r = parse_exec_request(bad);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().errc == Errc::kInvalidArgument);
+  }
+}
+
+TEST_CASE("exec results from the guest are checked and bounded") {
+  ExecResult r;
+  r.exit_code = 3;
+  r.signal = 9;
+  r.stdout_data = "out";
+  r.stderr_data = "err";
+  r.duration_ms = 5;
+  auto parsed = parse_exec_result(to_json(r).dump(), 100);
+  REQUIRE(parsed);
+  CHECK(parsed->exit_code == 3);
+  CHECK(parsed->signal == 9);
+  CHECK(parsed->stdout_data == "out");
+
+  CHECK_FALSE(parse_exec_result("[]", 100));
+  CHECK_FALSE(parse_exec_result(R"({"exit_code":"0"})", 100));
+  r.stdout_data = std::string(1000, 'x');
+  auto big = parse_exec_result(to_json(r).dump(), 10);
+  REQUIRE_FALSE(big);
+  CHECK(big.error().errc == Errc::kBadGateway);
+}

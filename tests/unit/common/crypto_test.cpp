@@ -1,0 +1,45 @@
+#include <catch2/catch.hpp>
+
+#include "common/crypto.h"
+
+using namespace cabin;
+
+TEST_CASE("base64url round-trips every length") {
+  std::string data;
+  for (int i = 0; i < 70; ++i) {
+    auto enc = base64url_encode(data);
+    REQUIRE(enc.find_first_of("+/=") == std::string::npos);
+    auto dec = base64url_decode(enc);
+    REQUIRE(dec);
+    REQUIRE(*dec == data);
+    data.push_back(static_cast<char>(i * 37));
+  }
+}
+
+TEST_CASE("base64url rejects what it never produces") {
+  CHECK_FALSE(base64url_decode("a"));        // impossible length
+  CHECK_FALSE(base64url_decode("ab=="));     // padding
+  CHECK_FALSE(base64url_decode("a+b/"));     // standard alphabet
+  CHECK_FALSE(base64url_decode("ab c"));     // whitespace
+  CHECK_FALSE(base64url_decode("QR"));       // stray low bits: non-canonical
+  CHECK(base64url_decode("QQ") == std::string("A"));
+}
+
+TEST_CASE("hmac_sha256 matches RFC 4231 test case 2") {
+  auto mac = hmac_sha256("Jefe", "what do ya want for nothing?");
+  std::string hex;
+  for (unsigned char c : mac) {
+    static const char* d = "0123456789abcdef";
+    hex.push_back(d[c >> 4]);
+    hex.push_back(d[c & 15]);
+  }
+  CHECK(hex == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST_CASE("constant_time_equal compares contents and lengths") {
+  CHECK(constant_time_equal("abc", "abc"));
+  CHECK_FALSE(constant_time_equal("abc", "abd"));
+  CHECK_FALSE(constant_time_equal("abc", "abcd"));
+  CHECK(random_hex(16).size() == 32);
+  CHECK(random_hex(16) != random_hex(16));
+}

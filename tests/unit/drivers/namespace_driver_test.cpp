@@ -1,0 +1,360 @@
+// Launches real namespace sandboxes through NamespaceDriver and checks isolation and cleanup.
+#include "server/drivers/namespace/namespace_driver.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <utility>  // before Asio: Boost 1.74 awaitable.hpp misses it
+
+#include "server/drivers/namespace/cgroups.h"
+#include "server/drivers/namespace/sys_util.h"
+
+namespace net = boost::asio;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using cabin::drivers::NamespaceDriver;
+using cabin::drivers::NamespaceDriverConfig;
+using cabin::drivers::SandboxPtr;
+using cabin::drivers::SandboxSpec;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Runs the io_context until `done` holds or the deadline passes.
+bool wait_until(net::io_context& io, const std::function<bool()>& done,
+                std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = Clock::now() + timeout;
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    if (io.stopped()) io.restart();
+    io.run_one_for(10ms);
+  }
+  return true;
+}
+
+template <typename T>
+net::awaitable<void> store(net::awaitable<T> aw, std::optional<T>& out) {
+  out.emplace(co_await std::move(aw));
+}
+
+// Runs one coroutine to completion. Asio 1.74's co_spawn needs default-constructible results,
+// which Result<T> is not, so the value is stored by a void wrapper.
+template <typename T>
+T run(net::io_context& io, net::awaitable<T> aw) {
+  std::optional<T> out;
+  bool done = false;
+  std::exception_ptr err;
+  net::co_spawn(io, store(std::move(aw), out), [&](std::exception_ptr e) {
+    err = e;
+    done = true;
+  });
+  REQUIRE(wait_until(
+      io, [&] { return done; }, 20s));
+  if (err) std::rethrow_exception(err);
+  return std::move(*out);
+}
+
+void run(net::io_context& io, net::awaitable<void> aw) {
+  bool done = false;
+  std::exception_ptr err;
+  net::co_spawn(io, std::move(aw), [&](std::exception_ptr e) {
+    err = e;
+    done = true;
+  });
+  REQUIRE(wait_until(
+      io, [&] { return done; }, 20s));
+  if (err) std::rethrow_exception(err);
+}
+
+std::string ns_link(const std::string& pid, const char* ns) {
+  std::error_code ec;
+  return fs::read_symlink("/proc/" + pid + "/ns/" + ns, ec).string();
+}
+
+std::map<std::string, std::string> read_report(const fs::path& p) {
+  std::map<std::string, std::string> kv;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
+// A temp run dir and a per-test cgroup name; both removed at the end.
+struct Fixture {
+  Fixture() {
+    char tmpl[] = "/tmp/cabin-nstest-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    root = tmpl;
+    config.run_dir = root / "run";
+    config.launcher_path = CABIN_SANDBOX_PATH;
+    config.cgroup_name = "cabin-test-" + std::to_string(::getpid());
+    config.stop_timeout = 2s;
+  }
+  ~Fixture() {
+    auto layout = cabin::nsbox::detect_cgroup_layout(config.cgroup_root);
+    for (const auto& p :
+         cabin::nsbox::cgroup_parents(layout, config.cgroup_root, config.cgroup_name))
+      ::rmdir(p.c_str());
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  }
+  fs::path root;
+  NamespaceDriverConfig config;
+  net::io_context io;
+};
+
+SandboxSpec spec_for(const std::string& id) {
+  SandboxSpec spec;
+  spec.session_id = id;
+  spec.agent_secret = "test_secret_42";
+  spec.memory_bytes = 256ull << 20;
+  spec.pids_max = 128;
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[sandbox]") {
+  Fixture f;
+  const std::string marker = "private_" + std::to_string(::getpid());
+  f.config.payload_override = {"/bin/sh", "-c",
+                               R"SH(
+    r=/run/cabin/report.tmp
+    {
+      echo "uid=$(id -u)"
+      if touch /root_probe 2>/dev/null; then echo root_rw=yes; else echo root_rw=no; fi
+      if echo x > /tmp/)SH" + marker +
+                                   R"SH( 2>/dev/null; then echo tmp_rw=yes; else echo tmp_rw=no; fi
+      echo "tmp=$(ls -A /tmp | tr '\n' ' ')"
+      echo "ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
+      echo "secret=$CABIN_AGENT_SECRET"
+      echo "pid=$$"
+    } > $r
+    mv $r /run/cabin/report
+    exec sleep 600)SH"};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  auto info = driver.info();
+  CHECK(info.name == "namespace");
+  CHECK(info.detail == "shares the host kernel");
+  if (!info.available) {
+    WARN("namespace sandboxes unavailable here: " << info.unavailable_reason);
+    return;
+  }
+  auto spec = spec_for("iso_1");
+  auto created = run(f.io, driver.create(spec));
+  REQUIRE(created.ok());
+  SandboxPtr sandbox = std::move(created.value());
+  INFO(sandbox->describe());
+
+  const fs::path run_dir = f.config.run_dir / spec.session_id;
+  const fs::path report_path = run_dir / "report";
+  REQUIRE(wait_until(f.io, [&] { return fs::exists(report_path); }));
+  auto report = read_report(report_path);
+  CHECK(report["uid"] == "1000");
+  CHECK(report["root_rw"] == "no");
+  CHECK(report["tmp_rw"] == "yes");
+  CHECK(report["tmp"] == marker + " ");  // a fresh /tmp: only what the payload wrote
+  CHECK_FALSE(fs::exists("/tmp/" + marker));
+  CHECK(report["ifaces"] == "lo ");
+  CHECK(report["secret"] == spec.agent_secret);
+  CHECK(report["pid"] == "2");  // PID 1 is the sandbox's init
+
+  const bool root = ::geteuid() == 0;
+  auto layout = cabin::nsbox::detect_cgroup_layout(f.config.cgroup_root);
+  auto cgroups = cabin::nsbox::sandbox_cgroup_dirs(layout, f.config.cgroup_root,
+                                                   f.config.cgroup_name, spec.session_id);
+  std::vector<int> pids;
+  if (root && layout != cabin::nsbox::CgroupLayout::kNone) {
+    for (const auto& d : cgroups) CHECK(fs::is_directory(d));
+    using cabin::nsbox::read_file;
+    if (layout == cabin::nsbox::CgroupLayout::kV1) {
+      CHECK(read_file((f.config.cgroup_root / "memory" / f.config.cgroup_name / spec.session_id /
+                       "memory.limit_in_bytes")
+                          .string()) == "268435456\n");
+      CHECK(read_file((f.config.cgroup_root / "pids" / f.config.cgroup_name / spec.session_id /
+                       "pids.max")
+                          .string()) == "128\n");
+    } else {
+      CHECK(read_file((cgroups[0] / "memory.max").string()) == "268435456\n");
+      CHECK(read_file((cgroups[0] / "pids.max").string()) == "128\n");
+    }
+    pids = cabin::nsbox::cgroup_pids(cgroups[0]);
+    // The launcher, PID 1 and the payload at least.
+    CHECK(pids.size() >= 3);
+    bool isolated = false;
+    for (int pid : pids) {
+      const std::string p = std::to_string(pid);
+      bool all = true;
+      for (const char* ns : {"user", "pid", "net", "mnt", "ipc", "uts"})
+        all = all && !ns_link(p, ns).empty() && ns_link(p, ns) != ns_link("self", ns);
+      isolated = isolated || all;
+    }
+    CHECK(isolated);
+  } else {
+    WARN("not root or no cgroups: cgroup checks skipped");
+  }
+
+  run(f.io, sandbox->destroy());
+  run(f.io, sandbox->destroy());  // idempotent
+  CHECK(run(f.io, sandbox->wait_exit()) == "destroyed");
+  for (int pid : pids) CHECK_FALSE(fs::exists("/proc/" + std::to_string(pid)));
+  for (const auto& d : cgroups) CHECK_FALSE(fs::exists(d));
+  CHECK_FALSE(fs::exists(run_dir));
+  auto dial = run(f.io, sandbox->dial_agent());
+  CHECK_FALSE(dial.ok());
+}
+
+TEST_CASE("wait_exit reports a payload that ends on its own", "[sandbox]") {
+  Fixture f;
+  std::string script;
+  std::string expected;
+  SECTION("exit status") {
+    script = "exit 3";
+    expected = "agent exited with status 3";
+  }
+  SECTION("signal") {
+    script = "kill -9 $$";
+    expected = "killed by signal 9 (SIGKILL)";
+  }
+  f.config.payload_override = {"/bin/sh", "-c", script};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  if (!driver.info().available) {
+    WARN(driver.info().unavailable_reason);
+    return;
+  }
+  auto created = run(f.io, driver.create(spec_for("exit_1")));
+  REQUIRE(created.ok());
+  SandboxPtr sandbox = std::move(created.value());
+  CHECK(run(f.io, sandbox->wait_exit()) == expected);
+  run(f.io, sandbox->destroy());
+  CHECK(run(f.io, sandbox->wait_exit()) == expected);  // destroy() keeps the real reason
+  CHECK_FALSE(fs::exists(f.config.run_dir / "exit_1"));
+}
+
+TEST_CASE("a payload that cannot start is reported", "[sandbox]") {
+  Fixture f;
+  f.config.payload_override = {"/nonexistent/agent"};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  if (!driver.info().available) return;
+  auto created = run(f.io, driver.create(spec_for("bad_1")));
+  REQUIRE(created.ok());
+  SandboxPtr sandbox = std::move(created.value());
+  auto reason = run(f.io, sandbox->wait_exit());
+  CHECK(reason.rfind("agent exited with status 127: ", 0) == 0);
+  CHECK(reason.find("/nonexistent/agent") != std::string::npos);
+  run(f.io, sandbox->destroy());
+}
+
+TEST_CASE("dial_agent reaches a socket in the sandbox and refuses a symlink", "[sandbox]") {
+  Fixture f;
+  // A stand-in agent: answers each connection with one line naming the secret.
+  const std::string server =
+      "import os,socket\n"
+      "s=socket.socket(socket.AF_UNIX)\n"
+      "s.bind('/run/cabin/%s')\n"
+      "s.listen(4)\n"
+      "%s"
+      "while True:\n"
+      "  c,_=s.accept(); c.sendall(('hello '+os.environ['CABIN_AGENT_SECRET']+'\\n').encode());"
+      " c.close()\n";
+  std::string name = "agent.sock", extra;
+  bool via_symlink = GENERATE(false, true);
+  if (via_symlink) {
+    name = "real.sock";
+    extra = "os.symlink('/run/cabin/real.sock','/run/cabin/agent.sock')\n";
+  }
+  char buf[1024];
+  std::snprintf(buf, sizeof buf, server.c_str(), name.c_str(), extra.c_str());
+  f.config.payload_override = {"/usr/bin/python3", "-c", buf};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  if (!driver.info().available) return;
+  auto spec = spec_for("dial_1");
+  auto created = run(f.io, driver.create(spec));
+  REQUIRE(created.ok());
+  SandboxPtr sandbox = std::move(created.value());
+
+  std::optional<cabin::Result<cabin::drivers::AgentStream>> dial;
+  auto agent_sock = f.config.run_dir / spec.session_id / "agent.sock";
+  REQUIRE(wait_until(f.io, [&] {
+    if (!fs::exists(fs::symlink_status(agent_sock))) return false;
+    dial.emplace(run(f.io, sandbox->dial_agent()));
+    return dial->ok() || dial->error().code != "agent_not_ready";
+  }));
+  if (via_symlink) {
+    REQUIRE_FALSE(dial->ok());
+    CHECK(dial->error().code == "agent_socket_invalid");
+  } else {
+    REQUIRE(dial->ok());
+    net::streambuf sb;
+    auto n = run(f.io, [&]() -> net::awaitable<size_t> {
+      co_return co_await net::async_read_until(dial->value(), sb, '\n', net::use_awaitable);
+    }());
+    std::string line(net::buffers_begin(sb.data()), net::buffers_begin(sb.data()) + n);
+    CHECK(line == "hello " + spec.agent_secret + "\n");
+  }
+  run(f.io, sandbox->destroy());
+  CHECK_FALSE(fs::exists(f.config.run_dir / spec.session_id));
+}
+
+TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
+  Fixture f;
+  f.config.payload_override = {"/bin/true"};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  fs::create_directories(f.config.run_dir / "old_1" / "sub");
+  std::ofstream(f.config.run_dir / "old_1" / "sub" / "file") << "x";
+  std::vector<fs::path> cgroups;
+  pid_t child = -1;
+  auto layout = cabin::nsbox::detect_cgroup_layout(f.config.cgroup_root);
+  if (::geteuid() == 0 && layout != cabin::nsbox::CgroupLayout::kNone) {
+    auto made = cabin::nsbox::create_sandbox_cgroups(layout, f.config.cgroup_root,
+                                                     f.config.cgroup_name, "old_1", {});
+    REQUIRE(made.ok());
+    cgroups = made.value();
+    // A process left in the cgroup, as from a crashed run.
+    const char* argv[] = {"/bin/sleep", "600", nullptr};
+    REQUIRE(::posix_spawn(&child, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ) ==
+            0);
+    for (const auto& d : cgroups)
+      REQUIRE(cabin::nsbox::write_file((d / "cgroup.procs").string(), std::to_string(child)));
+  }
+  // A sandbox of another cabind instance (no run dir here) is left alone.
+  std::vector<fs::path> foreign;
+  if (!cgroups.empty()) {
+    auto made = cabin::nsbox::create_sandbox_cgroups(layout, f.config.cgroup_root,
+                                                     f.config.cgroup_name, "other_1", {});
+    REQUIRE(made.ok());
+    foreign = made.value();
+  }
+  driver.reap_leftovers();
+  CHECK_FALSE(fs::exists(f.config.run_dir / "old_1"));
+  for (const auto& d : cgroups) CHECK_FALSE(fs::exists(d));
+  for (const auto& d : foreign) {
+    CHECK(fs::exists(d));
+    REQUIRE(cabin::nsbox::remove_cgroup(d).ok());
+  }
+  if (child > 0) {
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGKILL);
+  }
+}

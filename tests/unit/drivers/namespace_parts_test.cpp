@@ -1,0 +1,235 @@
+// Unit tests for the namespace driver's pure parts: launcher argv, id maps, cgroup limits, mount
+// table, seccomp policy and exit reasons.
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+
+#include "server/drivers/namespace/cgroups.h"
+#include "server/drivers/namespace/launcher_args.h"
+#include "server/drivers/namespace/mounts.h"
+#include "server/drivers/namespace/namespace_driver.h"
+#include "server/drivers/namespace/sandbox_init.h"
+#include "server/drivers/namespace/seccomp_policy.h"
+#include "server/drivers/namespace/userns.h"
+
+using namespace cabin;
+using namespace cabin::nsbox;
+
+namespace {
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+}  // namespace
+
+TEST_CASE("launcher argv round-trips through the parser") {
+  LauncherArgs a;
+  a.id = "s_1";
+  a.run_dir = "/run/cabin/s_1";
+  a.agent = "/opt/bin/cabin-agent";
+  a.map_root = HostIds{600000, 600001};
+  a.map_user = HostIds{601000, 601001};
+  a.cgroup_procs = {"/sys/fs/cgroup/memory/cabin/s_1/cgroup.procs",
+                    "/sys/fs/cgroup/pids/cabin/s_1/cgroup.procs"};
+  a.tmpfs_bytes = 64 << 20;
+  a.payload = {"/opt/cabin/bin/cabin-agent", "--listen", "unix:/run/cabin/agent.sock", "--x"};
+  auto argv = build_launcher_argv("/usr/bin/cabin-sandbox", a);
+  REQUIRE(argv[0] == "/usr/bin/cabin-sandbox");
+  auto back = parse_launcher_args(argv);
+  REQUIRE(back.ok());
+  CHECK(back->id == a.id);
+  CHECK(back->run_dir == a.run_dir);
+  CHECK(back->agent == a.agent);
+  CHECK(back->map_root->uid == 600000);
+  CHECK(back->map_root->gid == 600001);
+  CHECK(back->map_user->uid == 601000);
+  CHECK(back->cgroup_procs == a.cgroup_procs);
+  CHECK(back->tmpfs_bytes == a.tmpfs_bytes);
+  CHECK(back->payload == a.payload);  // flags after "--" belong to the payload
+  CHECK_FALSE(back->probe);
+}
+
+TEST_CASE("launcher argv parser rejects bad input") {
+  auto parse = [](std::vector<std::string> v) {
+    v.insert(v.begin(), "cabin-sandbox");
+    return parse_launcher_args(v);
+  };
+  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r"}).ok());                        // no payload
+  CHECK_FALSE(parse({"--id", "../x", "--run-dir", "/r", "--", "/bin/true"}).ok());  // bad id
+  CHECK_FALSE(parse({"--id", "s", "--run-dir", "rel", "--", "/bin/true"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r", "--bogus", "1", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r", "--map-root", "0:0", "--map-user",
+                     "601000:601000", "--", "/x"})
+                  .ok());  // host root is never a target
+  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r", "--map-root", "5:5", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r", "--tmpfs-size", "12k", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id"}).ok());
+  CHECK(parse({"--id", "probe", "--probe"}).ok());
+}
+
+TEST_CASE("id maps: root maps two unprivileged ids, others map themselves to 1000") {
+  auto root = plan_id_maps(true, 0, 0, HostIds{600000, 600000}, HostIds{601000, 601001});
+  CHECK(id_map_text(root.uid) == "0 600000 1\n1000 601000 1\n");
+  CHECK(id_map_text(root.gid) == "0 600000 1\n1000 601001 1\n");
+  CHECK_FALSE(root.deny_setgroups);
+  CHECK(root.setup_uid == 0);
+
+  auto user = plan_id_maps(false, 1234, 777, std::nullopt, std::nullopt);
+  CHECK(id_map_text(user.uid) == "1000 1234 1\n");
+  CHECK(id_map_text(user.gid) == "1000 777 1\n");
+  CHECK(user.deny_setgroups);
+  CHECK(user.setup_uid == kSandboxUid);
+}
+
+TEST_CASE("cgroup limit files for v1 and v2") {
+  CgroupLimits l;
+  l.memory_bytes = 256ull << 20;
+  l.pids_max = 64;
+  l.cpu_quota_us = 150000;
+  auto v1 = cgroup_limit_writes(CgroupLayout::kV1, "/cg", "cabin", "s1", l);
+  REQUIRE(v1.size() == 5);
+  CHECK(v1[0].file == "/cg/memory/cabin/s1/memory.limit_in_bytes");
+  CHECK(v1[0].value == "268435456");
+  CHECK(v1[0].required);
+  CHECK(v1[1].file == "/cg/memory/cabin/s1/memory.memsw.limit_in_bytes");
+  CHECK_FALSE(v1[1].required);
+  CHECK(v1[2].file == "/cg/pids/cabin/s1/pids.max");
+  CHECK(v1[2].value == "64");
+  CHECK(v1[3].file == "/cg/cpu/cabin/s1/cpu.cfs_period_us");
+  CHECK(v1[4].value == "150000");
+
+  auto v2 = cgroup_limit_writes(CgroupLayout::kV2, "/cg", "cabin", "s1", l);
+  REQUIRE(v2.size() == 4);
+  CHECK(v2[0].file == "/cg/cabin/s1/memory.max");
+  CHECK(v2[0].value == "268435456");
+  CHECK(v2[1].file == "/cg/cabin/s1/memory.swap.max");
+  CHECK(v2[2].file == "/cg/cabin/s1/pids.max");
+  CHECK(v2[3].value == "150000 100000");
+
+  CHECK(cgroup_limit_writes(CgroupLayout::kNone, "/cg", "cabin", "s1", l).empty());
+  CHECK(cgroup_limit_writes(CgroupLayout::kV2, "/cg", "cabin", "s1", CgroupLimits{}).empty());
+}
+
+TEST_CASE("seccomp denylist is sane") {
+  const auto& rules = seccomp_denylist();
+  REQUIRE(rules.size() > 20);
+  std::set<std::string> plain;
+  for (const auto& r : rules) {
+    INFO(r.name);
+    CHECK(std::string(r.why).size() > 5);  // every entry says why
+    CHECK(r.err > 0);
+    CHECK(seccomp_syscall_resolve_name(r.name) != __NR_SCMP_ERROR);
+    if (r.arg_index < 0) CHECK(plain.insert(r.name).second);  // no duplicates
+  }
+  for (const char* must : {"kexec_load", "init_module", "bpf", "perf_event_open", "keyctl",
+                           "userfaultfd", "open_by_handle_at", "mount", "umount2", "pivot_root",
+                           "move_mount", "fsopen", "swapon", "reboot", "ptrace", "syslog"})
+    CHECK(plain.count(must) == 1);
+  // Chromium's own sandbox needs these.
+  for (const char* allowed : {"clone", "clone3", "unshare", "chroot", "seccomp", "prctl"})
+    CHECK(plain.count(allowed) == 0);
+}
+
+TEST_CASE("mount table: read-only system dirs, private writable dirs, each with a reason") {
+  MountPlan plan;
+  plan.run_dir_source = "/proc/self/fd/5";
+  plan.agent_source = "/proc/self/fd/6";
+  auto table = sandbox_mounts(plan);
+  std::set<std::string> targets;
+  size_t dev_ro_at = 0;
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto& e = table[i];
+    INFO(e.target);
+    CHECK(e.target.rfind('/', 0) == 0);
+    CHECK(std::string(e.why).size() > 3);
+    if (e.kind == MountKind::kRemountRo && e.target == "/dev") dev_ro_at = i;
+    if (e.target.rfind("/dev/", 0) == 0 && e.kind != MountKind::kRemountRo)
+      CHECK((dev_ro_at == 0));  // /dev is made read-only only after it is filled
+    targets.insert(e.target);
+  }
+  CHECK(dev_ro_at > 0);
+  auto find = [&](const std::string& t) {
+    return *std::find_if(table.begin(), table.end(), [&](auto& e) { return e.target == t; });
+  };
+  CHECK(find("/usr").kind == MountKind::kBindRo);
+  CHECK(find("/etc").kind == MountKind::kBindRo);
+  CHECK(find("/proc").kind == MountKind::kProc);
+  CHECK(find("/tmp").kind == MountKind::kTmpfs);
+  CHECK(find("/dev/shm").kind == MountKind::kTmpfs);
+  CHECK(find(kSandboxHome).data.find("uid=1000") != std::string::npos);
+  CHECK(find(kSandboxRunDir).source == "/proc/self/fd/5");
+  CHECK(find(kSandboxAgentPath).kind == MountKind::kBindFileRo);
+  CHECK(targets.count("/dev/null") == 1);
+
+  auto bare = sandbox_mounts(MountPlan{});
+  CHECK(std::none_of(bare.begin(), bare.end(), [](auto& e) { return e.target == kSandboxRunDir; }));
+}
+
+TEST_CASE("mountinfo escapes are decoded") {
+  CHECK(unescape_mountinfo("/a\\040b") == "/a b");
+  CHECK(unescape_mountinfo("/tab\\011x\\134") == "/tab\tx\\");
+  CHECK(unescape_mountinfo("/plain") == "/plain");
+}
+
+TEST_CASE("payload environment carries nothing but the basics and the secret") {
+  auto env = payload_environment("s3cret");
+  CHECK(contains(env, "HOME=/home/cabin"));
+  CHECK(contains(env, "LANG=C.UTF-8"));
+  CHECK(contains(env, "CABIN_AGENT_SECRET=s3cret"));
+  CHECK(env.size() == 6);
+  CHECK(payload_environment(nullptr).size() == 5);
+}
+
+TEST_CASE("driver builds the launcher argv for the agent") {
+  drivers::NamespaceDriverConfig c;
+  c.run_dir = "/run/cabin";
+  c.agent_path = "/usr/lib/cabin/cabin-agent";
+  c.launcher_path = "/usr/lib/cabin/cabin-sandbox";
+  drivers::SandboxSpec spec;
+  spec.session_id = "abc_1";
+  spec.width = 1024;
+  spec.height = 768;
+  spec.start_url = "https://example.com/";
+  spec.memory_bytes = 1ull << 30;
+  auto argv = drivers::namespace_launcher_argv(c, spec, true, {"/cg/cgroup.procs"});
+  auto parsed = parse_launcher_args(argv);
+  REQUIRE(parsed.ok());
+  CHECK(argv[0] == "/usr/lib/cabin/cabin-sandbox");
+  CHECK(parsed->run_dir == "/run/cabin/abc_1");
+  CHECK(parsed->agent == "/usr/lib/cabin/cabin-agent");
+  CHECK(parsed->map_root->uid == 600000);
+  CHECK(parsed->map_user->uid == 601000);
+  CHECK(parsed->tmpfs_bytes == 512ull << 20);
+  CHECK(parsed->payload == std::vector<std::string>{"/opt/cabin/bin/cabin-agent", "--listen",
+                                                    "unix:/run/cabin/agent.sock", "--width", "1024",
+                                                    "--height", "768", "--chromium-sandbox", "on",
+                                                    "--home", "/home/cabin", "--start-url",
+                                                    "https://example.com/"});
+  // The secret travels in the environment, never on the command line.
+  for (const auto& a : argv) CHECK(a.find("secret") == std::string::npos);
+
+  auto unprivileged = parse_launcher_args(drivers::namespace_launcher_argv(c, spec, false, {}));
+  REQUIRE(unprivileged.ok());
+  CHECK_FALSE(unprivileged->map_root.has_value());
+  CHECK(unprivileged->cgroup_procs.empty());
+
+  c.payload_override = {"/bin/sh", "-c", "true"};
+  auto test_argv = parse_launcher_args(drivers::namespace_launcher_argv(c, spec, true, {}));
+  REQUIRE(test_argv.ok());
+  CHECK(test_argv->agent.empty());
+  CHECK(test_argv->payload == c.payload_override);
+}
+
+TEST_CASE("exit reasons") {
+  using drivers::namespace_exit_reason;
+  CHECK(namespace_exit_reason(CLD_EXITED, 1, "") == "agent exited with status 1");
+  CHECK(namespace_exit_reason(CLD_KILLED, 9, "") == "killed by signal 9 (SIGKILL)");
+  CHECK(namespace_exit_reason(CLD_EXITED, kSetupFailedStatus, "cabin-sandbox[x]: mounts: EPERM") ==
+        "sandbox setup failed: cabin-sandbox[x]: mounts: EPERM");
+  CHECK(namespace_exit_reason(CLD_EXITED, 127, "exec /x: No such file") ==
+        "agent exited with status 127: exec /x: No such file");
+}

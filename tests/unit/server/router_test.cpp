@@ -1,0 +1,90 @@
+#include <catch2/catch.hpp>
+
+#include "server/api/ids.h"
+#include "server/api/router.h"
+
+using namespace cabin;
+using namespace cabin::api;
+
+namespace {
+const std::string kSid = "ses_0123456789abcdefghij";
+}
+
+TEST_CASE("routes map to typed commands with their auth") {
+  struct Case {
+    const char* method;
+    std::string target;
+    RouteId id;
+    Auth auth;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"GET", "/healthz", RouteId::kHealthz, Auth::kNone},
+           {"GET", "/v1/info", RouteId::kInfo, Auth::kApiKey},
+           {"POST", "/v1/sessions", RouteId::kCreateSession, Auth::kApiKey},
+           {"GET", "/v1/sessions/", RouteId::kListSessions, Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kSid, RouteId::kGetSession, Auth::kApiKey},
+           {"DELETE", "/v1/sessions/" + kSid, RouteId::kDeleteSession, Auth::kApiKey},
+           {"POST", "/v1/sessions/" + kSid + "/exec", RouteId::kExec, Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kSid + "/cdp?token=x", RouteId::kCdpBrowser, Auth::kCdpToken},
+           {"GET", "/v1/sessions/" + kSid + "/json/version/", RouteId::kJsonVersion,
+            Auth::kCdpToken},
+           {"GET", "/v1/sessions/" + kSid + "/json", RouteId::kJsonList, Auth::kCdpToken},
+           {"GET", "/v1/sessions/" + kSid + "/json/list", RouteId::kJsonList, Auth::kCdpToken},
+           {"GET", "/v1/sessions/" + kSid + "/devtools/page/ABCDEF0123", RouteId::kCdpPage,
+            Auth::kCdpToken},
+       }) {
+    INFO(c.method << " " << c.target);
+    auto r = route(c.method, c.target);
+    REQUIRE(r);
+    CHECK(r->id == c.id);
+    CHECK(r->auth == c.auth);
+  }
+  auto page = route("GET", "/v1/sessions/" + kSid + "/devtools/page/ABC?token=t%2Bx");
+  REQUIRE(page);
+  CHECK(page->session_id == kSid);
+  CHECK(page->target_id == "ABC");
+  CHECK(page->query.at("token") == "t+x");
+}
+
+TEST_CASE("bad paths are 404, bad methods 405, bad queries 400") {
+  for (std::string t : std::vector<std::string>{"/", "/v2/info", "/v1/sessions/../info", "/v1/sessions/" + kSid + "/..",
+                        "/v1//sessions", "/v1/sessions/ses_short", "/v1/sessions/SES_X",
+                        "/v1/sessions/" + kSid + "/nope", "/v1/sessions/" + kSid + "%2f..",
+                        "/v1/sessions/" + std::string(1 << 20, 'a'), "relative",
+                        "/v1/sessions/" + kSid + "/devtools/page/a.b",
+                        "/v1/sessions/" + kSid + "/devtools/page/" + std::string(65, 'A')}) {
+    INFO(t.substr(0, 80));
+    auto r = route("GET", t);
+    REQUIRE_FALSE(r);
+    CHECK(http_status(r.error().errc) == 404);
+  }
+  auto m = route("PUT", "/v1/sessions");
+  REQUIRE_FALSE(m);
+  CHECK(http_status(m.error().errc) == 405);
+  CHECK(http_status(route("POST", "/healthz").error().errc) == 405);
+  auto q = route("GET", "/v1/info?a=%zz");
+  REQUIRE_FALSE(q);
+  CHECK(http_status(q.error().errc) == 400);
+  std::string many = "/v1/info?";
+  for (int i = 0; i < 20; ++i) many += "k" + std::to_string(i) + "=v&";
+  CHECK_FALSE(route("GET", many));
+}
+
+TEST_CASE("session ids have one alphabet and one length") {
+  for (int i = 0; i < 100; ++i) {
+    auto id = new_session_id();
+    REQUIRE(valid_session_id(id));
+  }
+  CHECK(new_session_id() != new_session_id());
+  CHECK_FALSE(valid_session_id("ses_0123456789abcdefghiJ"));
+  CHECK_FALSE(valid_session_id("ses_0123456789abcdefghi"));
+  CHECK_FALSE(valid_session_id("xes_0123456789abcdefghij"));
+  CHECK_FALSE(valid_session_id("ses_0123456789abcdefgh/."));
+}
+
+TEST_CASE("percent decoding rejects broken escapes") {
+  CHECK(*percent_decode("a%20b+c") == "a b c");
+  CHECK_FALSE(percent_decode("%"));
+  CHECK_FALSE(percent_decode("%4"));
+  CHECK_FALSE(percent_decode("%g0"));
+}

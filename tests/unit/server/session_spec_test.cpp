@@ -1,0 +1,67 @@
+#include <catch2/catch.hpp>
+
+#include "server/api/session_spec.h"
+
+using namespace cabin;
+using namespace cabin::api;
+
+TEST_CASE("an empty body takes every default") {
+  SpecLimits limits{86400, 600};
+  for (const char* body : {"", "  \n", "{}"}) {
+    auto s = parse_session_spec(body, limits);
+    REQUIRE(s);
+    CHECK(s->driver.empty());
+    CHECK(s->resolution.width == 1280);
+    CHECK(s->resolution.height == 800);
+    CHECK(s->timeout_s == 600);
+    CHECK(s->start_url.empty());
+  }
+}
+
+TEST_CASE("a full spec parses") {
+  auto s = parse_session_spec(R"({"driver":"namespace","resolution":{"width":1920,"height":1080},
+                                  "timeout_s":30,"start_url":"https://example.com/x?y=1"})",
+                              SpecLimits{});
+  REQUIRE(s);
+  CHECK(s->driver == "namespace");
+  CHECK(s->resolution.width == 1920);
+  CHECK(s->resolution.height == 1080);
+  CHECK(s->timeout_s == 30);
+  CHECK(s->start_url == "https://example.com/x?y=1");
+}
+
+TEST_CASE("invalid specs name the field and the code") {
+  struct Case {
+    const char* body;
+    const char* code;
+    const char* mentions;
+  };
+  for (const auto& c : std::vector<Case>{
+           {"{", "invalid_json", "JSON"},
+           {"[1]", "invalid_json", "object"},
+           {R"({"bogus":1})", "unknown_field", "bogus"},
+           {R"({"resolution":{"width":1280,"height":800,"depth":24}})", "unknown_field",
+            "resolution.depth"},
+           {R"({"resolution":{"width":0,"height":0}})", "invalid_request", "resolution.width"},
+           {R"({"resolution":{"width":100000,"height":100000}})", "invalid_request",
+            "resolution.width"},
+           {R"({"resolution":{"width":1280}})", "invalid_request", "resolution.height"},
+           {R"({"resolution":{"width":"1280","height":800}})", "invalid_request", "integer"},
+           {R"({"resolution":[1280,800]})", "invalid_request", "resolution"},
+           {R"({"timeout_s":0})", "invalid_request", "timeout_s"},
+           {R"({"timeout_s":99999999})", "invalid_request", "timeout_s"},
+           {R"({"timeout_s":-5})", "invalid_request", "timeout_s"},
+           {R"({"timeout_s":18446744073709551615})", "invalid_request", "timeout_s"},
+           {R"({"driver":5})", "invalid_request", "driver"},
+           {R"j({"start_url":"javascript:alert(1)"})j", "invalid_request", "start_url"},
+           {R"({"start_url":"file:///etc/passwd"})", "invalid_request", "start_url"},
+           {R"({"start_url":"http://a b"})", "invalid_request", "start_url"},
+       }) {
+    INFO(c.body);
+    auto s = parse_session_spec(c.body, SpecLimits{});
+    REQUIRE_FALSE(s);
+    CHECK(s.error().errc == Errc::kInvalidArgument);
+    CHECK(s.error().code == c.code);
+    CHECK_THAT(s.error().message, Catch::Contains(c.mentions));
+  }
+}

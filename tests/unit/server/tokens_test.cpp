@@ -1,0 +1,119 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "common/crypto.h"
+#include "server/auth/api_key.h"
+#include "server/auth/tokens.h"
+#include "tests/fakes/fake_clock.h"
+
+using namespace cabin;
+using cabin::auth::TokenService;
+
+namespace {
+const std::string kSid = "ses_aaaaaaaaaaaaaaaaaaaa";
+const std::string kOther = "ses_bbbbbbbbbbbbbbbbbbbb";
+std::map<std::string, std::string> one_key() { return {{"k1", std::string(64, 'a')}}; }
+}  // namespace
+
+TEST_CASE("tokens verify until the expiry instant and not at it") {
+  testing::FakeClock clock(1000);
+  TokenService svc(one_key(), clock);
+  auto t = svc.issue(kSid, "cdp", 1060, 0);
+  CHECK(svc.verify(t, kSid, "cdp"));
+  clock.set(1059);
+  CHECK(svc.verify(t, kSid, "cdp"));
+  clock.set(1060);
+  auto expired = svc.verify(t, kSid, "cdp");
+  REQUIRE_FALSE(expired);
+  CHECK(expired.error().code == "token_expired");
+  CHECK(expired.error().errc == Errc::kUnauthenticated);
+}
+
+TEST_CASE("tokens are bound to session and scope") {
+  testing::FakeClock clock(1000);
+  TokenService svc(one_key(), clock);
+  auto t = svc.issue(kSid, "cdp", 2000, 7);
+  auto claims = svc.verify(t, kSid, "cdp");
+  REQUIRE(claims);
+  CHECK(claims->generation == 7);
+  CHECK(claims->key_id == "k1");
+  CHECK_FALSE(svc.verify(t, kOther, "cdp"));
+  CHECK_FALSE(svc.verify(t, kSid, "view"));
+  CHECK(t.size() < auth::kMaxTokenLength);
+  CHECK(t.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") ==
+        std::string::npos);
+}
+
+TEST_CASE("tampered, truncated and foreign tokens are refused") {
+  testing::FakeClock clock(1000);
+  TokenService svc(one_key(), clock);
+  auto t = svc.issue(kSid, "cdp", 2000, 0);
+  std::string flipped = t;
+  flipped.back() = flipped.back() == 'A' ? 'B' : 'A';
+  CHECK_FALSE(svc.verify(flipped, kSid, "cdp"));
+  CHECK_FALSE(svc.verify(t.substr(0, t.size() - 2), kSid, "cdp"));
+  CHECK_FALSE(svc.verify("", kSid, "cdp"));
+  CHECK_FALSE(svc.verify(std::string(5000, 'a'), kSid, "cdp"));
+  CHECK_FALSE(svc.verify("abc.def", kSid, "cdp"));
+  // Payload of one token with the signature of another.
+  auto other = svc.issue(kSid, "cdp", 3000, 0);
+  CHECK_FALSE(svc.verify(t.substr(0, t.find('.')) + other.substr(other.find('.')), kSid, "cdp"));
+  // Same payload signed by a different key.
+  TokenService stranger({{"k1", std::string(64, 'b')}}, clock);
+  CHECK_FALSE(svc.verify(stranger.issue(kSid, "cdp", 2000, 0), kSid, "cdp"));
+  // A payload re-encoded with a longer expiry keeps the old signature: refused.
+  auto payload = base64url_decode(t.substr(0, t.find('.')));
+  REQUIRE(payload);
+  std::string forged = *payload;
+  forged.replace(forged.find("2000"), 4, "9999");
+  CHECK_FALSE(svc.verify(base64url_encode(forged) + t.substr(t.find('.')), kSid, "cdp"));
+}
+
+TEST_CASE("rotated keys: the newest signs, old ones still verify until removed") {
+  testing::FakeClock clock(1000);
+  TokenService old_svc({{"k1", std::string(64, 'a')}}, clock);
+  auto old_token = old_svc.issue(kSid, "cdp", 2000, 0);
+  TokenService rotated({{"k1", std::string(64, 'a')}, {"k2", std::string(64, 'c')}}, clock);
+  CHECK(rotated.verify(old_token, kSid, "cdp"));
+  auto claims = rotated.decode(rotated.issue(kSid, "cdp", 2000, 0));
+  REQUIRE(claims);
+  CHECK(claims->key_id == "k2");
+  TokenService removed({{"k2", std::string(64, 'c')}}, clock);
+  CHECK_FALSE(removed.verify(old_token, kSid, "cdp"));
+}
+
+TEST_CASE("signing keys are created once and reloaded") {
+  auto dir = std::filesystem::temp_directory_path() / ("cabin-keys-" + random_hex(6));
+  auto first = TokenService::load_or_create_keys(dir);
+  REQUIRE(first);
+  REQUIRE(first->size() == 1);
+  auto again = TokenService::load_or_create_keys(dir);
+  REQUIRE(again);
+  CHECK(*again == *first);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("API keys: bearer check and generation") {
+  CHECK(auth::check_bearer("Bearer abcdefghijklmnopq", "abcdefghijklmnopq"));
+  CHECK_FALSE(auth::check_bearer("Bearer abcdefghijklmnopX", "abcdefghijklmnopq"));
+  CHECK_FALSE(auth::check_bearer("bearer abcdefghijklmnopq", "abcdefghijklmnopq"));
+  CHECK_FALSE(auth::check_bearer("Bearer ", "abcdefghijklmnopq"));
+  CHECK_FALSE(auth::check_bearer("", "abcdefghijklmnopq"));
+
+  auto dir = std::filesystem::temp_directory_path() / ("cabin-key-" + random_hex(6));
+  std::filesystem::create_directories(dir);
+  auto made = auth::load_or_create_api_key(dir, nullptr);
+  REQUIRE(made);
+  CHECK(made->generated);
+  auto loaded = auth::load_or_create_api_key(dir, nullptr);
+  REQUIRE(loaded);
+  CHECK_FALSE(loaded->generated);
+  CHECK(loaded->key == made->key);
+  auto env = auth::load_or_create_api_key(dir, "from-the-environment-1234");
+  REQUIRE(env);
+  CHECK(env->key == "from-the-environment-1234");
+  CHECK_FALSE(auth::load_or_create_api_key(dir, "short"));
+  CHECK_FALSE(auth::load_or_create_api_key(dir, "has a space in it........"));
+  std::filesystem::remove_all(dir);
+}

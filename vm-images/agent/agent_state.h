@@ -1,0 +1,52 @@
+// AgentState: what GET /agent/v1/health reports; the supervisor writes it, requests read or await it.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "vm-images/agent/notifier.h"
+
+namespace cabin::agent {
+
+enum class Phase { kStarting, kReady, kFailed };
+
+struct DevToolsEndpoint {
+  uint16_t port = 0;
+  std::string browser_path;  // "/devtools/browser/<uuid>"
+};
+
+struct HealthSnapshot {
+  Phase phase = Phase::kStarting;
+  std::string error;    // when failed
+  std::string display;  // ":N" once Xvfb is up
+  int width = 0;
+  int height = 0;
+  std::optional<DevToolsEndpoint> devtools;  // when ready
+};
+
+class AgentState {
+ public:
+  AgentState(net::any_io_executor ex, int width, int height);
+
+  const HealthSnapshot& snapshot() const { return snap_; }
+  void set_display(std::string display);
+  void set_ready(DevToolsEndpoint devtools);
+  // The first failure wins; later ones are only logged by their callers.
+  void set_failed(std::string error);
+  // Waits until the phase is no longer kStarting or the timeout passes.
+  net::awaitable<void> wait_settled(std::chrono::milliseconds timeout);
+
+ private:
+  HealthSnapshot snap_;
+  Notifier changed_;
+};
+
+std::string health_json(const HealthSnapshot& s);
+
+}  // namespace cabin::agent

@@ -1,0 +1,180 @@
+#include "vm-images/agent/exec.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstring>
+
+#include "vm-images/agent/notifier.h"
+#include "vm-images/agent/process.h"
+
+namespace cabin::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Capture {
+  explicit Capture(net::any_io_executor ex) : pipe(ex) {}
+  net::posix::stream_descriptor pipe;
+  std::string data;
+  bool truncated = false;
+  bool done = false;
+};
+
+// Shared by the sub-coroutines of one exec; they hold it by shared_ptr so none outlives it.
+struct ExecState {
+  explicit ExecState(net::any_io_executor ex)
+      : changed(ex), out(ex), err(ex), in(ex) {}
+  Notifier changed;
+  Capture out;
+  Capture err;
+  net::posix::stream_descriptor in;
+  std::string stdin_data;
+  bool stdin_done = true;
+  std::unique_ptr<ChildProcess> child;
+  bool exited = false;
+};
+
+// Reads until EOF; past the cap it keeps reading and discarding so the child never blocks.
+net::awaitable<void> read_capture(std::shared_ptr<ExecState> st, Capture* cap, size_t limit) {
+  std::array<char, 16384> buf;
+  for (;;) {
+    boost::system::error_code ec;
+    size_t n = co_await cap->pipe.async_read_some(net::buffer(buf),
+                                                  net::redirect_error(net::use_awaitable, ec));
+    size_t room = limit - std::min(limit, cap->data.size());
+    cap->data.append(buf.data(), std::min(n, room));
+    if (n > room) cap->truncated = true;
+    if (ec) break;
+  }
+  cap->done = true;
+  st->changed.notify_all();
+}
+
+net::awaitable<void> write_stdin(std::shared_ptr<ExecState> st) {
+  boost::system::error_code ec;
+  // EPIPE when the command does not read its input is fine: SIGPIPE is ignored in the agent.
+  co_await net::async_write(st->in, net::buffer(st->stdin_data),
+                            net::redirect_error(net::use_awaitable, ec));
+  st->in.close(ec);
+  st->stdin_done = true;
+  st->changed.notify_all();
+}
+
+net::awaitable<void> wait_child(std::shared_ptr<ExecState> st) {
+  co_await st->child->wait();
+  st->exited = true;
+  st->changed.notify_all();
+}
+
+}  // namespace
+
+net::awaitable<Result<ExecResult>> run_exec(ExecSpec spec, ExecOptions opts) {
+  auto ex = co_await net::this_coro::executor;
+  const auto start = Clock::now();
+
+  if (spec.cwd) {
+    struct stat sb;
+    if (::stat(spec.cwd->c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+      co_return make_error(Errc::kInvalidArgument, "spawn_failed",
+                           "cwd '" + *spec.cwd + "' is not a directory");
+    }
+  }
+
+  auto in = make_pipe();
+  auto out = make_pipe();
+  auto err = make_pipe();
+  if (!in) co_return in.error();
+  if (!out) co_return out.error();
+  if (!err) co_return err.error();
+
+  SpawnOptions so;
+  so.argv = std::move(spec.argv);
+  so.env = child_environment(spec.env);
+  so.cwd = spec.cwd;
+  so.stdin_fd = in->read.get();
+  so.stdout_fd = out->write.get();
+  so.stderr_fd = err->write.get();
+  auto child = ChildProcess::spawn(ex, so);
+  if (!child) co_return child.error();
+  // Drop our copies of the child's ends so EOF arrives when the child's side closes.
+  in->read.reset();
+  out->write.reset();
+  err->write.reset();
+
+  auto st = std::make_shared<ExecState>(ex);
+  st->child = std::move(*child);
+  st->out.pipe.assign(out->read.release());
+  st->err.pipe.assign(err->read.release());
+  st->in.assign(in->write.release());
+  st->stdin_data = std::move(spec.stdin_data);
+  st->stdin_done = false;
+
+  net::co_spawn(ex, read_capture(st, &st->out, spec.max_output_bytes), net::detached);
+  net::co_spawn(ex, read_capture(st, &st->err, spec.max_output_bytes), net::detached);
+  net::co_spawn(ex, write_stdin(st), net::detached);
+  net::co_spawn(ex, wait_child(st), net::detached);
+
+  ExecResult r;
+  const auto deadline = start + spec.timeout;
+  while (!st->exited && Clock::now() < deadline) co_await st->changed.wait_until(deadline);
+  if (!st->exited) {
+    r.timed_out = true;
+    st->child->kill_group(SIGKILL);
+    while (!st->exited) co_await st->changed.wait_until(Clock::time_point::max());
+  }
+
+  // Background processes the command left behind may hold the pipes open: read what comes
+  // within the grace period, then close.
+  const auto drain_deadline = Clock::now() + opts.drain_grace;
+  auto pending = [&] { return !st->out.done || !st->err.done || !st->stdin_done; };
+  while (pending() && Clock::now() < drain_deadline) {
+    co_await st->changed.wait_until(drain_deadline);
+  }
+  if (pending()) {
+    boost::system::error_code ignored;
+    // close() rather than cancel(): a read issued after a cancel would wait again.
+    st->out.pipe.close(ignored);
+    st->err.pipe.close(ignored);
+    st->in.close(ignored);
+    while (pending()) co_await st->changed.wait_until(Clock::time_point::max());
+  }
+
+  int status = *st->child->status();
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.stdout_data = std::move(st->out.data);
+  r.stderr_data = std::move(st->err.data);
+  r.stdout_truncated = st->out.truncated;
+  r.stderr_truncated = st->err.truncated;
+  r.duration_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  co_return r;
+}
+
+std::string exec_result_json(const ExecResult& r) {
+  nlohmann::json j = {
+      {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json(nullptr)},
+      {"signal", r.signal ? nlohmann::json(*r.signal) : nlohmann::json(nullptr)},
+      {"timed_out", r.timed_out},
+      {"stdout", r.stdout_data},
+      {"stderr", r.stderr_data},
+      {"stdout_truncated", r.stdout_truncated},
+      {"stderr_truncated", r.stderr_truncated},
+      {"duration_ms", r.duration_ms},
+  };
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace cabin::agent

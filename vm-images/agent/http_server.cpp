@@ -1,0 +1,311 @@
+#include "vm-images/agent/http_server.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/crypto.h"
+#include "common/log.h"
+#include "vm-images/agent/tunnel.h"
+
+namespace cabin::agent {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using generic_stream = net::generic::stream_protocol;
+using Stream = beast::basic_stream<generic_stream, net::any_io_executor, beast::unlimited_rate_policy>;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+constexpr std::string_view kSecretHeader = "X-Cabin-Agent-Secret";
+
+Response json_response(http::status status, std::string body) {
+  Response res{status, 11};
+  res.set(http::field::server, "cabin-agent");
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-store");
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+// Every error response is built here.
+Response error_response(http::status status, std::string_view code, std::string_view message) {
+  nlohmann::json j = {{"error", {{"code", code}, {"message", message}}}};
+  return json_response(status,
+                       j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+Response error_response(const Error& e) {
+  return error_response(static_cast<http::status>(http_status(e.errc)), e.code, e.message);
+}
+
+}  // namespace
+
+// What connection coroutines share with the server; held by shared_ptr so that frames torn down
+// with the io_context never touch a destroyed server.
+struct HttpServer::Conn {
+  HttpServerOptions opts;
+  AgentState* state;
+  size_t connections = 0;
+  size_t execs = 0;
+};
+
+namespace {
+
+struct Counted {
+  explicit Counted(size_t& n) : n(n) { ++n; }
+  ~Counted() { --n; }
+  size_t& n;
+};
+
+net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
+  auto [path, query] = split_target(req.target());
+  if (path == "/agent/v1/health") {
+    if (req.method() != http::verb::get) {
+      auto res = error_response(http::status::method_not_allowed, "method_not_allowed",
+                                "use GET");
+      res.set(http::field::allow, "GET");
+      co_return res;
+    }
+    auto q = parse_health_query(query);
+    if (!q) co_return error_response(q.error());
+    if (q->wait.count() > 0) co_await sh->state->wait_settled(q->wait);
+    co_return json_response(http::status::ok, health_json(sh->state->snapshot()));
+  }
+  if (path == "/agent/v1/exec") {
+    if (req.method() != http::verb::post) {
+      auto res = error_response(http::status::method_not_allowed, "method_not_allowed",
+                                "use POST");
+      res.set(http::field::allow, "POST");
+      co_return res;
+    }
+    auto spec = parse_exec_spec(req.body());
+    if (!spec) co_return error_response(spec.error());
+    if (sh->execs >= sh->opts.max_concurrent_execs) {
+      co_return error_response(http::status::service_unavailable, "busy",
+                               "too many commands are running");
+    }
+    Counted running(sh->execs);
+    auto result = co_await run_exec(std::move(*spec), sh->opts.exec);
+    if (!result) co_return error_response(result.error());
+    co_return json_response(http::status::ok, exec_result_json(*result));
+  }
+  co_return error_response(http::status::not_found, "not_found", "no such endpoint");
+}
+
+// Maps a read failure to the answer it deserves; nullopt means just close.
+std::optional<Response> read_error_response(const boost::system::error_code& ec) {
+  if (ec == http::error::header_limit) {
+    return error_response(http::status::request_header_fields_too_large, "headers_too_large",
+                          "request headers exceed 16 KiB");
+  }
+  if (ec == http::error::body_limit) {
+    return error_response(http::status::payload_too_large, "body_too_large",
+                          "request body exceeds 1 MiB");
+  }
+  if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+      ec == net::error::eof || ec == net::error::connection_reset ||
+      ec == net::error::operation_aborted || ec == http::error::partial_message) {
+    return std::nullopt;
+  }
+  if (ec.category() == http::make_error_code(http::error::end_of_stream).category()) {
+    return error_response(http::status::bad_request, "bad_request", "malformed HTTP request");
+  }
+  return std::nullopt;
+}
+
+net::awaitable<void> handle_connect(std::shared_ptr<HttpServer::Conn> sh, Stream& stream,
+                                    beast::flat_buffer& buffer, const Request& req) {
+  auto log = logger("agent.http");
+  auto fail = [&](const Error& e) -> net::awaitable<void> {
+    auto res = error_response(e);
+    res.keep_alive(false);
+    boost::system::error_code ec;
+    stream.expires_after(sh->opts.read_timeout);
+    co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+  };
+  auto target = parse_connect_target(req.target());
+  if (!target) {
+    log->info("CONNECT {} refused: {}", std::string(req.target()), target.error().message);
+    co_await fail(target.error());
+    co_return;
+  }
+  auto upstream = co_await connect_loopback(*target);
+  if (!upstream) {
+    co_await fail(upstream.error());
+    co_return;
+  }
+  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection Established\r\n\r\n";
+  boost::system::error_code ec;
+  stream.expires_after(sh->opts.read_timeout);
+  co_await net::async_write(stream, net::buffer(kEstablished),
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+  // Bytes the client sent right behind the CONNECT request belong to the tunnel.
+  std::string prefetched = beast::buffers_to_string(buffer.data());
+  buffer.consume(buffer.size());
+  stream.expires_never();
+  co_await run_tunnel(stream.release_socket(), std::move(*upstream), std::move(prefetched));
+}
+
+
+// One connection: requests in order (keep-alive), until close, error, timeout or a tunnel.
+net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
+                                      generic_stream::socket socket) {
+  Counted live(sh->connections);
+  Stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  const auto& opts = sh->opts;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(static_cast<std::uint32_t>(opts.header_limit));
+    parser.body_limit(opts.body_limit);
+    boost::system::error_code ec;
+
+    stream.expires_after(opts.read_timeout);
+    co_await http::async_read_header(stream, buffer, parser,
+                                     net::redirect_error(net::use_awaitable, ec));
+    std::optional<Response> early;
+    if (ec) {
+      early = read_error_response(ec);
+      if (!early) break;
+    } else if (!constant_time_equal(parser.get()[kSecretHeader], opts.secret)) {
+      // Checked before the body is read, so strangers cannot make the agent buffer 1 MiB.
+      early = error_response(http::status::unauthorized, "unauthenticated",
+                             "missing or wrong X-Cabin-Agent-Secret");
+    } else if (!parser.is_done()) {
+      co_await http::async_read(stream, buffer, parser,
+                                net::redirect_error(net::use_awaitable, ec));
+      if (ec) {
+        early = read_error_response(ec);
+        if (!early) break;
+      }
+    }
+    if (early) {
+      early->keep_alive(false);
+      stream.expires_after(opts.read_timeout);
+      co_await http::async_write(stream, *early, net::redirect_error(net::use_awaitable, ec));
+      break;
+    }
+
+    stream.expires_never();  // long polls and commands set their own limits
+    Request req = parser.release();
+    if (req.method() == http::verb::connect) {
+      co_await handle_connect(sh, stream, buffer, req);
+      co_return;
+    }
+    Response res = co_await route(sh, std::move(req));
+    const bool keep_alive = parser.keep_alive();
+    res.keep_alive(keep_alive);
+    stream.expires_after(opts.read_timeout);
+    co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+    if (ec || !keep_alive) break;
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(net::socket_base::shutdown_send, ignored);
+  stream.close();
+}
+
+}  // namespace
+
+HttpServer::HttpServer(net::any_io_executor ex, HttpServerOptions opts, AgentState& state)
+    : ex_(ex),
+      opts_(std::move(opts)),
+      shared_(std::make_shared<Conn>(Conn{opts_, &state})),
+      acceptor_(ex) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+Result<void> HttpServer::start() {
+  auto fail = [](std::string what, const boost::system::error_code& ec) {
+    return make_error(Errc::kUnavailable, "listen_failed", what + ": " + ec.message());
+  };
+  boost::system::error_code ec;
+  generic_stream::endpoint ep;
+  if (opts_.listen.kind == ListenAddress::Kind::kUnix) {
+    struct stat sb;
+    if (::lstat(opts_.listen.path.c_str(), &sb) == 0) {
+      // Replace only a socket left by an earlier run, never some other file.
+      if (!S_ISSOCK(sb.st_mode)) {
+        return make_error(Errc::kConflict, "listen_failed",
+                          opts_.listen.path + " exists and is not a socket");
+      }
+      ::unlink(opts_.listen.path.c_str());
+    }
+    ep = net::local::stream_protocol::endpoint(opts_.listen.path);
+  } else {
+    auto addr = net::ip::make_address(opts_.listen.host, ec);
+    if (ec) return fail("address " + opts_.listen.host, ec);
+    ep = net::ip::tcp::endpoint(addr, opts_.listen.port);
+  }
+  acceptor_.open(ep.protocol(), ec);
+  if (ec) return fail("socket", ec);
+  if (opts_.listen.kind == ListenAddress::Kind::kTcp) {
+    acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  }
+  acceptor_.bind(ep, ec);
+  if (ec) return fail("bind", ec);
+  acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return fail("listen", ec);
+  if (opts_.listen.kind == ListenAddress::Kind::kUnix) {
+    // The host connects from another uid; the per-request secret is the access control.
+    if (::chmod(opts_.listen.path.c_str(), 0666) != 0) {
+      return fail("chmod", boost::system::error_code(errno, boost::system::system_category()));
+    }
+  } else {
+    auto local = acceptor_.local_endpoint(ec);
+    if (!ec) {
+      tcp_port_ = ntohs(reinterpret_cast<const sockaddr_in*>(local.data())->sin_port);
+    }
+  }
+  net::co_spawn(ex_, accept_loop(), net::detached);
+  return {};
+}
+
+void HttpServer::stop() {
+  boost::system::error_code ignored;
+  if (!acceptor_.is_open()) return;
+  acceptor_.close(ignored);
+  if (opts_.listen.kind == ListenAddress::Kind::kUnix) ::unlink(opts_.listen.path.c_str());
+}
+
+net::awaitable<void> HttpServer::accept_loop() {
+  auto sh = shared_;
+  auto log = logger("agent.http");
+  const bool tcp = opts_.listen.kind == ListenAddress::Kind::kTcp;
+  for (;;) {
+    boost::system::error_code ec;
+    generic_stream::socket socket(ex_);
+    co_await acceptor_.async_accept(socket, net::redirect_error(net::use_awaitable, ec));
+    if (ec == net::error::operation_aborted || !acceptor_.is_open()) co_return;
+    if (ec) {
+      // EMFILE and friends: keep serving the connections we have.
+      log->warn("accept: {}", ec.message());
+      continue;
+    }
+    if (sh->connections >= sh->opts.max_connections) {
+      log->warn("connection limit {} reached; closing a new connection", sh->opts.max_connections);
+      socket.close(ec);
+      continue;
+    }
+    if (tcp) socket.set_option(net::ip::tcp::no_delay(true), ec);
+    net::co_spawn(ex_, serve_connection(sh, std::move(socket)), net::detached);
+  }
+}
+
+}  // namespace cabin::agent

@@ -1,0 +1,63 @@
+// HttpServer: the agent's HTTP/1.1 listener (UNIX or TCP): auth, routing, limits, CONNECT hand-off.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/basic_socket_acceptor.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "vm-images/agent/agent_state.h"
+#include "vm-images/agent/exec.h"
+#include "vm-images/agent/requests.h"
+
+namespace cabin::agent {
+
+namespace net = boost::asio;
+
+struct HttpServerOptions {
+  ListenAddress listen;
+  std::string secret;
+  size_t header_limit = 16 * 1024;
+  size_t body_limit = 1 << 20;
+  // How long a connection may take to send a request (and sit idle between requests).
+  std::chrono::milliseconds read_timeout{60000};
+  size_t max_connections = 256;
+  size_t max_concurrent_execs = 32;
+  ExecOptions exec;
+};
+
+class HttpServer {
+ public:
+  HttpServer(net::any_io_executor ex, HttpServerOptions opts, AgentState& state);
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  ~HttpServer();
+
+  // Binds and listens (a stale UNIX socket file is replaced), then accepts in the background.
+  Result<void> start();
+  // Stops accepting; live connections end on their own or with the io_context.
+  void stop();
+  // The bound TCP port (useful with tcp:HOST:0); 0 for UNIX sockets.
+  uint16_t tcp_port() const { return tcp_port_; }
+
+  struct Conn;  // state shared with connection coroutines
+
+ private:
+  net::awaitable<void> accept_loop();
+
+  net::any_io_executor ex_;
+  HttpServerOptions opts_;
+  std::shared_ptr<Conn> shared_;
+  net::basic_socket_acceptor<net::generic::stream_protocol> acceptor_;
+  uint16_t tcp_port_ = 0;
+};
+
+}  // namespace cabin::agent

@@ -1,0 +1,118 @@
+// cabin-agent: wires the command line, the HTTP server and the supervisor; see docs/agent-protocol.md.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <utility>  // before Asio: Boost 1.74 needs it
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <map>
+#include <string>
+
+#include "common/log.h"
+#include "vm-images/agent/agent_state.h"
+#include "vm-images/agent/http_server.h"
+#include "vm-images/agent/requests.h"
+#include "vm-images/agent/supervisor.h"
+
+namespace net = boost::asio;
+using namespace cabin::agent;
+
+int main(int argc, char** argv) {
+  CLI::App app{"cabin-agent: runs Xvfb and Chromium inside a sandbox and serves the host"};
+  std::string listen_text;
+  SupervisorOptions sup;
+  std::string log_level = "info";
+  int startup_timeout_ms = 90000;
+  const char* home_env = ::getenv("HOME");
+  sup.home = home_env && *home_env ? home_env : "/tmp";
+  app.add_option("--listen", listen_text, "unix:PATH or tcp:HOST:PORT")->required();
+  app.add_option("--width", sup.width, "screen width")->check(CLI::Range(64, 8192));
+  app.add_option("--height", sup.height, "screen height")->check(CLI::Range(64, 8192));
+  app.add_option("--start-url", sup.start_url, "first page Chromium opens");
+  app.add_option("--chromium", sup.chromium, "Chromium binary");
+  app.add_option("--xvfb", sup.xvfb, "Xvfb binary");
+  app.add_option("--devtools-port", sup.devtools_port, "DevTools port on 127.0.0.1 (0: any)");
+  const std::map<std::string, ChromiumSandbox> sandbox_modes = {
+      {"auto", ChromiumSandbox::kAuto}, {"on", ChromiumSandbox::kOn},
+      {"off", ChromiumSandbox::kOff}};
+  app.add_option("--chromium-sandbox", sup.sandbox, "auto|on|off")
+      ->transform(CLI::CheckedTransformer(sandbox_modes, CLI::ignore_case));
+  app.add_option("--home", sup.home, "HOME for Chromium (profile in HOME/chromium)");
+  app.add_option("--startup-timeout-ms", startup_timeout_ms, "limit for reaching ready")
+      ->check(CLI::Range(1000, 600000));
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  CLI11_PARSE(app, argc, argv);
+  sup.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
+
+  cabin::set_log_level(log_level);
+  auto log = cabin::logger("agent");
+
+  auto listen = parse_listen_address(listen_text);
+  if (!listen) {
+    log->error("--listen: {}", listen.error().message);
+    return 2;
+  }
+  if (sup.start_url.empty() || sup.start_url[0] == '-') {
+    log->error("--start-url must be a URL");
+    return 2;
+  }
+  // The secret never reaches a child: removed before anything is spawned.
+  const char* secret_env = ::getenv("CABIN_AGENT_SECRET");
+  if (!secret_env || !*secret_env) {
+    log->error("CABIN_AGENT_SECRET must be set");
+    return 2;
+  }
+  std::string secret = secret_env;
+  ::unsetenv("CABIN_AGENT_SECRET");
+
+  // Peers that vanish mid-write are errors on the socket, not a reason to die.
+  ::signal(SIGPIPE, SIG_IGN);
+
+  net::io_context io(1);
+  AgentState state(io.get_executor(), sup.width, sup.height);
+  HttpServerOptions http;
+  http.listen = *listen;
+  http.secret = std::move(secret);
+  HttpServer server(io.get_executor(), http, state);
+  if (auto r = server.start(); !r) {
+    log->error("{}", r.error().message);
+    return 1;
+  }
+  log->info("listening on {}", listen_text);
+
+  Supervisor supervisor(io.get_executor(), sup, state);
+  net::signal_set signals(io, SIGTERM, SIGINT);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    log->info("signal {}: stopping", sig);
+    supervisor.request_stop();
+  });
+
+  int exit_code = 0;
+  net::co_spawn(
+      io,
+      [&]() -> net::awaitable<void> {
+        auto r = co_await supervisor.run();
+        if (!r) {
+          log->error("exiting: {}", r.error().message);
+          exit_code = 1;
+          // Give long polls that just learnt "failed" a moment to be written.
+          net::steady_timer linger(io, std::chrono::milliseconds(200));
+          co_await linger.async_wait(net::use_awaitable);
+        }
+        server.stop();
+        signals.cancel();
+        io.stop();
+      },
+      net::detached);
+  io.run();
+  log->info("exit {}", exit_code);
+  return exit_code;
+}

@@ -1,0 +1,69 @@
+// Typed agent requests: strict parsers that turn untrusted bytes into specs before any logic runs.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+
+namespace cabin::agent {
+
+// Limits from docs/agent-protocol.md.
+inline constexpr size_t kMaxArgs = 4096;
+inline constexpr size_t kMaxEnvVars = 4096;
+inline constexpr uint32_t kDefaultExecTimeoutMs = 30000;
+inline constexpr uint32_t kMaxExecTimeoutMs = 600000;
+inline constexpr size_t kDefaultMaxOutputBytes = 1u << 20;
+inline constexpr size_t kMaxOutputBytesLimit = 16u << 20;
+inline constexpr size_t kMaxStdinBytes = 1u << 20;
+inline constexpr uint32_t kMaxHealthWaitMs = 60000;
+
+// POST /agent/v1/exec body.
+struct ExecSpec {
+  std::vector<std::string> argv;  // non-empty
+  std::chrono::milliseconds timeout{kDefaultExecTimeoutMs};
+  size_t max_output_bytes = kDefaultMaxOutputBytes;  // per stream
+  std::vector<std::pair<std::string, std::string>> env;  // added to the agent's environment
+  std::optional<std::string> cwd;
+  std::string stdin_data;
+};
+
+Result<ExecSpec> parse_exec_spec(std::string_view body);
+
+// GET /agent/v1/health query: "" or "wait_ms=N".
+struct HealthQuery {
+  std::chrono::milliseconds wait{0};
+};
+
+Result<HealthQuery> parse_health_query(std::string_view query);
+
+// CONNECT authority-form target, restricted to the sandbox's loopback.
+struct ConnectTarget {
+  enum class Host { kIpv4Loopback, kIpv6Loopback, kLocalhost };
+  Host host = Host::kIpv4Loopback;
+  uint16_t port = 0;
+};
+
+Result<ConnectTarget> parse_connect_target(std::string_view target);
+
+// --listen value: "unix:PATH" or "tcp:HOST:PORT" (HOST an IPv4 literal or [IPv6]).
+struct ListenAddress {
+  enum class Kind { kUnix, kTcp };
+  Kind kind = Kind::kUnix;
+  std::string path;  // kUnix
+  std::string host;  // kTcp, without brackets
+  uint16_t port = 0;  // kTcp; 0 picks a free port
+};
+
+Result<ListenAddress> parse_listen_address(std::string_view text);
+
+// Splits "/path?query" into its two parts.
+std::pair<std::string_view, std::string_view> split_target(std::string_view target);
+
+}  // namespace cabin::agent

@@ -1,0 +1,316 @@
+#include "vm-images/agent/supervisor.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/log.h"
+
+namespace cabin::agent {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+using Clock = Notifier::Clock;
+
+std::string read_small_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  std::string s(4096, '\0');
+  in.read(s.data(), static_cast<std::streamsize>(s.size()));
+  s.resize(static_cast<size_t>(in.gcount()));
+  return s;
+}
+
+bool is_uuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? c != '-' : !std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+// Asks DevTools itself (GET /json/version) for the browser target. Chromium writes
+// DevToolsActivePort only when it picked the port (--remote-debugging-port=0), so with a fixed
+// port this is how readiness and the target path are learnt.
+net::awaitable<std::optional<DevToolsEndpoint>> query_devtools(net::any_io_executor ex,
+                                                                uint16_t port) {
+  beast::tcp_stream stream(ex);
+  stream.expires_after(std::chrono::seconds(2));
+  boost::system::error_code ec;
+  co_await stream.async_connect(net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
+                                net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return std::nullopt;
+  http::request<http::empty_body> req{http::verb::get, "/json/version", 11};
+  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
+  co_await http::async_write(stream, req, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return std::nullopt;
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 * 1024);
+  co_await http::async_read(stream, buf, parser, net::redirect_error(net::use_awaitable, ec));
+  if (ec || parser.get().result() != http::status::ok) co_return std::nullopt;
+  auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
+  if (!j.is_object() || !j.contains("webSocketDebuggerUrl") ||
+      !j["webSocketDebuggerUrl"].is_string()) {
+    co_return std::nullopt;
+  }
+  // ws://127.0.0.1:PORT/devtools/browser/<uuid>: keep the path, checked like the file's.
+  const auto& url = j["webSocketDebuggerUrl"].get_ref<const std::string&>();
+  auto at = url.find("/devtools/browser/");
+  if (at == std::string::npos) co_return std::nullopt;
+  co_return parse_devtools_active_port(std::to_string(port) + "\n" + url.substr(at));
+}
+
+}  // namespace
+
+bool chromium_no_sandbox(ChromiumSandbox mode, uid_t euid, bool env_says_no_sandbox) {
+  switch (mode) {
+    case ChromiumSandbox::kOn: return false;
+    case ChromiumSandbox::kOff: return true;
+    case ChromiumSandbox::kAuto: return euid == 0 || env_says_no_sandbox;
+  }
+  return false;
+}
+
+std::vector<std::string> chromium_argv(const SupervisorOptions& o, bool no_sandbox,
+                                       bool disable_dev_shm) {
+  std::vector<std::string> a = {
+      o.chromium,
+      // DevTools must stay on the sandbox's loopback; the agent's CONNECT is the only way in.
+      "--remote-debugging-address=127.0.0.1",
+      "--remote-debugging-port=" + std::to_string(o.devtools_port),
+      "--user-data-dir=" + o.home + "/chromium",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-default-browser-check",
+      "--window-position=0,0",
+      "--window-size=" + std::to_string(o.width) + "," + std::to_string(o.height),
+      "--password-store=basic",
+  };
+  if (no_sandbox) a.push_back("--no-sandbox");
+  if (disable_dev_shm) a.push_back("--disable-dev-shm-usage");
+  // "--" ends the switches, so a start URL can never be read as one.
+  a.push_back("--");
+  a.push_back(o.start_url);
+  return a;
+}
+
+std::optional<DevToolsEndpoint> parse_devtools_active_port(std::string_view content) {
+  auto nl = content.find('\n');
+  if (nl == std::string_view::npos) return std::nullopt;
+  auto port_text = content.substr(0, nl);
+  auto path = content.substr(nl + 1);
+  while (!path.empty() && (path.back() == '\n' || path.back() == '\r')) path.remove_suffix(1);
+  if (port_text.empty() || port_text.size() > 5) return std::nullopt;
+  uint32_t port = 0;
+  for (char c : port_text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    port = port * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (port == 0 || port > 65535) return std::nullopt;
+  constexpr std::string_view kPrefix = "/devtools/browser/";
+  if (path.substr(0, kPrefix.size()) != kPrefix || !is_uuid(path.substr(kPrefix.size()))) {
+    return std::nullopt;  // also a file caught half-written
+  }
+  return DevToolsEndpoint{static_cast<uint16_t>(port), std::string(path)};
+}
+
+Supervisor::Supervisor(net::any_io_executor ex, SupervisorOptions opts, AgentState& state)
+    : ex_(ex), opts_(std::move(opts)), state_(state), changed_(ex) {}
+
+Supervisor::~Supervisor() = default;  // ChildProcess kills and reaps what is still running
+
+void Supervisor::request_stop() {
+  stopping_ = true;
+  changed_.notify_all();
+}
+
+void Supervisor::fail(std::string why) {
+  if (failure_ || stopping_) return;
+  logger("agent.supervisor")->error("{}", why);
+  failure_ = why;
+  state_.set_failed(std::move(why));
+  changed_.notify_all();
+}
+
+net::awaitable<void> Supervisor::watch(ChildProcess* child, std::string name) {
+  int status = co_await child->wait();
+  if (!stopping_) fail(name + " " + describe_wait_status(status));
+  changed_.notify_all();
+}
+
+net::awaitable<void> Supervisor::read_display(
+    std::shared_ptr<net::posix::stream_descriptor> pipe) {
+  std::string line;
+  boost::system::error_code ec;
+  co_await net::async_read_until(*pipe, net::dynamic_buffer(line, 64), '\n',
+                                 net::redirect_error(net::use_awaitable, ec));
+  auto nl = line.find('\n');
+  if (!ec && nl != std::string::npos && nl > 0 && nl <= 5 &&
+      line.find_first_not_of("0123456789") == nl) {
+    display_ = ":" + line.substr(0, nl);
+  }
+  display_eof_ = true;
+  changed_.notify_all();
+}
+
+net::awaitable<Result<void>> Supervisor::start_children() {
+  auto log = logger("agent.supervisor");
+  const auto start = Clock::now();
+  const auto deadline = start + opts_.startup_timeout;
+  auto stop_or_fail = [&]() -> Result<void> {
+    if (failure_) return make_error(Errc::kUnavailable, "start_failed", *failure_);
+    return {};
+  };
+
+  // 1. Xvfb picks a free display and writes its number to the pipe behind -displayfd.
+  auto pipe = make_pipe();
+  if (!pipe) co_return pipe.error();
+  SpawnOptions xo;
+  xo.argv = {opts_.xvfb, "-displayfd", "3", "-screen", "0",
+             std::to_string(opts_.width) + "x" + std::to_string(opts_.height) + "x24",
+             "-nolisten", "tcp", "-noreset"};
+  xo.env = child_environment({});
+  xo.stderr_fd = STDERR_FILENO;
+  xo.extra_fds = {pipe->write.get()};
+  auto xvfb = ChildProcess::spawn(ex_, xo);
+  if (!xvfb) {
+    fail("cannot start Xvfb: " + xvfb.error().message);
+    co_return stop_or_fail();
+  }
+  xvfb_ = std::move(*xvfb);
+  pipe->write.reset();  // EOF on the pipe then means Xvfb is gone
+  net::co_spawn(ex_, watch(xvfb_.get(), "Xvfb"), net::detached);
+  auto display_pipe = std::make_shared<net::posix::stream_descriptor>(ex_, pipe->read.release());
+  net::co_spawn(ex_, read_display(display_pipe), net::detached);
+
+  while (!display_eof_ && !failure_ && !stopping_ && Clock::now() < deadline) {
+    co_await changed_.wait_until(deadline);
+  }
+  boost::system::error_code ignored;
+  display_pipe->close(ignored);
+  if (failure_ || stopping_) co_return stop_or_fail();
+  if (!display_) {
+    fail(display_eof_ ? "Xvfb did not report a display" : "Xvfb did not start in time");
+    co_return stop_or_fail();
+  }
+  state_.set_display(*display_);
+  log->info("Xvfb on display {} after {} ms", *display_,
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+
+  // 2. Chromium on that display. A DevToolsActivePort left by an earlier run must not count.
+  const std::string profile = opts_.home + "/chromium";
+  const std::string port_file = profile + "/DevToolsActivePort";
+  std::error_code fec;
+  std::filesystem::create_directories(profile, fec);
+  std::filesystem::remove(port_file, fec);
+  const char* env_no_sandbox = ::getenv("CABIN_CHROMIUM_NO_SANDBOX");
+  const bool no_sandbox = chromium_no_sandbox(
+      opts_.sandbox, ::geteuid(), env_no_sandbox != nullptr && *env_no_sandbox != '\0');
+  struct stat sb;
+  const bool no_dev_shm = ::stat("/dev/shm", &sb) != 0 || !S_ISDIR(sb.st_mode);
+  SpawnOptions co;
+  co.argv = chromium_argv(opts_, no_sandbox, no_dev_shm);
+  co.env = child_environment({{"DISPLAY", *display_}, {"HOME", opts_.home}});
+  co.stderr_fd = STDERR_FILENO;
+  auto chromium = ChildProcess::spawn(ex_, co);
+  if (!chromium) {
+    fail("cannot start Chromium: " + chromium.error().message);
+    co_return stop_or_fail();
+  }
+  chromium_ = std::move(*chromium);
+  net::co_spawn(ex_, watch(chromium_.get(), "Chromium"), net::detached);
+  log->info("Chromium started (pid {}, sandbox {})", chromium_->pid(), no_sandbox ? "off" : "on");
+
+  // 3. Ready once DevTools answers. With port 0, DevToolsActivePort names the port and target and
+  // a TCP connect must succeed; with a fixed port Chromium writes no such file, so
+  // GET /json/version on that port must answer with the browser target.
+  while (!failure_ && !stopping_) {
+    if (Clock::now() >= deadline) {
+      fail("Chromium's DevTools did not come up within " +
+           std::to_string(opts_.startup_timeout.count()) + " ms");
+      break;
+    }
+    std::optional<DevToolsEndpoint> ep;
+    if (opts_.devtools_port == 0) {
+      ep = parse_devtools_active_port(read_small_file(port_file));
+      if (ep) {
+        net::ip::tcp::socket probe(ex_);
+        boost::system::error_code ec;
+        co_await probe.async_connect({net::ip::address_v4::loopback(), ep->port},
+                                     net::redirect_error(net::use_awaitable, ec));
+        if (ec) ep.reset();
+      }
+    } else {
+      ep = co_await query_devtools(ex_, opts_.devtools_port);
+    }
+    if (ep && !failure_ && !stopping_) {
+      log->info("ready after {} ms: DevTools on 127.0.0.1:{}{}",
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
+                    .count(),
+                ep->port, ep->browser_path);
+      state_.set_ready(std::move(*ep));
+      break;
+    }
+    co_await changed_.wait_until(std::min(deadline, Clock::now() + opts_.poll_interval));
+  }
+  co_return stop_or_fail();
+}
+
+net::awaitable<void> Supervisor::stop_children() {
+  // Staged: SIGTERM to each group, wait up to stop_grace, then SIGKILL. Groups are signalled
+  // even when their leader is gone, for helpers left behind.
+  ChildProcess* children[] = {chromium_.get(), xvfb_.get()};
+  for (auto* c : children) {
+    if (c) c->kill_group(SIGTERM);
+  }
+  auto all_exited = [&] {
+    for (auto* c : children) {
+      if (c && !c->exited()) return false;
+    }
+    return true;
+  };
+  const auto deadline = Clock::now() + opts_.stop_grace;
+  while (!all_exited() && Clock::now() < deadline) co_await changed_.wait_until(deadline);
+  for (auto* c : children) {
+    if (c) c->kill_group(SIGKILL);
+  }
+  while (!all_exited()) co_await changed_.wait_until(Clock::time_point::max());
+}
+
+net::awaitable<Result<void>> Supervisor::run() {
+  auto started = co_await start_children();
+  if (started) {
+    while (!failure_ && !stopping_) co_await changed_.wait_until(Clock::time_point::max());
+  }
+  // Stop what is left whether we failed or were asked to; nothing is restarted silently.
+  stopping_ = true;
+  co_await stop_children();
+  if (failure_) co_return make_error(Errc::kUnavailable, "child_exited", *failure_);
+  co_return Result<void>{};
+}
+
+}  // namespace cabin::agent

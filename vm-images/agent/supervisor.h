@@ -1,0 +1,87 @@
+// Supervisor: starts Xvfb and Chromium, reports readiness, and ends everything if either exits.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+
+#include <sys/types.h>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "vm-images/agent/agent_state.h"
+#include "vm-images/agent/notifier.h"
+#include "vm-images/agent/process.h"
+
+namespace cabin::agent {
+
+enum class ChromiumSandbox { kAuto, kOn, kOff };
+
+struct SupervisorOptions {
+  std::string xvfb = "/usr/bin/Xvfb";
+  std::string chromium = "/usr/bin/chromium";
+  int width = 1280;
+  int height = 800;
+  std::string start_url = "about:blank";
+  uint16_t devtools_port = 9222;  // 0 lets Chromium pick
+  std::string home;               // Chromium's HOME; its profile is HOME/chromium
+  ChromiumSandbox sandbox = ChromiumSandbox::kAuto;
+  std::chrono::milliseconds startup_timeout{90000};
+  std::chrono::milliseconds poll_interval{10};
+  std::chrono::milliseconds stop_grace{3000};  // SIGTERM, then SIGKILL after this
+};
+
+// auto: Chromium's sandbox stays on unless it cannot work (running as root) or the environment
+// says so (CABIN_CHROMIUM_NO_SANDBOX, set by drivers whose sandbox forbids it).
+bool chromium_no_sandbox(ChromiumSandbox mode, uid_t euid, bool env_says_no_sandbox);
+
+// Chromium's full argv for the given decisions.
+std::vector<std::string> chromium_argv(const SupervisorOptions& o, bool no_sandbox,
+                                       bool disable_dev_shm);
+
+// DevToolsActivePort (written by Chromium only when it picked the port itself): line 1 the port,
+// line 2 "/devtools/browser/<uuid>".
+std::optional<DevToolsEndpoint> parse_devtools_active_port(std::string_view content);
+
+class Supervisor {
+ public:
+  Supervisor(net::any_io_executor ex, SupervisorOptions opts, AgentState& state);
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+  ~Supervisor();
+
+  // Starts Xvfb, then Chromium, marks the state ready, then watches both. Returns an error when
+  // either fails or exits (the state says failed, the other child is gone), or ok after
+  // request_stop() once the children are gone.
+  net::awaitable<Result<void>> run();
+  // Asks run() to stop the children (SIGTERM, then SIGKILL after stop_grace) and return.
+  void request_stop();
+
+ private:
+  net::awaitable<Result<void>> start_children();
+  net::awaitable<void> watch(ChildProcess* child, std::string name);
+  net::awaitable<void> read_display(std::shared_ptr<net::posix::stream_descriptor> pipe);
+  net::awaitable<void> stop_children();
+  void fail(std::string why);
+
+  net::any_io_executor ex_;
+  SupervisorOptions opts_;
+  AgentState& state_;
+  Notifier changed_;
+  std::unique_ptr<ChildProcess> xvfb_;
+  std::unique_ptr<ChildProcess> chromium_;
+  std::optional<std::string> display_;
+  bool display_eof_ = false;
+  std::optional<std::string> failure_;
+  bool stopping_ = false;
+};
+
+}  // namespace cabin::agent
