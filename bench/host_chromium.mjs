@@ -19,27 +19,40 @@ export function chromiumVersion() {
   }
 }
 
-function waitExit(child) {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => child.once('exit', resolve));
+function groupAlive(pgid) {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
-async function killAndWait(child, timeoutMs = 5000) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+function signalGroup(child, sig) {
   try {
-    process.kill(-child.pid, 'SIGTERM');
+    process.kill(-child.pid, sig);
   } catch {
-    child.kill('SIGTERM');
+    // the group is gone
   }
-  try {
-    await withDeadline(waitExit(child), timeoutMs, 'process to exit');
-  } catch {
-    try {
-      process.kill(-child.pid, 'SIGKILL');
-    } catch {
-      child.kill('SIGKILL');
-    }
-    await waitExit(child);
+}
+
+// Stops a process started with `detached: true` and everything in its process group (Chromium's
+// zygotes, renderers and crashpad handler): SIGTERM, wait until the group is empty, SIGKILL after
+// the deadline. Waiting for the whole group matters: a helper still writing into the profile
+// would race the removal of the profile directory.
+async function killAndWait(child, timeoutMs = 5000) {
+  if (!child) return;
+  signalGroup(child, 'SIGTERM');
+  const deadline = Date.now() + timeoutMs;
+  while (groupAlive(child.pid) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  if (groupAlive(child.pid)) {
+    signalGroup(child, 'SIGKILL');
+    while (groupAlive(child.pid)) await new Promise((r) => setTimeout(r, 10));
+  }
+  if (child.exitCode === null && child.signalCode === null) {
+    await new Promise((resolve) => child.once('exit', resolve));
   }
 }
 

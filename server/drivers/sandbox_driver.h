@@ -44,6 +44,13 @@ class Sandbox {
   virtual ~Sandbox() = default;
   // One new stream to cabin-agent. May fail while the agent has not bound its socket yet.
   virtual net::awaitable<Result<AgentStream>> dial_agent() = 0;
+  // A direct stream to a TCP port on the sandbox's loopback, where the driver can make one
+  // without a relay (one hop fewer on the CDP path). kUnavailable otherwise: callers then use
+  // the agent's CONNECT tunnel.
+  virtual net::awaitable<Result<AgentStream>> dial_loopback(int port) {
+    (void)port;
+    co_return make_error(Errc::kUnavailable, "not_supported", "no direct path");
+  }
   virtual net::awaitable<Result<void>> pause() = 0;
   virtual net::awaitable<Result<void>> resume() = 0;
   // Idempotent; kills everything of the sandbox and removes its files, cgroups and mounts.

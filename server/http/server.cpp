@@ -8,6 +8,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include <array>
+
 #include "common/log.h"
 
 namespace cabin::http_api {
@@ -36,6 +38,21 @@ Response parse_error_response(const boost::system::error_code& ec, const beast::
   }
   return error_response(http::status::bad_request, "bad_request",
                         "malformed HTTP request: " + ec.message());
+}
+
+// Closing with unread request bytes makes the kernel reset the connection, and the client may
+// lose the answer it was sent. So: half-close, then read and drop what is still coming, bounded.
+net::awaitable<void> linger(beast::tcp_stream& stream) {
+  boost::system::error_code ec;
+  stream.socket().shutdown(net::socket_base::shutdown_send, ec);
+  stream.expires_after(kLingerTimeout);
+  std::array<char, 16384> sink;
+  size_t drained = 0;
+  while (!ec && drained < kMaxLingerBytes) {
+    drained += co_await stream.async_read_some(net::buffer(sink),
+                                               net::redirect_error(net::use_awaitable, ec));
+  }
+  stream.close();
 }
 
 }  // namespace
@@ -107,9 +124,10 @@ net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
     if (ec) {
       auto res = parse_error_response(ec, buffer);
       res.keep_alive(false);
-      stream.expires_after(std::chrono::seconds(5));
+      stream.expires_after(kLingerTimeout);
       co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
-      break;
+      co_await linger(stream);
+      co_return;
     }
     auto req = parser.release();
     auto route = api::route(req.method_string(), req.target());

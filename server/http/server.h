@@ -19,6 +19,9 @@ inline constexpr size_t kMaxHeaderBytes = 16 * 1024;
 inline constexpr size_t kMaxBodyBytes = 1024 * 1024;
 inline constexpr std::chrono::seconds kReadTimeout{30};   // a request must arrive whole by then
 inline constexpr std::chrono::seconds kIdleTimeout{120};  // keep-alive between requests
+// After refusing a request whose body is still arriving: how long and how much to drain.
+inline constexpr std::chrono::seconds kLingerTimeout{5};
+inline constexpr size_t kMaxLingerBytes = 64 * 1024 * 1024;
 
 class HttpServer {
  public:

@@ -46,7 +46,8 @@ class AgentClient {
   net::awaitable<Result<http::response<http::string_body>>> request(
       http::verb method, const std::string& target, std::string body,
       std::chrono::milliseconds timeout);
-  // Opens a tunnel to 127.0.0.1:port inside the sandbox.
+  // Opens a stream to 127.0.0.1:port inside the sandbox: directly where the driver can, else
+  // through the agent's CONNECT.
   net::awaitable<Result<Tunnel>> connect(int port);
   // GET path from 127.0.0.1:port inside the sandbox over a tunnel (for DevTools discovery).
   net::awaitable<Result<http::response<http::string_body>>> get_through_tunnel(

@@ -54,11 +54,14 @@ export function withDeadline(promise, ms, what) {
 // Resolves once it prints its "listening on" line. The returned object has `base` (http URL),
 // `port`, `key`, `runDir`, `stateDir`, `api()`, `createSession()`, `deleteSession()`,
 // `stop()` and `logTail()`.
-export async function startCabind({ args = [], env = {}, startTimeoutMs = 15000 } = {}) {
-  const key = randomBytes(16).toString('hex'); // 32 characters
-  const stateDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cabin-state-'));
+// Pass `stateDir`, `runDir` and `key` of an earlier server to restart on its state.
+export async function startCabind({
+  args = [], env = {}, startTimeoutMs = 15000, stateDir, runDir, key,
+} = {}) {
+  key ??= randomBytes(16).toString('hex'); // 32 characters
+  stateDir ??= await fsp.mkdtemp(path.join(os.tmpdir(), 'cabin-state-'));
   // Short: UNIX socket paths under it are limited to 108 bytes.
-  const runDir = await fsp.mkdtemp('/tmp/cbr-');
+  runDir ??= await fsp.mkdtemp('/tmp/cbr-');
   const bin = path.join(BIN_DIR, 'cabind');
   if (!fs.existsSync(bin)) {
     await removeTree(stateDir);
@@ -136,8 +139,10 @@ export async function startCabind({ args = [], env = {}, startTimeoutMs = 15000 
       if (r.status !== 200) throw new Error(`DELETE ${id} -> ${r.status} ${r.text}`);
       return r.json;
     },
-    // SIGTERM, then wait for the exit; SIGKILL after the deadline. Resolves with {code, signal}.
-    stop: async (timeoutMs = 20000) => {
+    // SIGTERM, then wait for the exit; SIGKILL after the deadline. Resolves with {code, signal}
+    // (and killed: true when it had to be killed). Removes the state and run directories
+    // unless `keep`.
+    stop: async ({ timeoutMs = 20000, keep = false } = {}) => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       let result;
       try {
@@ -146,9 +151,16 @@ export async function startCabind({ args = [], env = {}, startTimeoutMs = 15000 
         child.kill('SIGKILL');
         result = { ...(await exited), killed: true };
       }
-      await removeTree(stateDir);
-      await removeTree(runDir);
+      if (!keep) {
+        await removeTree(stateDir);
+        await removeTree(runDir);
+      }
       return result;
+    },
+    // SIGKILL, as a crash would; keeps the directories for a restart.
+    crash: async () => {
+      child.kill('SIGKILL');
+      return exited;
     },
   };
   return server;

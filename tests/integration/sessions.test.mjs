@@ -146,7 +146,7 @@ describe('a running session', () => {
   });
 
   test('discovery documents point at cabind and their WebSocket URLs work', async () => {
-    const { base, hostPort } = ctx.server;
+    const { hostPort } = ctx.server;
     const version = await ctx.server.api('GET', `/v1/sessions/${s.id}/json/version`);
     assert.equal(version.status, 200);
     assert.ok(version.json.Browser, 'json/version names the browser');
@@ -183,7 +183,6 @@ describe('a running session', () => {
     } finally {
       await cdp.close();
     }
-    assert.ok(base);
   });
 
   test('raw CDP on the browser target: version and flat target sessions', async () => {
@@ -254,6 +253,19 @@ describe('a running session', () => {
     assert.equal(echo.status, 200, echo.text);
     assert.equal(echo.json.exit_code, 3);
     assert.equal(echo.json.stdout, 'from-stdin\nV\n/tmp\n');
+  });
+
+  test('exec: output is cut at max_output_bytes and says so', async () => {
+    const r = await ctx.server.api('POST', `/v1/sessions/${s.id}/exec`, {
+      argv: ['sh', '-c', 'head -c 100000 /dev/zero | tr "\\0" a; echo err >&2'],
+      max_output_bytes: 1000,
+    });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.exit_code, 0);
+    assert.equal(r.json.stdout, 'a'.repeat(1000));
+    assert.equal(r.json.stdout_truncated, true);
+    assert.equal(r.json.stderr, 'err\n');
+    assert.equal(r.json.stderr_truncated, false);
   });
 
   test('exec: a command past timeout_ms is killed', async () => {

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -27,6 +28,7 @@
 #include "common/unique_fd.h"
 #include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/launcher_args.h"
+#include "server/drivers/namespace/netns.h"
 #include "server/drivers/namespace/sys_util.h"
 
 namespace cabin::drivers {
@@ -139,6 +141,7 @@ struct SandboxState {
   std::vector<fs::path> cgroups;
   fs::path run_dir;
   uid_t socket_uid = 0;  // owner agent.sock must have
+  UniqueFd netns;        // the sandbox's network namespace, opened on first direct dial
   std::chrono::milliseconds stop_timeout{2000};
 
   bool exited = false;
@@ -297,6 +300,30 @@ class NamespaceSandbox final : public Sandbox {
     if (ec)
       co_return make_error(Errc::kUnavailable, "agent_not_ready",
                            "connect to agent: " + ec.message());
+    co_return AgentStream(std::move(socket));
+  }
+
+  net::awaitable<Result<AgentStream>> dial_loopback(int port) override {
+    if (s_->destroy_started || s_->exited)
+      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
+    if (!s_->netns.valid()) {
+      auto ns = nsbox::open_sandbox_netns(s_->pid);
+      if (!ns) co_return ns.error();
+      s_->netns = std::move(ns.value());
+    }
+    auto fd = nsbox::tcp_socket_in_netns(s_->netns.get());
+    if (!fd) co_return fd.error();
+    net::ip::tcp::socket socket(s_->executor);
+    boost::system::error_code ec;
+    socket.assign(net::ip::tcp::v4(), fd.value().release(), ec);
+    if (!ec) {
+      co_await socket.async_connect({net::ip::address_v4::loopback(), static_cast<uint16_t>(port)},
+                                    net::redirect_error(net::use_awaitable, ec));
+    }
+    if (ec)
+      co_return make_error(Errc::kBadGateway, "connect_failed",
+                           "connect to 127.0.0.1:" + std::to_string(port) + ": " + ec.message());
+    socket.set_option(net::ip::tcp::no_delay(true), ec);
     co_return AgentStream(std::move(socket));
   }
 

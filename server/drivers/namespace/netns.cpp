@@ -1,10 +1,17 @@
 #include "server/drivers/namespace/netns.h"
 
+#include <fcntl.h>
 #include <net/if.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "common/unique_fd.h"
 #include "server/drivers/namespace/sys_util.h"
@@ -20,6 +27,43 @@ Result<void> bring_up_loopback() {
   ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
   if (::ioctl(sock.get(), SIOCSIFFLAGS, &ifr) != 0) return sys_error("SIOCSIFFLAGS lo");
   return {};
+}
+
+Result<UniqueFd> open_sandbox_netns(int launcher_pid) {
+  std::string task = "/proc/" + std::to_string(launcher_pid) + "/task/" +
+                     std::to_string(launcher_pid) + "/children";
+  std::ifstream in(task);
+  long child = 0;
+  if (!(in >> child) || child <= 0) {
+    return make_error(Errc::kUnavailable, "sandbox_not_ready", "sandbox PID 1 not there yet");
+  }
+  std::string path = "/proc/" + std::to_string(child) + "/ns/net";
+  UniqueFd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!ns.valid()) return sys_error("open " + path);
+  struct stat mine {}, theirs {};
+  if (::stat("/proc/thread-self/ns/net", &mine) != 0 || ::fstat(ns.get(), &theirs) != 0) {
+    return sys_error("stat net namespace");
+  }
+  // Not yet unshared (or the pid was reused): never hand out a host socket as a sandbox one.
+  if (mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev) {
+    return make_error(Errc::kUnavailable, "sandbox_not_ready", "sandbox has no own netns yet");
+  }
+  return ns;
+}
+
+Result<UniqueFd> tcp_socket_in_netns(int netns_fd) {
+  UniqueFd home(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!home.valid()) return sys_error("open own net namespace");
+  if (::setns(netns_fd, CLONE_NEWNET) != 0) return sys_error("setns into sandbox");
+  UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  int saved = errno;
+  // A thread left in the sandbox's namespace would open host sockets there: not survivable.
+  if (::setns(home.get(), CLONE_NEWNET) != 0) std::abort();
+  if (!sock.valid()) {
+    errno = saved;
+    return sys_error("socket in sandbox");
+  }
+  return sock;
 }
 
 }  // namespace cabin::nsbox

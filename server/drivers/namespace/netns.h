@@ -2,10 +2,19 @@
 #pragma once
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace cabin::nsbox {
 
 // Sets IFF_UP on "lo" (SIOCSIFFLAGS); a fresh net namespace starts with lo down.
 Result<void> bring_up_loopback();
+
+// The network namespace of the sandbox whose launcher is `launcher_pid` (its only child is the
+// sandbox's PID 1). Fails while the sandbox is not built yet.
+Result<UniqueFd> open_sandbox_netns(int launcher_pid);
+
+// A non-blocking TCP socket created inside `netns_fd`, for cabind to reach the sandbox's loopback
+// without a relay. The calling thread enters the namespace only for the socket() call.
+Result<UniqueFd> tcp_socket_in_netns(int netns_fd);
 
 }  // namespace cabin::nsbox

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -131,6 +132,13 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
     fail_errno("setresgid setup");
   if (::setresuid(maps.setup_uid, maps.setup_uid, maps.setup_uid) != 0)
     fail_errno("setresuid setup");
+  // A uid change clears the parent-death signal: arm it again, then make sure the launcher did
+  // not die in between (the read end of the report pipe closes with it).
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail_errno("PR_SET_PDEATHSIG");
+  struct pollfd report{fds.report, 0, 0};
+  if (::poll(&report, 1, 0) > 0 && (report.revents & POLLERR)) {
+    fail("re-arm parent-death signal", "launcher went away");
+  }
   if (::sethostname(kHostname, sizeof kHostname - 1) != 0) fail_errno("sethostname");
 
   MountPlan plan;

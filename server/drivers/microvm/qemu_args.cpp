@@ -1,0 +1,119 @@
+#include "server/drivers/microvm/qemu_args.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "server/drivers/microvm/image_manifest.h"
+
+namespace cabin::drivers {
+namespace {
+
+constexpr size_t kMaxUrlLength = 8192;
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
+}
+
+bool single_line(std::string_view v) {
+  return std::none_of(v.begin(), v.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+}  // namespace
+
+std::string qemu_opt_escape(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    out += c;
+    if (c == ',') out += ',';
+  }
+  return out;
+}
+
+std::string guest_kernel_cmdline(Accel accel, uint64_t tsc_khz) {
+  // panic=-1 with -no-reboot: a guest kernel panic ends QEMU instead of hanging the session.
+  // quiet: the serial console costs a VM exit per byte, and is slow under TCG.
+  std::string cmdline = "console=ttyS0 panic=-1 quiet";
+  // Under TCG the kernel often fails to calibrate the TSC against the PIT (emulation is too
+  // uneven) and then hangs without a clocksource; the guest's TSC is the host's, so say its rate.
+  if (accel == Accel::kTcg && tsc_khz > 0) cmdline += " tsc_early_khz=" + std::to_string(tsc_khz);
+  return cmdline;
+}
+
+std::vector<std::string> qemu_argv(const QemuLaunch& l) {
+  const auto img = [&](const char* name) { return qemu_opt_escape((l.image_dir / name).string()); };
+  std::string accel = "tcg,thread=multi";
+  if (l.accel == Accel::kTcg && l.tcg_tb_mib > 0) accel += ",tb-size=" + std::to_string(l.tcg_tb_mib);
+  if (l.accel == Accel::kKvm) accel = "kvm";
+  std::vector<std::string> argv = {
+      l.qemu.string(),
+      // microvm: no PCI, no firmware tables beyond ACPI, virtio-mmio devices only.
+      "-M", "microvm",
+      "-accel", accel,
+      "-cpu", l.accel == Accel::kKvm ? "host" : "max",
+      "-smp", std::to_string(l.vcpus),
+      "-m", std::to_string(l.memory_mib),
+      "-nodefaults", "-no-user-config",
+      "-display", "none",
+      "-no-reboot",  // a reboot or panic ends the VM
+      "-kernel", (l.image_dir / kImageKernel).string(),
+      "-initrd", (l.image_dir / kImageInitramfs).string(),
+      "-append", guest_kernel_cmdline(l.accel, l.tsc_khz),
+      // The shared rootfs, read-only for QEMU as well as the guest.
+      "-drive", "file=" + img(kImageRootfs) + ",if=none,id=root,format=raw,readonly=on",
+      "-device", "virtio-blk-device,drive=root",
+      // restrict=on: the guest reaches nothing; one forward from a host loopback port to the agent.
+      "-netdev", "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:" + std::to_string(l.host_port) +
+                     "-:" + std::to_string(kGuestAgentPort),
+      "-device", "virtio-net-device,netdev=n0",
+      "-device", "virtio-rng-device",
+      "-fw_cfg", std::string("name=opt/cabin/config,file=") + kGuestConfigName,
+      // The serial console goes to QEMU's stdout, which the driver reads and logs.
+      "-chardev", "stdio,id=con,signal=off",
+      "-serial", "chardev:con",
+      "-qmp", std::string("unix:") + kQmpSocketName + ",server=on,wait=off",
+  };
+  return argv;
+}
+
+Result<std::string> guest_config_text(const SandboxSpec& spec) {
+  auto invalid = [](std::string what) {
+    return make_error(Errc::kInvalidArgument, "invalid_spec", std::move(what));
+  };
+  if (spec.agent_secret.empty() || !single_line(spec.agent_secret))
+    return invalid("agent secret must be one line without control characters");
+  if (spec.width < 1 || spec.height < 1) return invalid("width and height must be positive");
+  if (spec.start_url.size() > kMaxUrlLength || !single_line(spec.start_url))
+    return invalid("start URL must be one line without control characters, at most 8 KiB");
+  std::string text = "secret=" + spec.agent_secret + "\n" +
+                     "width=" + std::to_string(spec.width) + "\n" +
+                     "height=" + std::to_string(spec.height) + "\n";
+  if (!spec.start_url.empty()) text += "start_url=" + spec.start_url + "\n";
+  return text;
+}
+
+uint64_t guest_memory_mib(uint64_t memory_bytes) {
+  return std::max<uint64_t>(512, memory_bytes >> 20);
+}
+
+std::string microvm_exit_reason(int code, int status, const std::string& last_init_line,
+                                const std::string& last_line) {
+  if (code == CLD_EXITED) {
+    // The guest powers off after its init reported why.
+    constexpr std::string_view kInit = "cabin-init: ", kInitramfs = "cabin-initramfs: ";
+    if (last_init_line.rfind(kInit, 0) == 0) return last_init_line.substr(kInit.size());
+    if (last_init_line.rfind(kInitramfs, 0) == 0)
+      return "guest setup failed: " + last_init_line.substr(kInitramfs.size());
+    if (status == 0) return "the VM powered off";
+    return "qemu exited with status " + std::to_string(status) +
+           (last_line.empty() ? "" : ": " + last_line);
+  }
+  return "qemu killed by signal " + std::to_string(status) + " (" + signal_name(status) + ")";
+}
+
+}  // namespace cabin::drivers

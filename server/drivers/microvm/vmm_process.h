@@ -1,0 +1,35 @@
+// Starting QEMU: posix_spawn (no fork of a threaded process) of cabin-vmm-wrap, which ties QEMU's
+// life to cabind's, with QEMU's stdout and stderr on one pipe and a pidfd to wait on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/unique_fd.h"
+
+namespace cabin::drivers {
+
+struct VmmProcess {
+  pid_t pid = -1;  // the wrapper's pid, which is QEMU's once it has exec'd
+  UniqueFd pidfd;
+  UniqueFd output;  // read end: QEMU's stdout (the guest console) and stderr
+};
+
+struct VmmSpawn {
+  std::filesystem::path wrap;  // cabin-vmm-wrap; empty: run QEMU directly (tests, probes)
+  std::vector<std::string> argv;  // QEMU's argv
+  std::filesystem::path cwd;      // empty: cabind's
+  int pass_fd = -1;               // if >= 0: given to QEMU as fd 3
+};
+
+Result<VmmProcess> spawn_vmm(const VmmSpawn& s);
+
+// The wrapper's argv: PATH --parent PID -- QEMU_ARGV...
+std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap, pid_t parent,
+                                       const std::vector<std::string>& qemu_argv);
+
+}  // namespace cabin::drivers

@@ -1,0 +1,120 @@
+// The server's own life against real sessions: a SIGTERM with sessions running ends them all and
+// leaves nothing; a crash (SIGKILL) leaves sandboxes that the next start on the same state and
+// run directories reaps; the records say how each session ended.
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+
+import { Cdp, removeTree, startCabind, waitFor, waitForNoLeftovers, withDeadline } from './helpers.mjs';
+
+const cleanup = [];
+after(async () => {
+  for (const fn of cleanup.reverse()) await fn();
+});
+
+async function liveSession(server) {
+  const s = await server.createSession({});
+  const cdp = await Cdp.connect(s.cdp_url);
+  assert.ok((await cdp.send('Browser.getVersion')).product);
+  return { s, cdp };
+}
+
+test('SIGTERM ends every session, closes CDP and leaves nothing; the records say so', async () => {
+  const first = await startCabind();
+  cleanup.push(() => removeTree(first.stateDir), () => removeTree(first.runDir));
+  let restarted;
+  try {
+    const a = await liveSession(first);
+    const b = await liveSession(first);
+    const result = await first.stop({ keep: true });
+    assert.equal(result.killed, undefined, 'cabind exits within 20 s of SIGTERM');
+    assert.equal(result.code, 0, `cabind exit status\n${first.logTail(30)}`);
+    await withDeadline(Promise.all([a.cdp.closed, b.cdp.closed]), 5000, 'CDP connections to close');
+    for (const { s } of [a, b]) await waitForNoLeftovers(s.id, first.runDir);
+
+    restarted = await startCabind({ stateDir: first.stateDir, runDir: first.runDir, key: first.key });
+    for (const { s } of [a, b]) {
+      const r = await restarted.api('GET', `/v1/sessions/${s.id}`);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.status, 'ended');
+      assert.equal(r.json.end_reason, 'server shutdown');
+    }
+    const live = await restarted.api('GET', '/v1/sessions');
+    assert.deepEqual(live.json.sessions, []);
+  } finally {
+    await first.stop({ keep: true });
+    if (restarted) await restarted.stop({ keep: true });
+  }
+});
+
+test('after a crash, the next start reaps the orphaned sandboxes', async () => {
+  const first = await startCabind();
+  cleanup.push(() => removeTree(first.stateDir), () => removeTree(first.runDir));
+  let restarted;
+  try {
+    const { s, cdp } = await liveSession(first);
+    await first.crash();
+    await withDeadline(cdp.closed, 5000, 'CDP to close when cabind dies');
+
+    restarted = await startCabind({ stateDir: first.stateDir, runDir: first.runDir, key: first.key });
+    await waitForNoLeftovers(s.id, first.runDir, 15000);
+    const r = await restarted.api('GET', `/v1/sessions/${s.id}`);
+    assert.equal(r.status, 200, r.text);
+    assert.notEqual(r.json.status, 'running');
+    assert.equal(r.json.end_reason, 'server restarted');
+
+    // And it serves new sessions in the same run directory.
+    const fresh = await liveSession(restarted);
+    await fresh.cdp.close();
+    await restarted.deleteSession(fresh.s.id);
+    await waitForNoLeftovers(fresh.s.id, first.runDir);
+  } finally {
+    if (restarted) {
+      const result = await restarted.stop({ keep: true });
+      assert.equal(result.code, 0, 'the restarted cabind exits cleanly');
+    }
+  }
+});
+
+test('a session whose browser dies ends on its own and leaves nothing', async () => {
+  const server = await startCabind();
+  try {
+    const { s, cdp } = await liveSession(server);
+    // Browser.close from a client ends Chromium; the agent exits and the session ends.
+    await cdp.send('Browser.close').catch(() => {});
+    await withDeadline(cdp.closed, 10000, 'CDP to close after Browser.close');
+    const ended = await waitFor(
+      async () => {
+        const r = await server.api('GET', `/v1/sessions/${s.id}`);
+        return r.json?.status !== 'running' ? r.json : null;
+      },
+      { timeoutMs: 15000, intervalMs: 100, what: 'the session to end after its browser exits' },
+    );
+    assert.ok(['ended', 'failed'].includes(ended.status), ended.status);
+    assert.match(ended.end_reason, /^sandbox exited/);
+    await waitForNoLeftovers(s.id, server.runDir);
+    const live = await server.api('GET', '/v1/sessions');
+    assert.ok(!live.json.sessions.some((x) => x.id === s.id));
+  } finally {
+    const result = await server.stop();
+    assert.equal(result.code, 0);
+  }
+});
+
+test('--max-sessions is enforced with 503 capacity, and a slot frees on DELETE', async () => {
+  const server = await startCabind({ args: ['--max-sessions', '1'] });
+  try {
+    const { s, cdp } = await liveSession(server);
+    await cdp.close();
+    const second = await server.api('POST', '/v1/sessions', {});
+    assert.equal(second.status, 503, second.text);
+    assert.equal(second.json?.error?.code, 'capacity');
+    await server.deleteSession(s.id);
+    const third = await liveSession(server);
+    await third.cdp.close();
+    await server.deleteSession(third.s.id);
+    for (const id of [s.id, third.s.id]) await waitForNoLeftovers(id, server.runDir);
+  } finally {
+    const result = await server.stop();
+    assert.equal(result.code, 0);
+  }
+});
