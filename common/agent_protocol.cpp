@@ -52,7 +52,9 @@ Result<ExecRequest> parse_exec_request(std::string_view body) {
   if (auto it = j->find("cwd"); it != j->end()) {
     auto s = read_string(*it, "cwd", 4096);
     if (!s) return s.error();
-    if (s->find('\0') != std::string::npos) return invalid_field("cwd", "contains NUL");
+    if (s->empty() || s->find('\0') != std::string::npos) {
+      return invalid_field("cwd", "must be a non-empty path");
+    }
     req.cwd = std::move(*s);
   }
   if (auto it = j->find("stdin"); it != j->end()) {
@@ -66,8 +68,8 @@ Result<ExecRequest> parse_exec_request(std::string_view body) {
 json to_json(const ExecRequest& r) {
   json j = {{"argv", r.argv}, {"timeout_ms", r.timeout_ms}, {"max_output_bytes", r.max_output_bytes}};
   if (!r.env.empty()) j["env"] = r.env;
-  if (!r.cwd.empty()) j["cwd"] = r.cwd;
-  if (r.stdin_data) j["stdin"] = *r.stdin_data;
+  if (r.cwd) j["cwd"] = *r.cwd;
+  if (!r.stdin_data.empty()) j["stdin"] = r.stdin_data;
   return j;
 }
 
@@ -90,15 +92,21 @@ Result<ExecResult> parse_exec_result(std::string_view body, int64_t max_output_b
     out = it->get<std::string>();
     return static_cast<int64_t>(out.size()) <= max_output_bytes * 3 + 16;
   };
-  auto code = j.find("exit_code");
+  auto optional_int = [&](const char* k, std::optional<int>& out) {
+    auto it = j.find(k);
+    if (it == j.end() || it->is_null()) return true;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 255) {
+      return false;
+    }
+    out = it->get<int>();
+    return true;
+  };
   auto dur = j.find("duration_ms");
-  if (code == j.end() || !code->is_number_integer() || dur == j.end() ||
-      !dur->is_number_integer()) {
-    return bad("exit_code or duration_ms missing");
+  if (dur == j.end() || !dur->is_number_integer() || !optional_int("exit_code", r.exit_code) ||
+      !optional_int("signal", r.signal)) {
+    return bad("exit_code, signal or duration_ms missing or out of range");
   }
-  r.exit_code = code->get<int>();
   r.duration_ms = dur->get<int64_t>();
-  if (auto s = j.find("signal"); s != j.end() && s->is_number_integer()) r.signal = s->get<int>();
   if (!get_bool("timed_out", r.timed_out) || !get_bool("stdout_truncated", r.stdout_truncated) ||
       !get_bool("stderr_truncated", r.stderr_truncated) || !get_text("stdout", r.stdout_data) ||
       !get_text("stderr", r.stderr_data)) {
@@ -108,7 +116,7 @@ Result<ExecResult> parse_exec_result(std::string_view body, int64_t max_output_b
 }
 
 json to_json(const ExecResult& r) {
-  return {{"exit_code", r.exit_code},
+  return {{"exit_code", r.exit_code ? json(*r.exit_code) : json(nullptr)},
           {"signal", r.signal ? json(*r.signal) : json(nullptr)},
           {"timed_out", r.timed_out},
           {"stdout", r.stdout_data},

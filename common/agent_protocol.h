@@ -17,7 +17,7 @@ namespace cabin::agent_protocol {
 
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxArgBytes = 128 * 1024;
-inline constexpr size_t kMaxEnv = 256;
+inline constexpr size_t kMaxEnv = 4096;
 inline constexpr size_t kMaxStdin = 1024 * 1024;
 inline constexpr int64_t kDefaultTimeoutMs = 30000;
 inline constexpr int64_t kMaxTimeoutMs = 600000;
@@ -29,13 +29,13 @@ struct ExecRequest {
   int64_t timeout_ms = kDefaultTimeoutMs;
   int64_t max_output_bytes = kDefaultOutputBytes;
   std::map<std::string, std::string> env;
-  std::string cwd;                   // empty: the agent's
-  std::optional<std::string> stdin_data;
+  std::optional<std::string> cwd;    // unset: the agent's
+  std::string stdin_data;
 };
 
 struct ExecResult {
-  int exit_code = -1;                // -1 when killed by a signal
-  std::optional<int> signal;
+  std::optional<int> exit_code;  // set when the command exited
+  std::optional<int> signal;     // set when a signal ended it
   bool timed_out = false;
   std::string stdout_data;
   std::string stderr_data;

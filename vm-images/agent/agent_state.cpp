@@ -36,9 +36,15 @@ net::awaitable<void> AgentState::wait_settled(std::chrono::milliseconds timeout)
 std::string health_json(const HealthSnapshot& s) {
   nlohmann::json j;
   switch (s.phase) {
-    case Phase::kStarting: j["state"] = "starting"; break;
-    case Phase::kReady: j["state"] = "ready"; break;
-    case Phase::kFailed: j["state"] = "failed"; break;
+    case Phase::kStarting:
+      j["state"] = "starting";
+      break;
+    case Phase::kReady:
+      j["state"] = "ready";
+      break;
+    case Phase::kFailed:
+      j["state"] = "failed";
+      break;
   }
   if (s.phase == Phase::kFailed) j["error"] = s.error;
   if (!s.display.empty()) j["display"] = s.display;

@@ -1,10 +1,11 @@
-// AgentState: what GET /agent/v1/health reports; the supervisor writes it, requests read or await it.
+// AgentState: the health the supervisor writes and requests read or await.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <boost/asio/awaitable.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <optional>

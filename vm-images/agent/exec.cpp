@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -11,10 +12,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <nlohmann/json.hpp>
-
-#include <array>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "vm-images/agent/notifier.h"
 #include "vm-images/agent/process.h"
@@ -34,8 +33,7 @@ struct Capture {
 
 // Shared by the sub-coroutines of one exec; they hold it by shared_ptr so none outlives it.
 struct ExecState {
-  explicit ExecState(net::any_io_executor ex)
-      : changed(ex), out(ex), err(ex), in(ex) {}
+  explicit ExecState(net::any_io_executor ex) : changed(ex), out(ex), err(ex), in(ex) {}
   Notifier changed;
   Capture out;
   Capture err;
@@ -80,7 +78,7 @@ net::awaitable<void> wait_child(std::shared_ptr<ExecState> st) {
 
 }  // namespace
 
-net::awaitable<Result<ExecResult>> run_exec(ExecSpec spec, ExecOptions opts) {
+net::awaitable<Result<ExecResult>> run_exec(ExecRequest spec, ExecOptions opts) {
   auto ex = co_await net::this_coro::executor;
   const auto start = Clock::now();
 
@@ -101,7 +99,7 @@ net::awaitable<Result<ExecResult>> run_exec(ExecSpec spec, ExecOptions opts) {
 
   SpawnOptions so;
   so.argv = std::move(spec.argv);
-  so.env = child_environment(spec.env);
+  so.env = child_environment({spec.env.begin(), spec.env.end()});
   so.cwd = spec.cwd;
   so.stdin_fd = in->read.get();
   so.stdout_fd = out->write.get();
@@ -121,13 +119,13 @@ net::awaitable<Result<ExecResult>> run_exec(ExecSpec spec, ExecOptions opts) {
   st->stdin_data = std::move(spec.stdin_data);
   st->stdin_done = false;
 
-  net::co_spawn(ex, read_capture(st, &st->out, spec.max_output_bytes), net::detached);
-  net::co_spawn(ex, read_capture(st, &st->err, spec.max_output_bytes), net::detached);
+  net::co_spawn(ex, read_capture(st, &st->out, static_cast<size_t>(spec.max_output_bytes)), net::detached);
+  net::co_spawn(ex, read_capture(st, &st->err, static_cast<size_t>(spec.max_output_bytes)), net::detached);
   net::co_spawn(ex, write_stdin(st), net::detached);
   net::co_spawn(ex, wait_child(st), net::detached);
 
   ExecResult r;
-  const auto deadline = start + spec.timeout;
+  const auto deadline = start + std::chrono::milliseconds(spec.timeout_ms);
   while (!st->exited && Clock::now() < deadline) co_await st->changed.wait_until(deadline);
   if (!st->exited) {
     r.timed_out = true;
@@ -163,18 +161,5 @@ net::awaitable<Result<ExecResult>> run_exec(ExecSpec spec, ExecOptions opts) {
   co_return r;
 }
 
-std::string exec_result_json(const ExecResult& r) {
-  nlohmann::json j = {
-      {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json(nullptr)},
-      {"signal", r.signal ? nlohmann::json(*r.signal) : nlohmann::json(nullptr)},
-      {"timed_out", r.timed_out},
-      {"stdout", r.stdout_data},
-      {"stderr", r.stderr_data},
-      {"stdout_truncated", r.stdout_truncated},
-      {"stderr_truncated", r.stderr_truncated},
-      {"duration_ms", r.duration_ms},
-  };
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 }  // namespace cabin::agent

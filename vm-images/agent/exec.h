@@ -1,33 +1,26 @@
 // Exec: runs one command for POST /agent/v1/exec with pipes, output caps and a timeout.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/any_io_executor.hpp>
-
+#include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 
 #include "common/result.h"
-#include "vm-images/agent/requests.h"
+#include "common/agent_protocol.h"
 
 namespace cabin::agent {
 
 namespace net = boost::asio;
 
-struct ExecResult {
-  std::optional<int> exit_code;  // set when the command exited
-  std::optional<int> signal;     // set when a signal ended it
-  bool timed_out = false;
-  std::string stdout_data;
-  std::string stderr_data;
-  bool stdout_truncated = false;
-  bool stderr_truncated = false;
-  int64_t duration_ms = 0;
-};
+using agent_protocol::ExecRequest;
+using agent_protocol::ExecResult;
 
 struct ExecOptions {
   // After the command exits, how long to keep reading output that its leftover background
@@ -37,9 +30,6 @@ struct ExecOptions {
 
 // Errors: spawn_failed (400) when the command cannot start. Expects SIGPIPE to be ignored (the
 // stdin pipe breaks when a command exits without reading it).
-net::awaitable<Result<ExecResult>> run_exec(ExecSpec spec, ExecOptions opts = {});
-
-// The response body; bytes that are not valid UTF-8 are replaced.
-std::string exec_result_json(const ExecResult& r);
+net::awaitable<Result<ExecResult>> run_exec(ExecRequest spec, ExecOptions opts = {});
 
 }  // namespace cabin::agent

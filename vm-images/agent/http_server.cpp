@@ -12,10 +12,9 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "common/crypto.h"
 #include "common/log.h"
@@ -27,7 +26,8 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 using generic_stream = net::generic::stream_protocol;
-using Stream = beast::basic_stream<generic_stream, net::any_io_executor, beast::unlimited_rate_policy>;
+using Stream =
+    beast::basic_stream<generic_stream, net::any_io_executor, beast::unlimited_rate_policy>;
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
@@ -46,8 +46,7 @@ Response json_response(http::status status, std::string body) {
 // Every error response is built here.
 Response error_response(http::status status, std::string_view code, std::string_view message) {
   nlohmann::json j = {{"error", {{"code", code}, {"message", message}}}};
-  return json_response(status,
-                       j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  return json_response(status, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 Response error_response(const Error& e) {
@@ -77,8 +76,7 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
   auto [path, query] = split_target(req.target());
   if (path == "/agent/v1/health") {
     if (req.method() != http::verb::get) {
-      auto res = error_response(http::status::method_not_allowed, "method_not_allowed",
-                                "use GET");
+      auto res = error_response(http::status::method_not_allowed, "method_not_allowed", "use GET");
       res.set(http::field::allow, "GET");
       co_return res;
     }
@@ -89,12 +87,11 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
   }
   if (path == "/agent/v1/exec") {
     if (req.method() != http::verb::post) {
-      auto res = error_response(http::status::method_not_allowed, "method_not_allowed",
-                                "use POST");
+      auto res = error_response(http::status::method_not_allowed, "method_not_allowed", "use POST");
       res.set(http::field::allow, "POST");
       co_return res;
     }
-    auto spec = parse_exec_spec(req.body());
+    auto spec = agent_protocol::parse_exec_request(req.body());
     if (!spec) co_return error_response(spec.error());
     if (sh->execs >= sh->opts.max_concurrent_execs) {
       co_return error_response(http::status::service_unavailable, "busy",
@@ -103,7 +100,9 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
     Counted running(sh->execs);
     auto result = co_await run_exec(std::move(*spec), sh->opts.exec);
     if (!result) co_return error_response(result.error());
-    co_return json_response(http::status::ok, exec_result_json(*result));
+    co_return json_response(http::status::ok,
+                           agent_protocol::to_json(*result).dump(
+                               -1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
@@ -118,9 +117,9 @@ std::optional<Response> read_error_response(const boost::system::error_code& ec)
     return error_response(http::status::payload_too_large, "body_too_large",
                           "request body exceeds 1 MiB");
   }
-  if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-      ec == net::error::eof || ec == net::error::connection_reset ||
-      ec == net::error::operation_aborted || ec == http::error::partial_message) {
+  if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::eof ||
+      ec == net::error::connection_reset || ec == net::error::operation_aborted ||
+      ec == http::error::partial_message) {
     return std::nullopt;
   }
   if (ec.category() == http::make_error_code(http::error::end_of_stream).category()) {
@@ -163,7 +162,6 @@ net::awaitable<void> handle_connect(std::shared_ptr<HttpServer::Conn> sh, Stream
   co_await run_tunnel(stream.release_socket(), std::move(*upstream), std::move(prefetched));
 }
 
-
 // One connection: requests in order (keep-alive), until close, error, timeout or a tunnel.
 net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
                                       generic_stream::socket socket) {
@@ -204,13 +202,13 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
     }
 
     stream.expires_never();  // long polls and commands set their own limits
+    const bool keep_alive = parser.keep_alive();
     Request req = parser.release();
     if (req.method() == http::verb::connect) {
       co_await handle_connect(sh, stream, buffer, req);
       co_return;
     }
     Response res = co_await route(sh, std::move(req));
-    const bool keep_alive = parser.keep_alive();
     res.keep_alive(keep_alive);
     stream.expires_after(opts.read_timeout);
     co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));

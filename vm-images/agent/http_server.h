@@ -1,12 +1,13 @@
 // HttpServer: the agent's HTTP/1.1 listener (UNIX or TCP): auth, routing, limits, CONNECT hand-off.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/basic_socket_acceptor.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
-
 #include <chrono>
 #include <cstddef>
 #include <memory>

@@ -1,8 +1,11 @@
-// cabin-agent: wires the command line, the HTTP server and the supervisor; see docs/agent-protocol.md.
+// cabin-agent: wires the CLI, the HTTP server and the supervisor (docs/agent-protocol.md).
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 
-#include <utility>  // before Asio: Boost 1.74 needs it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -11,7 +14,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -39,9 +44,9 @@ int main(int argc, char** argv) {
   app.add_option("--chromium", sup.chromium, "Chromium binary");
   app.add_option("--xvfb", sup.xvfb, "Xvfb binary");
   app.add_option("--devtools-port", sup.devtools_port, "DevTools port on 127.0.0.1 (0: any)");
-  const std::map<std::string, ChromiumSandbox> sandbox_modes = {
-      {"auto", ChromiumSandbox::kAuto}, {"on", ChromiumSandbox::kOn},
-      {"off", ChromiumSandbox::kOff}};
+  const std::map<std::string, ChromiumSandbox> sandbox_modes = {{"auto", ChromiumSandbox::kAuto},
+                                                                {"on", ChromiumSandbox::kOn},
+                                                                {"off", ChromiumSandbox::kOff}};
   app.add_option("--chromium-sandbox", sup.sandbox, "auto|on|off")
       ->transform(CLI::CheckedTransformer(sandbox_modes, CLI::ignore_case));
   app.add_option("--home", sup.home, "HOME for Chromium (profile in HOME/chromium)");
@@ -70,7 +75,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string secret = secret_env;
+  // Commands run as our uid, so they could read /proc/<agent>/environ (the start-up environment,
+  // which unsetenv does not touch) or attach to us: wipe the bytes and turn off dumpability,
+  // which also makes /proc/<agent>/* unreadable for them.
+  std::fill(const_cast<char*>(secret_env), const_cast<char*>(secret_env) + secret.size(), 'x');
   ::unsetenv("CABIN_AGENT_SECRET");
+  if (::prctl(PR_SET_DUMPABLE, 0) != 0) {
+    log->error("PR_SET_DUMPABLE: {}", std::strerror(errno));
+    return 2;
+  }
 
   // Peers that vanish mid-write are errors on the socket, not a reason to die.
   ::signal(SIGPIPE, SIG_IGN);
@@ -85,7 +98,11 @@ int main(int argc, char** argv) {
     log->error("{}", r.error().message);
     return 1;
   }
-  log->info("listening on {}", listen_text);
+  if (listen->kind == ListenAddress::Kind::kTcp) {
+    log->info("listening on tcp:{}:{}", listen->host, server.tcp_port());
+  } else {
+    log->info("listening on {}", listen_text);
+  }
 
   Supervisor supervisor(io.get_executor(), sup, state);
   net::signal_set signals(io, SIGTERM, SIGINT);

@@ -1,11 +1,12 @@
 // Notifier: wakes every coroutine waiting on it; the agent's only wait primitive (single thread).
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
-
 #include <chrono>
 #include <list>
 #include <memory>

@@ -11,7 +11,6 @@
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
 #include <cerrno>
 #include <map>
 

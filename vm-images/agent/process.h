@@ -1,13 +1,14 @@
 // ChildProcess: a spawned child in its own process group, reaped through a pidfd.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <sys/types.h>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-
 #include <memory>
 #include <optional>
 #include <string>

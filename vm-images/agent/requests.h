@@ -14,27 +14,8 @@
 
 namespace cabin::agent {
 
-// Limits from docs/agent-protocol.md.
-inline constexpr size_t kMaxArgs = 4096;
-inline constexpr size_t kMaxEnvVars = 4096;
-inline constexpr uint32_t kDefaultExecTimeoutMs = 30000;
-inline constexpr uint32_t kMaxExecTimeoutMs = 600000;
-inline constexpr size_t kDefaultMaxOutputBytes = 1u << 20;
-inline constexpr size_t kMaxOutputBytesLimit = 16u << 20;
-inline constexpr size_t kMaxStdinBytes = 1u << 20;
+// Exec requests are the shared protocol type (common/agent_protocol.h).
 inline constexpr uint32_t kMaxHealthWaitMs = 60000;
-
-// POST /agent/v1/exec body.
-struct ExecSpec {
-  std::vector<std::string> argv;  // non-empty
-  std::chrono::milliseconds timeout{kDefaultExecTimeoutMs};
-  size_t max_output_bytes = kDefaultMaxOutputBytes;  // per stream
-  std::vector<std::pair<std::string, std::string>> env;  // added to the agent's environment
-  std::optional<std::string> cwd;
-  std::string stdin_data;
-};
-
-Result<ExecSpec> parse_exec_spec(std::string_view body);
 
 // GET /agent/v1/health query: "" or "wait_ms=N".
 struct HealthQuery {
@@ -56,8 +37,8 @@ Result<ConnectTarget> parse_connect_target(std::string_view target);
 struct ListenAddress {
   enum class Kind { kUnix, kTcp };
   Kind kind = Kind::kUnix;
-  std::string path;  // kUnix
-  std::string host;  // kTcp, without brackets
+  std::string path;   // kUnix
+  std::string host;   // kTcp, without brackets
   uint16_t port = 0;  // kTcp; 0 picks a free port
 };
 

@@ -13,12 +13,11 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/log.h"
@@ -54,7 +53,7 @@ bool is_uuid(std::string_view s) {
 // DevToolsActivePort only when it picked the port (--remote-debugging-port=0), so with a fixed
 // port this is how readiness and the target path are learnt.
 net::awaitable<std::optional<DevToolsEndpoint>> query_devtools(net::any_io_executor ex,
-                                                                uint16_t port) {
+                                                               uint16_t port) {
   beast::tcp_stream stream(ex);
   stream.expires_after(std::chrono::seconds(2));
   boost::system::error_code ec;
@@ -86,9 +85,12 @@ net::awaitable<std::optional<DevToolsEndpoint>> query_devtools(net::any_io_execu
 
 bool chromium_no_sandbox(ChromiumSandbox mode, uid_t euid, bool env_says_no_sandbox) {
   switch (mode) {
-    case ChromiumSandbox::kOn: return false;
-    case ChromiumSandbox::kOff: return true;
-    case ChromiumSandbox::kAuto: return euid == 0 || env_says_no_sandbox;
+    case ChromiumSandbox::kOn:
+      return false;
+    case ChromiumSandbox::kOff:
+      return true;
+    case ChromiumSandbox::kAuto:
+      return euid == 0 || env_says_no_sandbox;
   }
   return false;
 }
@@ -162,8 +164,7 @@ net::awaitable<void> Supervisor::watch(ChildProcess* child, std::string name) {
   changed_.notify_all();
 }
 
-net::awaitable<void> Supervisor::read_display(
-    std::shared_ptr<net::posix::stream_descriptor> pipe) {
+net::awaitable<void> Supervisor::read_display(std::shared_ptr<net::posix::stream_descriptor> pipe) {
   std::string line;
   boost::system::error_code ec;
   co_await net::async_read_until(*pipe, net::dynamic_buffer(line, 64), '\n',
@@ -190,9 +191,11 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   auto pipe = make_pipe();
   if (!pipe) co_return pipe.error();
   SpawnOptions xo;
-  xo.argv = {opts_.xvfb, "-displayfd", "3", "-screen", "0",
-             std::to_string(opts_.width) + "x" + std::to_string(opts_.height) + "x24",
-             "-nolisten", "tcp", "-noreset"};
+  xo.argv = {opts_.xvfb,  "-displayfd",
+             "3",         "-screen",
+             "0",         std::to_string(opts_.width) + "x" + std::to_string(opts_.height) + "x24",
+             "-nolisten", "tcp",
+             "-noreset"};
   xo.env = child_environment({});
   xo.stderr_fd = STDERR_FILENO;
   xo.extra_fds = {pipe->write.get()};
@@ -228,8 +231,8 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   std::filesystem::create_directories(profile, fec);
   std::filesystem::remove(port_file, fec);
   const char* env_no_sandbox = ::getenv("CABIN_CHROMIUM_NO_SANDBOX");
-  const bool no_sandbox = chromium_no_sandbox(
-      opts_.sandbox, ::geteuid(), env_no_sandbox != nullptr && *env_no_sandbox != '\0');
+  const bool no_sandbox = chromium_no_sandbox(opts_.sandbox, ::geteuid(),
+                                              env_no_sandbox != nullptr && *env_no_sandbox != '\0');
   struct stat sb;
   const bool no_dev_shm = ::stat("/dev/shm", &sb) != 0 || !S_ISDIR(sb.st_mode);
   SpawnOptions co;
@@ -269,8 +272,7 @@ net::awaitable<Result<void>> Supervisor::start_children() {
     }
     if (ep && !failure_ && !stopping_) {
       log->info("ready after {} ms: DevTools on 127.0.0.1:{}{}",
-                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start)
-                    .count(),
+                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
                 ep->port, ep->browser_path);
       state_.set_ready(std::move(*ep));
       break;

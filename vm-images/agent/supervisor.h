@@ -1,13 +1,14 @@
 // Supervisor: starts Xvfb and Chromium, reports readiness, and ends everything if either exits.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <sys/types.h>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -31,7 +32,8 @@ struct SupervisorOptions {
   int width = 1280;
   int height = 800;
   std::string start_url = "about:blank";
-  uint16_t devtools_port = 9222;  // 0 lets Chromium pick
+  // 0 lets Chromium pick, and only then does it write DevToolsActivePort, the quickest ready signal.
+  uint16_t devtools_port = 0;
   std::string home;               // Chromium's HOME; its profile is HOME/chromium
   ChromiumSandbox sandbox = ChromiumSandbox::kAuto;
   std::chrono::milliseconds startup_timeout{90000};

@@ -1,13 +1,12 @@
 #include "vm-images/agent/tunnel.h"
 
+#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-
-#include <array>
 #include <memory>
 
 #include "vm-images/agent/notifier.h"
@@ -93,13 +92,13 @@ net::awaitable<Result<tcp::socket>> connect_loopback(ConnectTarget target) {
       co_return std::move(s);
     }
   }
-  co_return make_error(Errc::kBadGateway, "connect_failed",
-                       "cannot connect to loopback port " + std::to_string(target.port) + ": " +
-                           ec.message());
+  co_return make_error(
+      Errc::kBadGateway, "connect_failed",
+      "cannot connect to loopback port " + std::to_string(target.port) + ": " + ec.message());
 }
 
-net::awaitable<void> run_tunnel(net::generic::stream_protocol::socket client,
-                                tcp::socket upstream, std::string prefetched) {
+net::awaitable<void> run_tunnel(net::generic::stream_protocol::socket client, tcp::socket upstream,
+                                std::string prefetched) {
   auto st = std::make_shared<TunnelState>(std::move(client), std::move(upstream));
   st->running = 2;
   auto ex = co_await net::this_coro::executor;

@@ -1,12 +1,13 @@
 // Tunnel: CONNECT to a port on the sandbox's loopback, then a byte pump both ways.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
-
 #include <string>
 
 #include "common/result.h"

@@ -2,11 +2,10 @@
 
 #include <signal.h>
 
-#include <fstream>
-#include <thread>
-
 #include <catch2/catch.hpp>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "tests/unit/agent/test_util.h"
 
@@ -16,7 +15,7 @@ using cabin::agent::testing::TempDir;
 
 namespace {
 
-ExecResult exec_ok(ExecSpec spec, ExecOptions opts = {}) {
+ExecResult exec_ok(ExecRequest spec, ExecOptions opts = {}) {
   net::io_context io;
   auto r = run_sync(io, run_exec(std::move(spec), opts));
   REQUIRE(r.ok());
@@ -39,14 +38,15 @@ bool wait_gone(pid_t pid, std::chrono::milliseconds limit = std::chrono::seconds
     std::string line;
     if (!std::getline(stat, line)) return true;
     auto close = line.rfind(')');
-    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') return true;
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z')
+      return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling /proc; nothing to await
   }
 }
 
-ExecSpec sh(std::string script) {
-  ExecSpec s;
+ExecRequest sh(std::string script) {
+  ExecRequest s;
   s.argv = {"sh", "-c", std::move(script)};
   return s;
 }
@@ -62,7 +62,7 @@ TEST_CASE("exec: echo and exit codes", "[agent][exec]") {
   CHECK(r.stderr_data == "oops\n");
   CHECK_FALSE(r.stdout_truncated);
 
-  ExecSpec e;
+  ExecRequest e;
   e.argv = {"echo", "a b", "c"};  // no shell: arguments pass through untouched
   CHECK(exec_ok(e).stdout_data == "a b c\n");
 }
@@ -79,7 +79,7 @@ TEST_CASE("exec: timeout kills the whole process group", "[agent][exec]") {
   const std::string pidfile = dir.path() + "/bg.pid";
   // A background child in the same group must die with the command.
   auto spec = sh("sleep 30 & echo $! > " + pidfile + "; exec sleep 30");
-  spec.timeout = std::chrono::milliseconds(200);
+  spec.timeout_ms = 200;
   auto r = exec_ok(spec);
   CHECK(r.timed_out);
   CHECK(r.signal == SIGKILL);
@@ -129,8 +129,7 @@ TEST_CASE("exec: the agent's secret is not inherited", "[agent][exec]") {
   ::unsetenv("CABIN_AGENT_TEST_VISIBLE");
 }
 
-TEST_CASE("exec: background process holding the pipes does not stall the answer",
-          "[agent][exec]") {
+TEST_CASE("exec: background process holding the pipes does not stall the answer", "[agent][exec]") {
   TempDir dir;
   const std::string pidfile = dir.path() + "/bg.pid";
   auto spec = sh("echo started; sleep 30 & echo $! > " + pidfile);
@@ -149,7 +148,7 @@ TEST_CASE("exec: background process holding the pipes does not stall the answer"
 
 TEST_CASE("exec: spawn failures are 400 spawn_failed", "[agent][exec]") {
   net::io_context io;
-  ExecSpec missing;
+  ExecRequest missing;
   missing.argv = {"/nonexistent/program"};
   auto r = run_sync(io, run_exec(missing));
   REQUIRE_FALSE(r.ok());
@@ -157,7 +156,7 @@ TEST_CASE("exec: spawn failures are 400 spawn_failed", "[agent][exec]") {
   CHECK(r.error().errc == cabin::Errc::kInvalidArgument);
   CHECK_THAT(r.error().message, Catch::Contains("No such file"));
 
-  ExecSpec bad_cwd = sh("true");
+  ExecRequest bad_cwd = sh("true");
   bad_cwd.cwd = "/nonexistent";
   auto c = run_sync(io, run_exec(bad_cwd));
   REQUIRE_FALSE(c.ok());
@@ -166,8 +165,11 @@ TEST_CASE("exec: spawn failures are 400 spawn_failed", "[agent][exec]") {
 
 TEST_CASE("exec: result JSON replaces invalid UTF-8", "[agent][exec]") {
   auto r = exec_ok(sh("printf 'a\\377b'"));
-  auto j = nlohmann::json::parse(exec_result_json(r));
-  CHECK(j["stdout"] == "a\xEF\xBF\xBD" "b");
+  auto j = nlohmann::json::parse(cabin::agent_protocol::to_json(r).dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  CHECK(j["stdout"] ==
+        "a\xEF\xBF\xBD"
+        "b");
   CHECK(j["exit_code"] == 0);
   CHECK(j["signal"].is_null());
   CHECK(j["timed_out"] == false);

@@ -12,9 +12,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
-
 #include <future>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "tests/unit/agent/test_util.h"
@@ -87,8 +86,8 @@ std::string request(const std::string& method, const std::string& target,
   std::string r = method + " " + target + " HTTP/1.1\r\nHost: agent\r\n";
   if (with_secret) r += std::string("X-Cabin-Agent-Secret: ") + kSecret + "\r\n";
   if (!body.empty() || method == "POST") {
-    r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\n";
+    r +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   }
   return r + "\r\n" + body;
 }
@@ -110,9 +109,11 @@ net::awaitable<void> echo_session(tcp::socket s) {
   char buf[4096];
   for (;;) {
     boost::system::error_code ec;
-    size_t n = co_await s.async_read_some(net::buffer(buf),
-                                          net::redirect_error(net::use_awaitable, ec));
-    if (n) co_await net::async_write(s, net::buffer(buf, n), net::redirect_error(net::use_awaitable, ec));
+    size_t n =
+        co_await s.async_read_some(net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+    if (n)
+      co_await net::async_write(s, net::buffer(buf, n),
+                                net::redirect_error(net::use_awaitable, ec));
     if (ec) break;
   }
   boost::system::error_code ignored;
@@ -157,7 +158,7 @@ TEST_CASE("http: bad requests get JSON errors on a kept-alive connection", "[age
 
   auto bad_json = roundtrip(s, buf, request("POST", "/agent/v1/exec", "{not json"));
   CHECK(bad_json.result_int() == 400);
-  CHECK(error_code_of(bad_json) == "invalid_request");
+  CHECK(error_code_of(bad_json) == "invalid_json");
 
   auto unknown = roundtrip(s, buf, request("POST", "/agent/v1/exec", R"({"argv":["true"],"x":1})"));
   CHECK(unknown.result_int() == 400);
@@ -204,7 +205,8 @@ TEST_CASE("http: exec round trip", "[agent][http]") {
   auto s = f.connect();
   beast::flat_buffer buf;
   auto res = roundtrip(
-      s, buf, request("POST", "/agent/v1/exec", R"({"argv":["sh","-c","cat; exit 7"],"stdin":"in"})"));
+      s, buf,
+      request("POST", "/agent/v1/exec", R"({"argv":["sh","-c","cat; exit 7"],"stdin":"in"})"));
   REQUIRE(res.result_int() == 200);
   auto j = json::parse(res.body());
   CHECK(j["stdout"] == "in");
@@ -294,9 +296,8 @@ TEST_CASE("http: CONNECT refusals", "[agent][http][tunnel]") {
   auto connect_status = [&](const std::string& target) {
     auto s = f.connect();
     beast::flat_buffer buf;
-    auto res = roundtrip(s, buf,
-                         "CONNECT " + target + " HTTP/1.1\r\nX-Cabin-Agent-Secret: " + kSecret +
-                             "\r\n\r\n");
+    auto res = roundtrip(
+        s, buf, "CONNECT " + target + " HTTP/1.1\r\nX-Cabin-Agent-Secret: " + kSecret + "\r\n\r\n");
     return res.result_int();
   };
   CHECK(connect_status("10.0.0.1:80") == 403);

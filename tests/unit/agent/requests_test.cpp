@@ -1,5 +1,7 @@
 #include "vm-images/agent/requests.h"
 
+#include "common/agent_protocol.h"
+
 #include <catch2/catch.hpp>
 
 #include "vm-images/agent/supervisor.h"
@@ -8,10 +10,10 @@ using namespace cabin::agent;
 using cabin::Errc;
 
 TEST_CASE("exec spec: minimal request takes the defaults", "[agent][requests]") {
-  auto s = parse_exec_spec(R"({"argv":["echo","hi"]})");
+  auto s = cabin::agent_protocol::parse_exec_request(R"({"argv":["echo","hi"]})");
   REQUIRE(s.ok());
   CHECK(s->argv == std::vector<std::string>{"echo", "hi"});
-  CHECK(s->timeout == std::chrono::milliseconds(30000));
+  CHECK(s->timeout_ms == 30000);
   CHECK(s->max_output_bytes == 1u << 20);
   CHECK(s->env.empty());
   CHECK_FALSE(s->cwd.has_value());
@@ -19,11 +21,10 @@ TEST_CASE("exec spec: minimal request takes the defaults", "[agent][requests]") 
 }
 
 TEST_CASE("exec spec: every field", "[agent][requests]") {
-  auto s = parse_exec_spec(
-      R"({"argv":["sh","-c","cat"],"timeout_ms":5,"max_output_bytes":0,)"
-      R"("env":{"A":"1","B":""},"cwd":"/tmp","stdin":"x"})");
+  auto s = cabin::agent_protocol::parse_exec_request(R"({"argv":["sh","-c","cat"],"timeout_ms":5,"max_output_bytes":0,)"
+                           R"("env":{"A":"1","B":""},"cwd":"/tmp","stdin":"x"})");
   REQUIRE(s.ok());
-  CHECK(s->timeout == std::chrono::milliseconds(5));
+  CHECK(s->timeout_ms == 5);
   CHECK(s->max_output_bytes == 0);
   CHECK(s->env.size() == 2);
   CHECK(*s->cwd == "/tmp");
@@ -32,32 +33,32 @@ TEST_CASE("exec spec: every field", "[agent][requests]") {
 
 TEST_CASE("exec spec: rejects bad input with 400", "[agent][requests]") {
   const char* bad[] = {
-      "",                                            // not JSON
-      "{",                                           // truncated
-      "[]",                                          // not an object
-      "{}",                                          // argv missing
-      R"({"argv":[]})",                              // empty argv
-      R"({"argv":"ls"})",                            // not an array
-      R"({"argv":[1]})",                             // not strings
-      R"({"argv":[""]})",                            // empty program
-      R"({"argv":["a\u0000b"]})",                    // NUL cannot reach exec
-      R"({"argv":["ls"],"extra":1})",                // unknown field
-      R"({"argv":["ls"],"timeout_ms":0})",           // below range
-      R"({"argv":["ls"],"timeout_ms":600001})",      // above range
-      R"({"argv":["ls"],"timeout_ms":1.5})",         // not an integer
-      R"({"argv":["ls"],"timeout_ms":"10"})",        // a string
-      R"({"argv":["ls"],"timeout_ms":-1})",          // negative
+      "",                                        // not JSON
+      "{",                                       // truncated
+      "[]",                                      // not an object
+      "{}",                                      // argv missing
+      R"({"argv":[]})",                          // empty argv
+      R"({"argv":"ls"})",                        // not an array
+      R"({"argv":[1]})",                         // not strings
+      R"({"argv":[""]})",                        // empty program
+      R"({"argv":["a\u0000b"]})",                // NUL cannot reach exec
+      R"({"argv":["ls"],"extra":1})",            // unknown field
+      R"({"argv":["ls"],"timeout_ms":0})",       // below range
+      R"({"argv":["ls"],"timeout_ms":600001})",  // above range
+      R"({"argv":["ls"],"timeout_ms":1.5})",     // not an integer
+      R"({"argv":["ls"],"timeout_ms":"10"})",    // a string
+      R"({"argv":["ls"],"timeout_ms":-1})",      // negative
       R"({"argv":["ls"],"max_output_bytes":16777217})",
-      R"({"argv":["ls"],"env":{"A=B":"x"}})",        // '=' in a name
-      R"({"argv":["ls"],"env":{"":"x"}})",           // empty name
-      R"({"argv":["ls"],"env":{"A":1}})",            // value not a string
-      R"({"argv":["ls"],"env":[]})",                 // not an object
+      R"({"argv":["ls"],"env":{"A=B":"x"}})",  // '=' in a name
+      R"({"argv":["ls"],"env":{"":"x"}})",     // empty name
+      R"({"argv":["ls"],"env":{"A":1}})",      // value not a string
+      R"({"argv":["ls"],"env":[]})",           // not an object
       R"({"argv":["ls"],"cwd":""})",
       R"({"argv":["ls"],"stdin":5})",
   };
   for (const char* body : bad) {
     INFO(body);
-    auto s = parse_exec_spec(body);
+    auto s = cabin::agent_protocol::parse_exec_request(body);
     REQUIRE_FALSE(s.ok());
     CHECK(s.error().errc == Errc::kInvalidArgument);
   }
@@ -66,13 +67,13 @@ TEST_CASE("exec spec: rejects bad input with 400", "[agent][requests]") {
 TEST_CASE("exec spec: argument and size limits", "[agent][requests]") {
   std::string many = R"({"argv":[)";
   for (int i = 0; i < 4096; ++i) many += (i ? ",\"a\"" : "\"a\"");
-  CHECK(parse_exec_spec(many + "]}").ok());
-  CHECK_FALSE(parse_exec_spec(many + ",\"a\"]}").ok());
+  CHECK(cabin::agent_protocol::parse_exec_request(many + "]}").ok());
+  CHECK_FALSE(cabin::agent_protocol::parse_exec_request(many + ",\"a\"]}").ok());
 
-  CHECK(parse_exec_spec(R"({"argv":["ls"],"max_output_bytes":16777216,"timeout_ms":600000})").ok());
+  CHECK(cabin::agent_protocol::parse_exec_request(R"({"argv":["ls"],"max_output_bytes":16777216,"timeout_ms":600000})").ok());
   std::string big_stdin(1u << 20, 'x');
-  CHECK(parse_exec_spec(R"({"argv":["cat"],"stdin":")" + big_stdin + "\"}").ok());
-  CHECK_FALSE(parse_exec_spec(R"({"argv":["cat"],"stdin":")" + big_stdin + "x\"}").ok());
+  CHECK(cabin::agent_protocol::parse_exec_request(R"({"argv":["cat"],"stdin":")" + big_stdin + "\"}").ok());
+  CHECK_FALSE(cabin::agent_protocol::parse_exec_request(R"({"argv":["cat"],"stdin":")" + big_stdin + "x\"}").ok());
 }
 
 TEST_CASE("health query", "[agent][requests]") {
@@ -97,13 +98,31 @@ TEST_CASE("CONNECT target: loopback only, strict port", "[agent][requests]") {
   CHECK(v6->host == ConnectTarget::Host::kIpv6Loopback);
   CHECK(v6->port == 65535);
 
-  for (const char* t : {
-           "10.0.0.1:80", "169.254.169.254:80", "0.0.0.0:9222", "127.0.0.2:9222",
-           "127.1:9222", "2130706433:80", "example.com:443", "LOCALHOST:80", "::1:80",
-           "[::ffff:127.0.0.1]:80", "[::1]", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0",
-           "127.0.0.1:65536", "127.0.0.1:99999999999", "127.0.0.1:+80", "127.0.0.1:080",
-           "127.0.0.1: 80", "127.0.0.1:80 ", "127.0.0.1:80/x", "user@127.0.0.1:80",
-           "/agent/v1/health", "", ":80"}) {
+  for (const char* t : {"10.0.0.1:80",
+                        "169.254.169.254:80",
+                        "0.0.0.0:9222",
+                        "127.0.0.2:9222",
+                        "127.1:9222",
+                        "2130706433:80",
+                        "example.com:443",
+                        "LOCALHOST:80",
+                        "::1:80",
+                        "[::ffff:127.0.0.1]:80",
+                        "[::1]",
+                        "127.0.0.1",
+                        "127.0.0.1:",
+                        "127.0.0.1:0",
+                        "127.0.0.1:65536",
+                        "127.0.0.1:99999999999",
+                        "127.0.0.1:+80",
+                        "127.0.0.1:080",
+                        "127.0.0.1: 80",
+                        "127.0.0.1:80 ",
+                        "127.0.0.1:80/x",
+                        "user@127.0.0.1:80",
+                        "/agent/v1/health",
+                        "",
+                        ":80"}) {
     INFO(t);
     auto r = parse_connect_target(t);
     REQUIRE_FALSE(r.ok());

@@ -10,7 +10,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <catch2/catch.hpp>
-
 #include <fstream>
 
 #include "tests/unit/agent/test_util.h"
@@ -36,11 +35,16 @@ struct FakeBrowser {
     write_script(chromium,
                  "for a in \"$@\"; do case \"$a\" in --user-data-dir=*) dir=\"${a#*=}\";; "
                  "esac; done\n"
-                 "echo $$ > \"" + dir.path() + "/chromium.pid\"\n"
-                 "printf '%s\\n/devtools/browser/%s' \"$FAKE_DEVTOOLS_PORT\" " +
-                     kUuid + " > \"$dir/DevToolsActivePort\"\n"
-                 "printf '%s\\n%s\\n' \"$DISPLAY\" \"$*\" > \"" + dir.path() + "/chromium.args\"\n"
-                 "exec sleep 60\n");
+                 "echo $$ > \"" +
+                     dir.path() +
+                     "/chromium.pid\"\n"
+                     "printf '%s\\n/devtools/browser/%s' \"$FAKE_DEVTOOLS_PORT\" " +
+                     kUuid +
+                     " > \"$dir/DevToolsActivePort\"\n"
+                     "printf '%s\\n%s\\n' \"$DISPLAY\" \"$*\" > \"" +
+                     dir.path() +
+                     "/chromium.args\"\n"
+                     "exec sleep 60\n");
   }
   // `listening` is where the test accepts; the agent passes --remote-debugging-port=0, so the
   // fake reports that port in DevToolsActivePort as Chromium would.
@@ -123,15 +127,13 @@ net::awaitable<void> fake_devtools(tcp::acceptor& acc) {
     if (ec) continue;
     http::response<http::string_body> res{http::status::ok, 11};
     res.body() = R"({"Browser":"Fake/1","webSocketDebuggerUrl":"ws://127.0.0.1:)" +
-                 std::to_string(acc.local_endpoint().port()) + "/devtools/browser/" + kUuid +
-                 "\"}";
+                 std::to_string(acc.local_endpoint().port()) + "/devtools/browser/" + kUuid + "\"}";
     res.prepare_payload();
     co_await http::async_write(s, res, net::redirect_error(net::use_awaitable, ec));
   }
 }
 
-TEST_CASE("supervisor: a fixed DevTools port is probed with /json/version",
-          "[agent][supervisor]") {
+TEST_CASE("supervisor: a fixed DevTools port is probed with /json/version", "[agent][supervisor]") {
   FakeBrowser fake;
   write_script(fake.chromium, "exec sleep 60\n");  // no DevToolsActivePort with a fixed port
   net::io_context io;

@@ -5,13 +5,14 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include <utility>  // before Asio: Boost 1.74 needs it
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +29,8 @@ inline const bool kSigpipeIgnored = (::signal(SIGPIPE, SIG_IGN), true);
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cabin-agent-test-XXXXXX").string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "cabin-agent-test-XXXXXX").string();
     REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
     path_ = tmpl;
   }

@@ -12,7 +12,7 @@ TEST_CASE("exec requests parse strictly") {
   CHECK(ok->argv.size() == 3);
   CHECK(ok->timeout_ms == 500);
   CHECK(ok->env.at("A") == "b");
-  CHECK(ok->stdin_data == std::string("x"));
+  CHECK(ok->stdin_data == "x");
 
   auto round = parse_exec_request(to_json(*ok).dump());
   REQUIRE(round);
@@ -36,14 +36,22 @@ TEST_CASE("exec requests parse strictly") {
 TEST_CASE("exec results from the guest are checked and bounded") {
   ExecResult r;
   r.exit_code = 3;
-  r.signal = 9;
   r.stdout_data = "out";
   r.stderr_data = "err";
   r.duration_ms = 5;
   auto parsed = parse_exec_result(to_json(r).dump(), 100);
   REQUIRE(parsed);
   CHECK(parsed->exit_code == 3);
-  CHECK(parsed->signal == 9);
+  CHECK_FALSE(parsed->signal);
+
+  ExecResult killed;
+  killed.signal = 9;
+  auto k = parse_exec_result(to_json(killed).dump(), 100);
+  REQUIRE(k);
+  CHECK_FALSE(k->exit_code);
+  CHECK(k->signal == 9);
+  CHECK_FALSE(parse_exec_result(R"({"exit_code":300,"signal":null,"timed_out":false,"stdout":"",
+      "stderr":"","stdout_truncated":false,"stderr_truncated":false,"duration_ms":1})", 100));
   CHECK(parsed->stdout_data == "out");
 
   CHECK_FALSE(parse_exec_result("[]", 100));
