@@ -68,6 +68,20 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->envname("CABIN_MAX_SESSIONS")->check(CLI::Range(1, 10000))->capture_default_str();
   app.add_option("--start-timeout-ms", c.start_timeout_ms, "how long a sandbox may take to be ready")
       ->check(CLI::Range(1000, 600000))->capture_default_str();
+  app.add_option("--microvm-start-timeout-ms", c.microvm_start_timeout_ms,
+                 "how long a microVM may take to be ready")
+      ->check(CLI::Range(1000, 600000))->capture_default_str();
+  app.add_option("--microvm-max-sessions", c.microvm_max_sessions, "live microVM sessions at most")
+      ->check(CLI::Range(0, 1000))->capture_default_str();
+  std::string image_dir;
+  app.add_option("--microvm-image-dir", image_dir,
+                 "guest image from vm-images/build-image (default <bin-dir>/../vm-image)")
+      ->envname("CABIN_MICROVM_IMAGE_DIR");
+  app.add_option("--microvm-accel", c.microvm_accel,
+                 "auto: KVM if a vCPU really runs, else TCG; kvm: KVM or unavailable; tcg")
+      ->check(CLI::IsMember({"auto", "kvm", "tcg"}))->capture_default_str();
+  app.add_option("--microvm-vcpus", c.microvm_vcpus, "default vCPUs per microVM")
+      ->check(CLI::Range(1, 16))->capture_default_str();
   app.add_option("--default-timeout-s", c.default_timeout_s, "session lifetime when none is asked")
       ->check(CLI::Range(int64_t{1}, int64_t{31} * 86400))->capture_default_str();
   app.add_option("--max-timeout-s", c.max_timeout_s, "longest session lifetime allowed")
@@ -104,6 +118,8 @@ ParsedConfig parse_config(int argc, char** argv) {
   c.state_dir = std::filesystem::absolute(state_dir);
   c.run_dir = std::filesystem::absolute(run_dir);
   c.bin_dir = std::filesystem::absolute(bin_dir);
+  c.microvm_image_dir = image_dir.empty() ? c.bin_dir.parent_path() / "vm-image"
+                                          : std::filesystem::absolute(image_dir);
   return out;
 }
 

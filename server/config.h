@@ -17,7 +17,12 @@ struct ServerConfig {
   std::string public_url;  // e.g. "https://cabin.example.com"; empty: from the Host header
   std::string default_driver = "namespace";
   int max_sessions = 16;
-  int start_timeout_ms = 30000;
+  int start_timeout_ms = 30000;             // namespace sessions
+  int microvm_start_timeout_ms = 180000;    // microVMs boot a kernel, under TCG slowly
+  int microvm_max_sessions = 4;             // each holds its guest memory on the host
+  std::filesystem::path microvm_image_dir;  // empty: <bin-dir>/../vm-image
+  std::string microvm_accel = "auto";       // auto | kvm | tcg
+  int microvm_vcpus = 2;
   int64_t default_timeout_s = 3600;
   int64_t max_timeout_s = 86400;
   int64_t cdp_token_ttl_s = 3600;

@@ -17,6 +17,7 @@
 #include "server/auth/api_key.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
+#include "server/drivers/microvm/microvm_driver.h"
 #include "server/drivers/namespace/namespace_driver.h"
 #include "server/http/api.h"
 #include "server/http/server.h"
@@ -72,6 +73,15 @@ int main(int argc, char** argv) {
     nc.launcher_path = cfg.bin_dir / "cabin-sandbox";
     nc.chromium_sandbox = cfg.chromium_sandbox;
     drivers["namespace"] = std::make_unique<drivers::NamespaceDriver>(nc, ioc.get_executor());
+
+    drivers::MicrovmDriverConfig mv;
+    // Beside, never inside, the namespace driver's run dir: each driver empties its own.
+    mv.run_dir = cfg.run_dir.string() + "-vm";
+    mv.image_dir = cfg.microvm_image_dir;
+    mv.wrap_path = cfg.bin_dir / "cabin-vmm-wrap";
+    mv.accel = cfg.microvm_accel;
+    mv.vcpus = cfg.microvm_vcpus;
+    drivers["microvm"] = std::make_unique<drivers::MicrovmDriver>(mv, ioc.get_executor());
   }
   for (auto& [name, d] : drivers) {
     d->reap_leftovers();
@@ -89,7 +99,10 @@ int main(int argc, char** argv) {
   sessions::ManagerConfig mc;
   mc.default_driver = cfg.default_driver;
   mc.max_sessions = cfg.max_sessions;
-  mc.start_timeout = std::chrono::milliseconds(cfg.start_timeout_ms);
+  mc.driver_limits["namespace"] = {std::chrono::milliseconds(cfg.start_timeout_ms),
+                                   cfg.max_sessions};
+  mc.driver_limits["microvm"] = {std::chrono::milliseconds(cfg.microvm_start_timeout_ms),
+                                 cfg.microvm_max_sessions};
   mc.memory_bytes = cfg.sandbox_memory_mb << 20;
   mc.pids_max = cfg.sandbox_pids_max;
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);

@@ -25,7 +25,8 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return spec;
   auto j = parse_object(body);
   if (!j) return j.error();
-  if (auto r = reject_unknown(*j, {"driver", "resolution", "timeout_s", "start_url"}); !r) {
+  if (auto r = reject_unknown(*j, {"driver", "resolution", "resources", "timeout_s", "start_url"});
+      !r) {
     return r.error();
   }
   if (auto it = j->find("driver"); it != j->end()) {
@@ -43,6 +44,20 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
       auto n = read_int(*f, std::string("resolution.") + name, kMinDimension, kMaxDimension);
       if (!n) return n.error();
       *out = static_cast<int>(*n);
+    }
+  }
+  if (auto it = j->find("resources"); it != j->end()) {
+    if (!it->is_object()) return invalid_field("resources", "must be an object {vcpus, memory_mb}");
+    if (auto r = reject_unknown(*it, {"vcpus", "memory_mb"}, "resources."); !r) return r.error();
+    if (auto f = it->find("vcpus"); f != it->end()) {
+      auto n = read_int(*f, "resources.vcpus", 1, kMaxVcpus);
+      if (!n) return n.error();
+      spec.resources.vcpus = static_cast<int>(*n);
+    }
+    if (auto f = it->find("memory_mb"); f != it->end()) {
+      auto n = read_int(*f, "resources.memory_mb", kMinMemoryMb, kMaxMemoryMb);
+      if (!n) return n.error();
+      spec.resources.memory_mb = static_cast<uint64_t>(*n);
     }
   }
   if (auto it = j->find("timeout_s"); it != j->end()) {

@@ -14,9 +14,15 @@ struct Resolution {
   int height = 800;
 };
 
+struct Resources {
+  int vcpus = 0;          // 0: the driver's default
+  uint64_t memory_mb = 0;  // 0: the server's default
+};
+
 struct SessionSpec {
   std::string driver;  // empty: the server's default driver
   Resolution resolution;
+  Resources resources;
   int64_t timeout_s = 3600;
   std::string start_url;  // empty: about:blank
 };
@@ -29,6 +35,9 @@ struct SpecLimits {
 inline constexpr int kMinDimension = 200;
 inline constexpr int kMaxDimension = 7680;
 inline constexpr size_t kMaxStartUrl = 4096;
+inline constexpr int kMaxVcpus = 16;
+inline constexpr int64_t kMinMemoryMb = 512;
+inline constexpr int64_t kMaxMemoryMb = 65536;
 
 // An empty body means every default. Unknown fields, wrong types and out-of-range values are
 // kInvalidArgument with a message that names the field.

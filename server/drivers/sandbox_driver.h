@@ -36,6 +36,7 @@ struct SandboxSpec {
   int height = 800;
   std::string start_url;     // empty: about:blank
   uint64_t memory_bytes = 2ull << 30;
+  int vcpus = 0;  // 0: the driver's default
   int pids_max = 1024;
 };
 

@@ -71,10 +71,20 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
     co_return make_error(Errc::kUnavailable, "driver_unavailable",
                          "driver " + driver_name + " cannot run here: " + info.unavailable_reason);
   }
-  if (static_cast<int>(live_.size()) + starting_ >= config_.max_sessions) {
+  const DriverLimits limits = limits_for(driver_name);
+  int starting_all = 0;
+  for (const auto& [_, n] : starting_) starting_all += n;
+  int on_driver = starting_[driver_name];
+  for (const auto& [_, s] : live_) on_driver += s->record().driver == driver_name;
+  if (static_cast<int>(live_.size()) + starting_all >= config_.max_sessions) {
     co_return make_error(Errc::kUnavailable, "capacity",
                          "the server runs its maximum of " + std::to_string(config_.max_sessions) +
                              " sessions");
+  }
+  if (on_driver >= limits.max_sessions) {
+    co_return make_error(Errc::kUnavailable, "capacity",
+                         "driver " + driver_name + " runs its maximum of " +
+                             std::to_string(limits.max_sessions) + " sessions");
   }
 
   store::SessionRecord rec;
@@ -95,12 +105,14 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   sb.width = spec.resolution.width;
   sb.height = spec.resolution.height;
   sb.start_url = spec.start_url;
-  sb.memory_bytes = config_.memory_bytes;
+  sb.memory_bytes = spec.resources.memory_mb > 0 ? spec.resources.memory_mb << 20
+                                                 : config_.memory_bytes;
+  sb.vcpus = spec.resources.vcpus;
   sb.pids_max = config_.pids_max;
 
-  ++starting_;
+  ++starting_[driver_name];
   auto started = co_await d->second->create(sb);
-  --starting_;
+  --starting_[driver_name];
   if (!started) {
     log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
     (void)store_.set_status(rec.id, "failed", started.error().message, clock_.unix_seconds());
@@ -111,7 +123,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   live_[rec.id] = s;
   watch(s);
 
-  auto ready = co_await wait_ready(*s);
+  auto ready = co_await wait_ready(*s, limits.start_timeout);
   if (!ready) {
     std::string reason = ready.error().message;
     log()->warn("session {}: browser did not become ready: {}", rec.id, reason);
@@ -137,8 +149,14 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   co_return s;
 }
 
-net::awaitable<Result<void>> SessionManager::wait_ready(Session& s) {
-  auto deadline = std::chrono::steady_clock::now() + config_.start_timeout;
+DriverLimits SessionManager::limits_for(const std::string& driver) const {
+  auto it = config_.driver_limits.find(driver);
+  return it == config_.driver_limits.end() ? DriverLimits{} : it->second;
+}
+
+net::awaitable<Result<void>> SessionManager::wait_ready(Session& s,
+                                                        std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   Error last = make_error(Errc::kTimeout, "start_timeout", "timed out");
   while (!s.ending) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -161,8 +179,7 @@ net::awaitable<Result<void>> SessionManager::wait_ready(Session& s) {
     co_return make_error(Errc::kUnavailable, "sandbox_exited", s.record().end_reason);
   }
   co_return make_error(Errc::kTimeout, "start_timeout",
-                       "no ready answer within " +
-                           std::to_string(config_.start_timeout.count()) + " ms (" +
+                       "no ready answer within " + std::to_string(timeout.count()) + " ms (" +
                            last.message + ")");
 }
 

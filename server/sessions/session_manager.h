@@ -21,10 +21,15 @@
 
 namespace cabin::sessions {
 
+struct DriverLimits {
+  std::chrono::milliseconds start_timeout{30000};  // sandbox created until DevTools answers
+  int max_sessions = 16;                           // live sessions on this driver
+};
+
 struct ManagerConfig {
   std::string default_driver = "namespace";
-  int max_sessions = 16;
-  std::chrono::milliseconds start_timeout{30000};
+  int max_sessions = 16;                           // all drivers together
+  std::map<std::string, DriverLimits> driver_limits;  // drivers not named get the defaults
   uint64_t memory_bytes = 2ull << 30;
   int pids_max = 2048;
 };
@@ -52,7 +57,8 @@ class SessionManager {
   size_t live_count() const { return live_.size(); }
 
  private:
-  net::awaitable<Result<void>> wait_ready(Session& s);
+  net::awaitable<Result<void>> wait_ready(Session& s, std::chrono::milliseconds timeout);
+  DriverLimits limits_for(const std::string& driver) const;
   void watch(SessionPtr s);
   net::awaitable<void> finish(SessionPtr s, std::string status, std::string reason);
 
@@ -62,7 +68,7 @@ class SessionManager {
   store::SessionStore& store_;
   const Clock& clock_;
   std::map<std::string, SessionPtr> live_;
-  int starting_ = 0;
+  std::map<std::string, int> starting_;  // per driver: sandboxes being created
 };
 
 }  // namespace cabin::sessions

@@ -81,6 +81,35 @@ net::awaitable<std::optional<DevToolsEndpoint>> query_devtools(net::any_io_execu
   co_return parse_devtools_active_port(std::to_string(port) + "\n" + url.substr(at));
 }
 
+// True once the first page target has left about:blank, i.e. the start URL's navigation has
+// committed. A client that attaches while that first navigation is still in flight can wait
+// forever for the page's main world (seen with Playwright on slow guests), so "ready" waits.
+net::awaitable<bool> start_page_committed(net::any_io_executor ex, uint16_t port) {
+  beast::tcp_stream stream(ex);
+  stream.expires_after(std::chrono::seconds(2));
+  boost::system::error_code ec;
+  co_await stream.async_connect(net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
+                                net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return false;
+  http::request<http::empty_body> req{http::verb::get, "/json/list", 11};
+  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
+  co_await http::async_write(stream, req, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return false;
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(1024 * 1024);
+  co_await http::async_read(stream, buf, parser, net::redirect_error(net::use_awaitable, ec));
+  if (ec || parser.get().result() != http::status::ok) co_return false;
+  auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
+  if (!j.is_array()) co_return false;
+  for (const auto& t : j) {
+    if (t.is_object() && t.value("type", "") == "page") {
+      co_return t.value("url", "about:blank") != "about:blank";
+    }
+  }
+  co_return false;
+}
+
 }  // namespace
 
 bool chromium_no_sandbox(ChromiumSandbox mode, uid_t euid, bool env_says_no_sandbox) {
@@ -251,6 +280,7 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   // 3. Ready once DevTools answers. With port 0, DevToolsActivePort names the port and target and
   // a TCP connect must succeed; with a fixed port Chromium writes no such file, so
   // GET /json/version on that port must answer with the browser target.
+  const bool needs_start_page = !opts_.start_url.empty() && opts_.start_url != "about:blank";
   while (!failure_ && !stopping_) {
     if (Clock::now() >= deadline) {
       fail("Chromium's DevTools did not come up within " +
@@ -270,6 +300,7 @@ net::awaitable<Result<void>> Supervisor::start_children() {
     } else {
       ep = co_await query_devtools(ex_, opts_.devtools_port);
     }
+    if (ep && needs_start_page && !(co_await start_page_committed(ex_, ep->port))) ep.reset();
     if (ep && !failure_ && !stopping_) {
       log->info("ready after {} ms: DevTools on 127.0.0.1:{}{}",
                 std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),

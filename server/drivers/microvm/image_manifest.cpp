@@ -59,7 +59,8 @@ Result<ImageManifest> parse_image_manifest(std::string_view text) {
   if (!j.contains("files") || !j["files"].is_object()) return bad("no files");
   for (const char* name : {kImageKernel, kImageInitramfs, kImageRootfs}) {
     const json& files = j["files"];
-    if (!files.contains(name) || !files[name].is_object()) return bad(std::string("no files.") + name);
+    if (!files.contains(name) || !files[name].is_object())
+      return bad(std::string("no files.") + name);
     const json& f = files[name];
     ImageFile file;
     if (!f.contains("size") || !f["size"].is_number_unsigned() || f["size"].get<uint64_t>() == 0)

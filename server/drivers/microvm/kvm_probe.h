@@ -27,8 +27,8 @@ struct KvmProbeResult {
 
 // Classifies one probe run: `finished` false when it was killed at `bound`; otherwise the
 // waitid() si_code and si_status; `output_tail` is QEMU's last output line.
-KvmProbeResult classify_kvm_probe(bool finished, int code, int status,
-                                  std::string_view output_tail, std::chrono::milliseconds bound);
+KvmProbeResult classify_kvm_probe(bool finished, int code, int status, std::string_view output_tail,
+                                  std::chrono::milliseconds bound);
 
 // Checks /dev/kvm and runs the probe firmware under `qemu -accel kvm`; blocks for at most
 // about `bound` (start-up only).

@@ -48,8 +48,11 @@ std::string guest_kernel_cmdline(Accel accel, uint64_t tsc_khz) {
 std::vector<std::string> qemu_argv(const QemuLaunch& l) {
   const auto img = [&](const char* name) { return qemu_opt_escape((l.image_dir / name).string()); };
   std::string accel = "tcg,thread=multi";
-  if (l.accel == Accel::kTcg && l.tcg_tb_mib > 0) accel += ",tb-size=" + std::to_string(l.tcg_tb_mib);
+  if (l.accel == Accel::kTcg && l.tcg_tb_mib > 0)
+    accel += ",tb-size=" + std::to_string(l.tcg_tb_mib);
   if (l.accel == Accel::kKvm) accel = "kvm";
+  // One flag and its value per line.
+  // clang-format off
   std::vector<std::string> argv = {
       l.qemu.string(),
       // microvm: no PCI, no firmware tables beyond ACPI, virtio-mmio devices only.
@@ -78,6 +81,7 @@ std::vector<std::string> qemu_argv(const QemuLaunch& l) {
       "-serial", "chardev:con",
       "-qmp", std::string("unix:") + kQmpSocketName + ",server=on,wait=off",
   };
+  // clang-format on
   return argv;
 }
 
@@ -90,9 +94,8 @@ Result<std::string> guest_config_text(const SandboxSpec& spec) {
   if (spec.width < 1 || spec.height < 1) return invalid("width and height must be positive");
   if (spec.start_url.size() > kMaxUrlLength || !single_line(spec.start_url))
     return invalid("start URL must be one line without control characters, at most 8 KiB");
-  std::string text = "secret=" + spec.agent_secret + "\n" +
-                     "width=" + std::to_string(spec.width) + "\n" +
-                     "height=" + std::to_string(spec.height) + "\n";
+  std::string text = "secret=" + spec.agent_secret + "\n" + "width=" + std::to_string(spec.width) +
+                     "\n" + "height=" + std::to_string(spec.height) + "\n";
   if (!spec.start_url.empty()) text += "start_url=" + spec.start_url + "\n";
   return text;
 }

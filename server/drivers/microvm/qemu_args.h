@@ -29,8 +29,8 @@ struct QemuLaunch {
   Accel accel = Accel::kTcg;
   int vcpus = 2;
   uint64_t memory_mib = 2048;
-  uint16_t host_port = 0;  // host loopback port forwarded to the agent's port in the guest
-  uint64_t tsc_khz = 0;    // TCG only: the host TSC rate the guest's TSC runs at; 0: unknown
+  uint16_t host_port = 0;   // host loopback port forwarded to the agent's port in the guest
+  uint64_t tsc_khz = 0;     // TCG only: the host TSC rate the guest's TSC runs at; 0: unknown
   uint64_t tcg_tb_mib = 0;  // TCG translation cache; 0: QEMU's default
 };
 

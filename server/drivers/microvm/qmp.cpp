@@ -90,16 +90,21 @@ net::awaitable<Result<void>> qmp_execute(net::any_io_executor ex, std::filesyste
   auto run = [&](const std::string& name) -> net::awaitable<Result<void>> {
     std::string req = json{{"execute", name}}.dump() + "\n";
     boost::system::error_code wec;
-    co_await net::async_write(*sock, net::buffer(req), net::redirect_error(net::use_awaitable, wec));
+    co_await net::async_write(*sock, net::buffer(req),
+                              net::redirect_error(net::use_awaitable, wec));
     if (wec) co_return qmp_error("write: " + wec.message());
     for (int i = 0; i <= kMaxEventsPerCommand; ++i) {
       auto m = co_await read_message();
       if (!m) co_return m.error();
       switch (m->kind) {
-        case QmpKind::kReturn: co_return Result<void>();
-        case QmpKind::kError: co_return qmp_error(name + ": " + m->text);
-        case QmpKind::kEvent: continue;
-        default: co_return qmp_error(name + ": unexpected answer (" + m->text + ")");
+        case QmpKind::kReturn:
+          co_return Result<void>();
+        case QmpKind::kError:
+          co_return qmp_error(name + ": " + m->text);
+        case QmpKind::kEvent:
+          continue;
+        default:
+          co_return qmp_error(name + ": unexpected answer (" + m->text + ")");
       }
     }
     co_return qmp_error(name + ": no answer among the events");

@@ -2,7 +2,9 @@
 // at a time; cabind never holds it open).
 #pragma once
 
+// clang-format off
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format on
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>

@@ -20,7 +20,7 @@ struct VmmProcess {
 };
 
 struct VmmSpawn {
-  std::filesystem::path wrap;  // cabin-vmm-wrap; empty: run QEMU directly (tests, probes)
+  std::filesystem::path wrap;     // cabin-vmm-wrap; empty: run QEMU directly (tests, probes)
   std::vector<std::string> argv;  // QEMU's argv
   std::filesystem::path cwd;      // empty: cabind's
   int pass_fd = -1;               // if >= 0: given to QEMU as fd 3

@@ -1,5 +1,7 @@
 // cabin-sandbox: starts one namespace sandbox and its payload; see launcher_args.h for the flags.
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,5 +20,14 @@ int main(int argc, char** argv) {
                  parsed.error().message.c_str());
     return cabin::nsbox::kSetupFailedStatus;
   }
+  // The sandbox's PID 1 inherits this argument memory, and its /proc/1/cmdline is readable
+  // inside: leave only the name and the session id there, not host paths and cgroups.
+  char* begin = argv[0];
+  char* end = argv[argc - 1] + std::strlen(argv[argc - 1]);
+  std::memset(begin, 0, static_cast<size_t>(end - begin));
+  std::string shown = "cabin-sandbox";
+  shown.push_back('\0');
+  shown += parsed.value().id;
+  std::memcpy(begin, shown.data(), std::min(shown.size(), static_cast<size_t>(end - begin)));
   return cabin::nsbox::run_launcher(parsed.value());
 }

@@ -510,8 +510,9 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
     nsbox::CgroupLimits limits;
     limits.memory_bytes = spec.memory_bytes;
     limits.pids_max = spec.pids_max;
-    if (config_.cpus > 0)
-      limits.cpu_quota_us = static_cast<uint32_t>(std::lround(config_.cpus * limits.cpu_period_us));
+    const double cpus = spec.vcpus > 0 ? spec.vcpus : config_.cpus;
+    if (cpus > 0)
+      limits.cpu_quota_us = static_cast<uint32_t>(std::lround(cpus * limits.cpu_period_us));
     auto made =
         nsbox::create_sandbox_cgroups(layout, config_.cgroup_root, config_.cgroup_name, id, limits);
     if (made) {

@@ -186,7 +186,7 @@ TEST_CASE("Chromium flags and sandbox decision", "[agent][supervisor]") {
   auto a = chromium_argv(o, false, false);
   CHECK(a.front() == "/usr/bin/chromium");
   CHECK(has(a, "--remote-debugging-address=127.0.0.1"));
-  CHECK(has(a, "--remote-debugging-port=9222"));
+  CHECK(has(a, "--remote-debugging-port=0"));  // Chromium picks; see SupervisorOptions
   CHECK(has(a, "--user-data-dir=/home/cabin/chromium"));
   CHECK(has(a, "--window-size=1024,768"));
   CHECK(has(a, "--password-store=basic"));

@@ -15,14 +15,19 @@ TEST_CASE("an empty body takes every default") {
     CHECK(s->resolution.height == 800);
     CHECK(s->timeout_s == 600);
     CHECK(s->start_url.empty());
+    CHECK(s->resources.vcpus == 0);
+    CHECK(s->resources.memory_mb == 0);
   }
 }
 
 TEST_CASE("a full spec parses") {
   auto s = parse_session_spec(R"({"driver":"namespace","resolution":{"width":1920,"height":1080},
+                                  "resources":{"vcpus":4,"memory_mb":4096},
                                   "timeout_s":30,"start_url":"https://example.com/x?y=1"})",
                               SpecLimits{});
   REQUIRE(s);
+  CHECK(s->resources.vcpus == 4);
+  CHECK(s->resources.memory_mb == 4096);
   CHECK(s->driver == "namespace");
   CHECK(s->resolution.width == 1920);
   CHECK(s->resolution.height == 1080);
@@ -48,6 +53,12 @@ TEST_CASE("invalid specs name the field and the code") {
            {R"({"resolution":{"width":1280}})", "invalid_request", "resolution.height"},
            {R"({"resolution":{"width":"1280","height":800}})", "invalid_request", "integer"},
            {R"({"resolution":[1280,800]})", "invalid_request", "resolution"},
+           {R"({"resources":{"vcpus":0}})", "invalid_request", "resources.vcpus"},
+           {R"({"resources":{"vcpus":17}})", "invalid_request", "resources.vcpus"},
+           {R"({"resources":{"memory_mb":100}})", "invalid_request", "resources.memory_mb"},
+           {R"({"resources":{"memory_mb":1000000}})", "invalid_request", "resources.memory_mb"},
+           {R"({"resources":{"disk_mb":1}})", "unknown_field", "resources.disk_mb"},
+           {R"({"resources":2})", "invalid_request", "resources"},
            {R"({"timeout_s":0})", "invalid_request", "timeout_s"},
            {R"({"timeout_s":99999999})", "invalid_request", "timeout_s"},
            {R"({"timeout_s":-5})", "invalid_request", "timeout_s"},

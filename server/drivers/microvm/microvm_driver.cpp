@@ -1,0 +1,479 @@
+#include "server/drivers/microvm/microvm_driver.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+
+#include "common/log.h"
+#include "common/unique_fd.h"
+#include "server/drivers/microvm/kvm_probe.h"
+#include "server/drivers/microvm/qmp.h"
+#include "server/drivers/microvm/vmm_process.h"
+#include "server/drivers/namespace/sys_util.h"
+
+namespace cabin::drivers {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// Bounds on what the guest may make cabind log: it is hostile.
+constexpr size_t kMaxLogLine = 2048;
+constexpr size_t kMaxLogLines = 10000;
+// A hostfwd port picked free can be taken before QEMU binds it; then QEMU exits and we retry.
+constexpr int kMaxStartAttempts = 3;
+
+int pidfd_send_signal(int pidfd, int sig) {
+  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
+}
+
+std::string clean_line(std::string_view raw) {
+  while (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
+  std::string line(raw.substr(0, kMaxLogLine));
+  for (char& c : line) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
+  }
+  return line;
+}
+
+bool is_init_line(const std::string& line) {
+  return line.rfind("cabin-init: ", 0) == 0 || line.rfind("cabin-initramfs: ", 0) == 0;
+}
+
+// Live state of one VM, shared by the Sandbox object and its background coroutines.
+struct VmState {
+  VmState(net::any_io_executor ex, VmmProcess p)
+      : executor(ex),
+        pid(p.pid),
+        pidfd(ex, p.pidfd.release()),
+        output(ex, p.output.release()),
+        exit_event(ex, Clock::time_point::max()) {}
+
+  net::any_io_executor executor;
+  std::shared_ptr<spdlog::logger> log = logger("driver.microvm");
+  std::string id;
+  pid_t pid;
+  net::posix::stream_descriptor pidfd;
+  net::posix::stream_descriptor output;
+  fs::path dir;
+  uint16_t host_port = 0;
+  std::chrono::milliseconds stop_timeout{2000};
+
+  bool exited = false;
+  bool output_done = false;
+  bool destroy_started = false;
+  bool destroy_done = false;
+  std::string reason;
+  std::string last_line;
+  std::string last_init_line;
+  size_t lines_logged = 0;
+  net::steady_timer exit_event;  // cancelled once `exited` is set; wait_exit() waits on it
+};
+
+using StatePtr = std::shared_ptr<VmState>;
+
+net::awaitable<void> sleep_for(net::any_io_executor ex, std::chrono::milliseconds d) {
+  net::steady_timer timer(ex, d);
+  boost::system::error_code ec;
+  co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+}
+
+net::awaitable<bool> poll_until(net::any_io_executor ex, std::function<bool()> done,
+                                std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (!done()) {
+    if (Clock::now() >= deadline) co_return false;
+    co_await sleep_for(ex, 5ms);
+  }
+  co_return true;
+}
+
+// Logs the guest console and QEMU's own messages line by line, with the session id.
+net::awaitable<void> pump_output(StatePtr s) {
+  std::string pending;
+  std::array<char, 4096> buf;
+  for (;;) {
+    boost::system::error_code ec;
+    size_t n = co_await s->output.async_read_some(net::buffer(buf),
+                                                  net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    pending.append(buf.data(), n);
+    size_t pos;
+    while ((pos = pending.find('\n')) != std::string::npos || pending.size() > kMaxLogLine) {
+      size_t len = pos == std::string::npos ? kMaxLogLine : pos;
+      std::string line = clean_line(std::string_view(pending).substr(0, len));
+      pending.erase(0, pos == std::string::npos ? len : pos + 1);
+      if (line.empty()) continue;
+      s->last_line = line;
+      if (is_init_line(line)) s->last_init_line = line;
+      if (s->lines_logged < kMaxLogLines) {
+        s->log->info("[{}] vm: {}", s->id, line);
+      } else if (s->lines_logged == kMaxLogLines) {
+        s->log->warn("[{}] vm output: further lines not logged", s->id);
+      }
+      ++s->lines_logged;
+    }
+  }
+  if (!pending.empty()) s->last_line = clean_line(pending);
+  s->output_done = true;
+}
+
+// Waits for QEMU to exit, reaps it and records why the VM ended.
+net::awaitable<void> watch_exit(StatePtr s) {
+  boost::system::error_code ec;
+  co_await s->pidfd.async_wait(net::posix::stream_descriptor::wait_read,
+                               net::redirect_error(net::use_awaitable, ec));
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(s->pid), &info, WEXITED) != 0) {
+    s->log->error("[{}] waitid qemu {}: {}", s->id, s->pid, std::strerror(errno));
+    info.si_code = CLD_KILLED;
+    info.si_status = SIGKILL;
+  }
+  // The last lines explain an early failure; the pipe closes right after QEMU dies.
+  co_await poll_until(
+      s->executor, [&] { return s->output_done; }, 500ms);
+  s->reason = s->destroy_started ? "destroyed"
+                                 : microvm_exit_reason(info.si_code, info.si_status,
+                                                       s->last_init_line, s->last_line);
+  s->exited = true;
+  s->log->info("[{}] vm ended: {}", s->id, s->reason);
+  s->exit_event.cancel();
+}
+
+net::awaitable<void> destroy_state(StatePtr s) {
+  if (s->destroy_started) {
+    co_await poll_until(
+        s->executor, [&] { return s->destroy_done; }, 24h);
+    co_return;
+  }
+  s->destroy_started = true;
+  if (!s->exited) {
+    // Nothing in the VM is worth saving (its writable layer is guest RAM): quit, or kill.
+    auto quit = co_await qmp_execute(s->executor, s->dir, kQmpSocketName, "quit",
+                                     std::min<std::chrono::milliseconds>(s->stop_timeout, 1s));
+    if (!quit) s->log->debug("[{}] QMP quit: {}", s->id, quit.error().message);
+    if (!co_await poll_until(
+            s->executor, [&] { return s->exited; }, s->stop_timeout)) {
+      s->log->warn("[{}] qemu did not quit in time; killing", s->id);
+      (void)pidfd_send_signal(s->pidfd.native_handle(), SIGKILL);
+      if (!co_await poll_until(
+              s->executor, [&] { return s->exited; }, 5s))
+        s->log->error("[{}] qemu {} did not exit after SIGKILL", s->id, s->pid);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(s->dir, ec);
+  if (ec) s->log->error("[{}] remove {}: {}", s->id, s->dir.string(), ec.message());
+  boost::system::error_code ignored;
+  s->output.close(ignored);
+  s->destroy_done = true;
+}
+
+class MicrovmSandbox final : public Sandbox {
+ public:
+  explicit MicrovmSandbox(StatePtr state) : s_(std::move(state)) {}
+  MicrovmSandbox(const MicrovmSandbox&) = delete;
+  MicrovmSandbox& operator=(const MicrovmSandbox&) = delete;
+
+  ~MicrovmSandbox() override {
+    if (s_->destroy_started) return;
+    // Dropped without destroy(): clean up in the background rather than leak a VM.
+    s_->log->warn("[{}] sandbox dropped without destroy(); destroying", s_->id);
+    net::co_spawn(s_->executor, destroy_state(s_), net::detached);
+  }
+
+  net::awaitable<Result<AgentStream>> dial_agent() override {
+    if (s_->destroy_started || s_->exited)
+      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
+    // QEMU's user network accepts on the host side at once and only then connects in the guest;
+    // while the agent is not listening yet, the stream ends at the first read.
+    net::ip::tcp::endpoint ep(net::ip::address_v4::loopback(), s_->host_port);
+    AgentStream socket(s_->executor);
+    boost::system::error_code ec;
+    co_await socket.async_connect(net::generic::stream_protocol::endpoint(ep),
+                                  net::redirect_error(net::use_awaitable, ec));
+    if (ec)
+      co_return make_error(Errc::kUnavailable, "agent_not_ready",
+                           "connect to agent: " + ec.message());
+    co_return std::move(socket);
+  }
+
+  net::awaitable<Result<void>> pause() override { co_return co_await qmp("stop"); }
+  net::awaitable<Result<void>> resume() override { co_return co_await qmp("cont"); }
+
+  net::awaitable<void> destroy() override { co_await destroy_state(s_); }
+
+  net::awaitable<std::string> wait_exit() override {
+    StatePtr s = s_;
+    while (!s->exited) {
+      boost::system::error_code ec;
+      co_await s->exit_event.async_wait(net::redirect_error(net::use_awaitable, ec));
+    }
+    co_return s->reason;
+  }
+
+  std::string describe() const override {
+    return "microvm qemu pid=" + std::to_string(s_->pid) +
+           " agent=127.0.0.1:" + std::to_string(s_->host_port) + " dir=" + s_->dir.string();
+  }
+
+ private:
+  net::awaitable<Result<void>> qmp(std::string command) {
+    StatePtr s = s_;
+    if (s->destroy_started || s->exited)
+      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
+    auto r = co_await qmp_execute(s->executor, s->dir, kQmpSocketName, command, 5s);
+    if (!r) s->log->warn("[{}] QMP {}: {}", s->id, command, r.error().message);
+    co_return r;
+  }
+
+  StatePtr s_;
+};
+
+bool executable(const fs::path& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
+
+// A free port on the host's loopback, for QEMU's hostfwd. QEMU binds it a moment later; if
+// something else took it in between, QEMU fails to start and create() picks another.
+Result<uint16_t> pick_loopback_port() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return nsbox::sys_error("socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return nsbox::sys_error("bind 127.0.0.1:0");
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return nsbox::sys_error("getsockname");
+  return ntohs(addr.sin_port);
+}
+
+Result<void> write_private_file(const fs::path& path, std::string_view data) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return nsbox::sys_error("create " + path.string());
+  if (::write(fd.get(), data.data(), data.size()) != static_cast<ssize_t>(data.size()))
+    return nsbox::sys_error("write " + path.string());
+  return {};
+}
+
+}  // namespace
+
+MicrovmDriver::MicrovmDriver(MicrovmDriverConfig config, net::any_io_executor executor)
+    : config_(std::move(config)), executor_(std::move(executor)) {
+  auto log = logger("driver.microvm");
+  info_ = probe();
+  if (!info_.available) {
+    log->warn("microvm driver unavailable: {}", info_.unavailable_reason);
+  } else if (accel_ == Accel::kTcg) {
+    // Said loudly: TCG works, but every guest instruction is emulated.
+    log->warn("microvm driver ready on {}; image {} (kernel {}), run dir {}", info_.detail,
+              config_.image_dir.string(), image_.kernel_version, config_.run_dir.string());
+  } else {
+    log->info("microvm driver ready on KVM; image {} (kernel {}), run dir {}",
+              config_.image_dir.string(), image_.kernel_version, config_.run_dir.string());
+  }
+}
+
+DriverInfo MicrovmDriver::probe() {
+  DriverInfo info;
+  info.name = "microvm";
+  info.isolation = "microvm";
+  info.supports_pause = true;
+  auto unavailable = [&](std::string why) {
+    info.available = false;
+    info.unavailable_reason = std::move(why);
+    return info;
+  };
+  if (!executable(config_.qemu_path))
+    return unavailable("qemu not executable: " + config_.qemu_path.string());
+  if (!executable(config_.wrap_path))
+    return unavailable("cabin-vmm-wrap not executable: " + config_.wrap_path.string());
+  if (config_.vcpus < 1 || config_.vcpus > 64) return unavailable("vcpus must be 1..64");
+  auto image = load_image(config_.image_dir);
+  if (!image) return unavailable("guest image: " + image.error().message);
+  image_ = std::move(image.value());
+
+  if (config_.accel == "tcg") {
+    accel_ = Accel::kTcg;
+    info.detail = "TCG (configured)";
+  } else if (config_.accel == "kvm" || config_.accel == "auto") {
+    auto kvm = probe_kvm(config_.qemu_path, config_.kvm_probe_timeout);
+    if (kvm.usable) {
+      accel_ = Accel::kKvm;
+      info.detail = "KVM";
+    } else if (config_.accel == "kvm") {
+      return unavailable("KVM was asked for, but there is no working KVM: " + kvm.why);
+    } else {
+      accel_ = Accel::kTcg;
+      info.detail = "TCG (no working KVM: " + kvm.why + ")";
+    }
+  } else {
+    return unavailable("accel must be auto, kvm or tcg, not " + config_.accel);
+  }
+  if (accel_ == Accel::kTcg) tsc_khz_ = measure_tsc_khz();
+  info.available = true;
+  return info;
+}
+
+net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec) {
+  auto log = logger("driver.microvm");
+  if (!info_.available)
+    co_return make_error(Errc::kUnavailable, "driver_unavailable", info_.unavailable_reason);
+  if (!nsbox::valid_sandbox_id(spec.session_id))
+    co_return make_error(Errc::kInvalidArgument, "invalid_session_id",
+                         "session id must be [a-z0-9_]{1,64}");
+  auto config_text = guest_config_text(spec);
+  if (!config_text) co_return config_text.error();
+  const std::string& id = spec.session_id;
+
+  std::error_code ec;
+  fs::create_directories(config_.run_dir, ec);
+  ::chmod(config_.run_dir.c_str(), 0700);
+  const fs::path dir = config_.run_dir / id;
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    if (errno == EEXIST)
+      co_return make_error(Errc::kConflict, "sandbox_exists",
+                           "a sandbox dir for " + id + " exists");
+    co_return nsbox::sys_error("mkdir " + dir.string());
+  }
+  auto fail = [&](Error e) {
+    fs::remove_all(dir, ec);
+    return e;
+  };
+  if (auto w = write_private_file(dir / kGuestConfigName, *config_text); !w)
+    co_return fail(w.error());
+
+  QemuLaunch launch;
+  launch.qemu = config_.qemu_path;
+  launch.image_dir = config_.image_dir;
+  launch.accel = accel_;
+  launch.vcpus = spec.vcpus > 0 ? spec.vcpus : config_.vcpus;
+  launch.memory_mib = guest_memory_mib(spec.memory_bytes);
+  launch.tsc_khz = tsc_khz_;
+  launch.tcg_tb_mib = config_.tcg_tb_mib;
+
+  std::string last_failure;
+  for (int attempt = 1; attempt <= kMaxStartAttempts; ++attempt) {
+    auto port = pick_loopback_port();
+    if (!port) co_return fail(port.error());
+    launch.host_port = *port;
+    VmmSpawn s;
+    s.wrap = config_.wrap_path;
+    s.argv = qemu_argv(launch);
+    s.cwd = dir;
+    auto spawned = spawn_vmm(s);
+    if (!spawned) co_return fail(spawned.error());
+    auto state = std::make_shared<VmState>(executor_, std::move(spawned.value()));
+    state->id = id;
+    state->dir = dir;
+    state->host_port = launch.host_port;
+    state->stop_timeout = config_.stop_timeout;
+    // reap_leftovers() finds QEMUs of an earlier run through this file (and QEMU's cwd).
+    fs::remove(dir / kPidFileName, ec);
+    if (auto w = write_private_file(dir / kPidFileName, std::to_string(state->pid) + "\n"); !w)
+      log->warn("[{}] {}", id, w.error().message);
+    net::co_spawn(executor_, pump_output(state), net::detached);
+    net::co_spawn(executor_, watch_exit(state), net::detached);
+
+    // QEMU answers its monitor only once the machine is built, hostfwd port bound included.
+    const auto deadline = Clock::now() + config_.start_timeout;
+    bool up = false;
+    std::string qmp_error;
+    while (!state->exited && Clock::now() < deadline) {
+      auto r = co_await qmp_execute(executor_, dir, kQmpSocketName, "query-status", 1s);
+      if (r) {
+        up = true;
+        break;
+      }
+      qmp_error = r.error().message;
+      co_await sleep_for(executor_, 20ms);
+    }
+    if (up) {
+      log->info("[{}] vm started: qemu pid {}, {}, {} MiB, {} vCPUs, agent on 127.0.0.1:{}", id,
+                state->pid, accel_ == Accel::kKvm ? "KVM" : "TCG", launch.memory_mib, launch.vcpus,
+                launch.host_port);
+      co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(state)));
+    }
+    if (!state->exited) {
+      log->error("[{}] qemu did not come up in {} ms: {}", id, config_.start_timeout.count(),
+                 qmp_error);
+      co_await destroy_state(state);
+      co_return make_error(Errc::kTimeout, "vm_start_timeout",
+                           "qemu did not come up: " + qmp_error);
+    }
+    co_await poll_until(
+        executor_, [&] { return state->output_done; }, 500ms);
+    last_failure = state->last_line.empty() ? state->reason : state->last_line;
+    state->destroy_started = true;  // nothing left to kill; the dir is reused or removed below
+    state->destroy_done = true;
+    if (last_failure.find("hostfwd") == std::string::npos &&
+        last_failure.find("host forwarding") == std::string::npos)
+      break;
+    log->warn("[{}] port {} was taken; retrying: {}", id, launch.host_port, last_failure);
+  }
+  co_return fail(
+      make_error(Errc::kUnavailable, "vm_start_failed", "qemu failed to start: " + last_failure));
+}
+
+void MicrovmDriver::reap_leftovers() {
+  auto log = logger("driver.microvm");
+  size_t killed = 0, removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(config_.run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code ec2;
+    const fs::path dir = it->path();
+    if (!it->is_directory(ec2) || it->is_symlink(ec2) ||
+        !nsbox::valid_sandbox_id(dir.filename().string())) {
+      log->warn("leaving unexpected entry in run dir: {}", dir.string());
+      continue;
+    }
+    // Only a QEMU whose working directory is this session dir is ours: a recycled pid is not.
+    auto pid_text = nsbox::read_file((dir / kPidFileName).string(), 32);
+    const pid_t pid = pid_text ? static_cast<pid_t>(std::atoi(pid_text->c_str())) : 0;
+    if (pid > 1) {
+      std::error_code ec3;
+      auto cwd = fs::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec3).string();
+      if (!ec3 && (cwd == dir.string() || cwd == dir.string() + " (deleted)")) {
+        UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+        if (pidfd.valid() && pidfd_send_signal(pidfd.get(), SIGKILL) == 0) {
+          ++killed;
+          // Start-up only, before any session: a short blocking wait is fine. Its parent (the
+          // earlier cabind) is gone, so init reaps it.
+          const auto deadline = Clock::now() + 5s;
+          while (fs::exists("/proc/" + std::to_string(pid) + "/cwd", ec3) &&
+                 Clock::now() < deadline)
+            ::usleep(10000);
+        }
+      }
+    }
+    fs::remove_all(dir, ec2);
+    if (ec2)
+      log->error("remove {}: {}", dir.string(), ec2.message());
+    else
+      ++removed;
+  }
+  if (killed || removed)
+    log->info("removed leftovers: {} VMs killed, {} run dirs", killed, removed);
+}
+
+}  // namespace cabin::drivers

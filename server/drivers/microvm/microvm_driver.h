@@ -1,0 +1,62 @@
+// MicrovmDriver: one QEMU `-M microvm` per session (KVM where a vCPU really runs, else TCG),
+// booting the guest image from vm-images/build-image.
+#pragma once
+
+// clang-format off
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format on
+#include <boost/asio/any_io_executor.hpp>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "server/drivers/microvm/image_manifest.h"
+#include "server/drivers/microvm/qemu_args.h"
+#include "server/drivers/sandbox_driver.h"
+
+namespace cabin::drivers {
+
+struct MicrovmDriverConfig {
+  // Per-session dirs <run_dir>/<id>/ (config, QMP socket, pid). Owned by this driver alone:
+  // reap_leftovers() empties it, so it must not be the namespace driver's run dir.
+  std::filesystem::path run_dir = "/run/cabin-vm";
+  std::filesystem::path image_dir;  // manifest.json, vmlinuz, initramfs.cpio.gz, rootfs.erofs
+  std::filesystem::path qemu_path = "/usr/bin/qemu-system-x86_64";
+  std::filesystem::path wrap_path;  // cabin-vmm-wrap
+  std::string accel = "auto";       // auto (probe KVM, else TCG) | kvm | tcg
+  int vcpus = 2;
+  uint64_t tcg_tb_mib = 0;  // TCG translation cache size; 0: QEMU's default (1 GiB, lazily used)
+  std::chrono::milliseconds kvm_probe_timeout{2000};
+  // create(): how long QEMU gets until its monitor answers (the machine is built by then).
+  std::chrono::milliseconds start_timeout{10000};
+  // destroy(): how long QEMU gets to quit over QMP before SIGKILL.
+  std::chrono::milliseconds stop_timeout{2000};
+};
+
+// Requires a single-threaded executor (cabind runs one io_context thread): sandbox state is not
+// locked, and QEMU's PR_SET_PDEATHSIG is tied to the thread that spawns it.
+class MicrovmDriver final : public SandboxDriver {
+ public:
+  MicrovmDriver(MicrovmDriverConfig config, net::any_io_executor executor);
+
+  DriverInfo info() const override { return info_; }
+  net::awaitable<Result<SandboxPtr>> create(const SandboxSpec& spec) override;
+  void reap_leftovers() override;
+
+  // What start-up decided; for tests and logs.
+  Accel accel() const { return accel_; }
+  const ImageManifest& image() const { return image_; }
+
+ private:
+  DriverInfo probe();
+
+  MicrovmDriverConfig config_;
+  net::any_io_executor executor_;
+  Accel accel_ = Accel::kTcg;
+  uint64_t tsc_khz_ = 0;
+  ImageManifest image_;
+  DriverInfo info_;
+};
+
+}  // namespace cabin::drivers

@@ -1,0 +1,126 @@
+// The microvm driver end to end: a real QEMU guest booted from the image vm-images/build-image
+// made, driven by Playwright and Puppeteer through cdp_url, exec inside the guest, the guest's
+// isolation, and teardown. Slow: a guest boots in tens of seconds under TCG.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+
+import { chromium } from 'playwright-core';
+import puppeteer from 'puppeteer-core';
+
+import { leftovers, useCabind, waitFor, waitForNoLeftovers, withDeadline } from './helpers.mjs';
+
+const ctx = useCabind();
+const BOOT_MS = 240000;
+
+async function exec(id, argv, timeout_ms = 20000) {
+  const r = await ctx.server.api('POST', `/v1/sessions/${id}/exec`, { argv, timeout_ms });
+  assert.equal(r.status, 200, r.text);
+  return r.json;
+}
+
+// QEMU runs in its session's directory (<run-dir>-vm/<id>), which names the session.
+function qemuProcessesOf(id) {
+  let out = '';
+  try {
+    out = execFileSync('pgrep', ['-f', 'qemu-system'], { encoding: 'utf8' });
+  } catch {
+    return [];  // pgrep exits 1 when nothing matches
+  }
+  return out.split('\n').filter(Boolean).filter((pid) => {
+    try {
+      return fs.readlinkSync(`/proc/${pid}/cwd`).includes(id);
+    } catch {
+      return false;  // exited meanwhile
+    }
+  });
+}
+
+describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
+  let s;
+  before(async () => {
+    const info = await ctx.server.api('GET', '/v1/info');
+    const vm = info.json.drivers.find((d) => d.name === 'microvm');
+    assert.ok(vm, 'the microvm driver is listed');
+    assert.ok(vm.available, `microvm driver unavailable: ${vm.unavailable_reason}`);
+    assert.match(vm.detail, /^(KVM|TCG)/);
+    s = await withDeadline(
+      ctx.server.createSession({
+        driver: 'microvm',
+        resolution: { width: 1024, height: 768 },
+        resources: { vcpus: 2, memory_mb: 2048 },
+        start_url: 'data:text/html,<title>vm-start</title>',
+      }),
+      BOOT_MS, 'a microVM session to start');
+  }, { timeout: BOOT_MS + 10000 });
+  after(async () => {
+    if (s) await ctx.server.api('DELETE', `/v1/sessions/${s.id}`);
+  });
+
+  test('create answers like any session, on the microvm driver', () => {
+    assert.equal(s.status, 'running');
+    assert.equal(s.driver, 'microvm');
+    assert.deepEqual(s.resolution, { width: 1024, height: 768 });
+    assert.equal(qemuProcessesOf(s.id).length, 1, 'one QEMU runs for the session');
+  });
+
+  test('Playwright and Puppeteer drive the guest browser at once', { timeout: 400000 }, async () => {
+    // Under TCG the guest's Chromium answers slowly: Playwright's attach takes tens of seconds.
+    const pw = await chromium.connectOverCDP(s.cdp_url, { timeout: 180000 });
+    const pp = await puppeteer.connect({
+      browserWSEndpoint: s.cdp_url, defaultViewport: null, protocolTimeout: 180000,
+    });
+    try {
+      const page = pw.contexts()[0].pages()[0];
+      page.setDefaultTimeout(120000);
+      await waitFor(async () => (await page.title()) === 'vm-start', {
+        what: 'start_url', timeoutMs: 60000,
+      });
+      await page.setContent('<title>from playwright</title><p id=p>guest</p>');
+      assert.equal(await page.evaluate(() => 6 * 7), 42);
+      assert.deepEqual(await page.evaluate(() => [screen.width, screen.height]), [1024, 768]);
+      const titles = await Promise.all((await pp.pages()).map((p) => p.title()));
+      assert.ok(titles.includes('from playwright'), `puppeteer sees ${titles}`);
+      const shot = await page.screenshot();
+      assert.equal(shot.subarray(1, 4).toString(), 'PNG');
+    } finally {
+      await pp.disconnect();
+      await pw.close();
+    }
+  });
+
+  test('exec runs as the unprivileged user on a read-only root', async () => {
+    const r = await exec(s.id, ['sh', '-c', 'id -u; touch /x 2>&1; echo tmp > /tmp/t && cat /tmp/t']);
+    assert.equal(r.exit_code, 0, r.stderr);
+    const [uid, touch, tmp] = r.stdout.trim().split('\n');
+    assert.equal(uid, '1000');
+    assert.match(touch, /Read-only file system|Permission denied/);
+    assert.equal(tmp, 'tmp');
+  });
+
+  test('the guest reaches neither the host, nor the outside, nor DNS', async () => {
+    const port = ctx.server.port;
+    const probe = (host, p) =>
+      `timeout 5 bash -c 'exec 3<>/dev/tcp/${host}/${p}' 2>/dev/null && echo open || echo closed`;
+    const r = await exec(s.id, ['sh', '-c', [
+      probe('10.0.2.2', port),       // the host, through QEMU's gateway address
+      probe('127.0.0.1', port),      // the guest's own loopback: nothing of the host there
+      probe('1.1.1.1', 80),          // anywhere outside
+      'getent hosts example.com >/dev/null && echo resolved || echo unresolved',
+    ].join('; ')], 30000);
+    assert.deepEqual(r.stdout.trim().split('\n'), ['closed', 'closed', 'closed', 'unresolved']);
+  });
+
+  test('DELETE stops QEMU and leaves nothing behind', async () => {
+    const id = s.id;
+    const runDir = `${ctx.server.runDir}-vm`;
+    assert.ok(leftovers(id, runDir).length > 0, 'the session has a run dir while live');
+    const r = await ctx.server.api('DELETE', `/v1/sessions/${id}`);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.status, 'ended');
+    s = null;
+    await waitForNoLeftovers(id, runDir);
+    await waitFor(() => qemuProcessesOf(id).length === 0, { what: 'QEMU to exit' });
+  });
+});

@@ -1,0 +1,445 @@
+// The microvm driver's parts without booting a VM: QEMU argv, guest config, exit reasons, the
+// image manifest, the KVM probe's firmware and verdicts, QMP, and reaping an earlier run.
+// clang-format off
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format on
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "server/drivers/microvm/image_manifest.h"
+#include "server/drivers/microvm/kvm_probe.h"
+#include "server/drivers/microvm/microvm_driver.h"
+#include "server/drivers/microvm/qemu_args.h"
+#include "server/drivers/microvm/qmp.h"
+#include "server/drivers/microvm/vmm_process.h"
+
+namespace net = boost::asio;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using namespace cabin::drivers;
+
+namespace {
+
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/cabin-vmparts-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path path;
+};
+
+bool has_pair(const std::vector<std::string>& argv, const std::string& flag,
+              const std::string& value) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == flag && argv[i + 1] == value) return true;
+  }
+  return false;
+}
+
+std::string value_of(const std::vector<std::string>& argv, const std::string& flag) {
+  auto it = std::find(argv.begin(), argv.end(), flag);
+  return it != argv.end() && it + 1 != argv.end() ? *(it + 1) : "";
+}
+
+const std::string kSha(64, 'a');
+
+std::string manifest_json(int format = kImageFormat, uint64_t rootfs_size = 4) {
+  return R"({"format": )" + std::to_string(format) + R"(, "input_hash": ")" + kSha +
+         R"(", "built_at": "2025-01-01T00:00:00Z",
+    "kernel": {"version": "6.1.0-57-cloud-amd64", "package": "p", "package_version": "v"},
+    "packages": {"chromium": "120.0-1"},
+    "files": {"vmlinuz": {"size": 2, "sha256": ")" +
+         kSha + R"("}, "initramfs.cpio.gz": {"size": 3, "sha256": ")" + kSha +
+         R"("}, "rootfs.erofs": {"size": )" + std::to_string(rootfs_size) + R"(, "sha256": ")" +
+         kSha + R"("}}})";
+}
+
+// An image dir whose files have the sizes manifest_json() records.
+void write_fake_image(const fs::path& dir) {
+  fs::create_directories(dir);
+  std::ofstream(dir / "manifest.json") << manifest_json();
+  std::ofstream(dir / "vmlinuz") << "kk";
+  std::ofstream(dir / "initramfs.cpio.gz") << "iii";
+  std::ofstream(dir / "rootfs.erofs") << "rrrr";
+}
+
+template <typename T>
+net::awaitable<void> store(net::awaitable<T> aw, std::optional<T>& out) {
+  out.emplace(co_await std::move(aw));
+}
+
+}  // namespace
+
+TEST_CASE("qemu argv for TCG", "[microvm]") {
+  QemuLaunch l;
+  l.qemu = "/usr/bin/qemu-system-x86_64";
+  l.image_dir = "/img,dir";
+  l.accel = Accel::kTcg;
+  l.vcpus = 2;
+  l.memory_mib = 2048;
+  l.host_port = 40123;
+  l.tsc_khz = 2300000;
+  auto argv = qemu_argv(l);
+  CHECK(argv[0] == "/usr/bin/qemu-system-x86_64");
+  CHECK(has_pair(argv, "-M", "microvm"));
+  CHECK(has_pair(argv, "-accel", "tcg,thread=multi"));
+  CHECK(has_pair(argv, "-cpu", "max"));
+  CHECK(has_pair(argv, "-smp", "2"));
+  CHECK(has_pair(argv, "-m", "2048"));
+  CHECK(has_pair(argv, "-kernel", "/img,dir/vmlinuz"));
+  CHECK(has_pair(argv, "-initrd", "/img,dir/initramfs.cpio.gz"));
+  // Commas in option values are doubled; the rootfs is read-only for QEMU too.
+  CHECK(has_pair(argv, "-drive",
+                 "file=/img,,dir/rootfs.erofs,if=none,id=root,format=raw,readonly=on"));
+  CHECK(has_pair(argv, "-netdev", "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:40123-:7000"));
+  CHECK(has_pair(argv, "-fw_cfg", "name=opt/cabin/config,file=config"));
+  CHECK(has_pair(argv, "-qmp", "unix:qmp.sock,server=on,wait=off"));
+  CHECK(std::count(argv.begin(), argv.end(), "-nodefaults") == 1);
+  CHECK(std::count(argv.begin(), argv.end(), "-no-reboot") == 1);
+  const auto append = value_of(argv, "-append");
+  CHECK(append.find("console=ttyS0") != std::string::npos);
+  CHECK(append.find("tsc_early_khz=2300000") != std::string::npos);
+
+  l.tcg_tb_mib = 256;
+  CHECK(has_pair(qemu_argv(l), "-accel", "tcg,thread=multi,tb-size=256"));
+}
+
+TEST_CASE("qemu argv for KVM", "[microvm]") {
+  QemuLaunch l;
+  l.qemu = "qemu";
+  l.image_dir = "/img";
+  l.accel = Accel::kKvm;
+  l.tsc_khz = 2300000;
+  l.tcg_tb_mib = 256;
+  auto argv = qemu_argv(l);
+  CHECK(has_pair(argv, "-accel", "kvm"));
+  CHECK(has_pair(argv, "-cpu", "host"));
+  // KVM guests calibrate their TSC through kvm-clock.
+  CHECK(value_of(argv, "-append").find("tsc_early_khz") == std::string::npos);
+}
+
+TEST_CASE("qemu option escaping", "[microvm]") {
+  CHECK(qemu_opt_escape("a,b,,c") == "a,,b,,,,c");
+  CHECK(qemu_opt_escape("") == "");
+  CHECK(qemu_opt_escape("/plain/path") == "/plain/path");
+}
+
+TEST_CASE("guest config carries the session, never on the command line", "[microvm]") {
+  SandboxSpec spec;
+  spec.session_id = "s_1";
+  spec.agent_secret = "secret_value_123";
+  spec.width = 1024;
+  spec.height = 768;
+  auto text = guest_config_text(spec);
+  REQUIRE(text.ok());
+  CHECK(*text == "secret=secret_value_123\nwidth=1024\nheight=768\n");
+  spec.start_url = "https://example.com/?a=b&c=d e";
+  CHECK(guest_config_text(spec).value() ==
+        "secret=secret_value_123\nwidth=1024\nheight=768\nstart_url=https://example.com/?a=b&c=d "
+        "e\n");
+
+  QemuLaunch l;
+  l.qemu = "qemu";
+  l.image_dir = "/img";
+  for (const auto& a : qemu_argv(l)) CHECK(a.find(spec.agent_secret) == std::string::npos);
+
+  SECTION("a newline would inject a key") {
+    spec.start_url = "about:blank\nsecret=other";
+    auto bad = guest_config_text(spec);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error().code == "invalid_spec");
+  }
+  SECTION("empty secret") {
+    spec.agent_secret = "";
+    CHECK_FALSE(guest_config_text(spec).ok());
+  }
+  SECTION("control characters in the secret") {
+    spec.agent_secret = "a\rb";
+    CHECK_FALSE(guest_config_text(spec).ok());
+  }
+}
+
+TEST_CASE("guest memory has a floor", "[microvm]") {
+  CHECK(guest_memory_mib(2ull << 30) == 2048);
+  CHECK(guest_memory_mib(100ull << 20) == 512);
+  CHECK(guest_memory_mib(0) == 512);
+}
+
+TEST_CASE("microvm exit reasons", "[microvm]") {
+  CHECK(microvm_exit_reason(CLD_EXITED, 0, "cabin-init: agent exited with status 1", "x") ==
+        "agent exited with status 1");
+  CHECK(microvm_exit_reason(CLD_EXITED, 0, "cabin-initramfs: no root disk /dev/vda", "") ==
+        "guest setup failed: no root disk /dev/vda");
+  CHECK(microvm_exit_reason(CLD_EXITED, 0, "", "") == "the VM powered off");
+  CHECK(microvm_exit_reason(CLD_EXITED, 1, "", "qemu-system-x86_64: -m: bad") ==
+        "qemu exited with status 1: qemu-system-x86_64: -m: bad");
+  CHECK(microvm_exit_reason(CLD_KILLED, SIGKILL, "cabin-init: x", "") ==
+        "qemu killed by signal 9 (SIGKILL)");
+}
+
+TEST_CASE("image manifest parsing", "[microvm]") {
+  auto m = parse_image_manifest(manifest_json());
+  REQUIRE(m.ok());
+  CHECK(m->format == kImageFormat);
+  CHECK(m->input_hash == kSha);
+  CHECK(m->kernel_version == "6.1.0-57-cloud-amd64");
+  CHECK(m->packages.at("chromium") == "120.0-1");
+  CHECK(m->files.at("rootfs.erofs").size == 4);
+
+  auto expect_bad = [](const std::string& text, const std::string& needle) {
+    auto r = parse_image_manifest(text);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "invalid_image_manifest");
+    CHECK(r.error().message.find(needle) != std::string::npos);
+  };
+  expect_bad("not json", "not a JSON object");
+  expect_bad("[1]", "not a JSON object");
+  expect_bad(manifest_json(kImageFormat + 1), "rebuild the image");
+  std::string no_rootfs = manifest_json();
+  no_rootfs.replace(no_rootfs.find("rootfs.erofs"), 12, "rootfs.other");
+  expect_bad(no_rootfs, "files.rootfs.erofs");
+  std::string bad_hash = manifest_json();
+  bad_hash.replace(bad_hash.find(kSha), 64, std::string(64, 'z'));
+  expect_bad(bad_hash, "input_hash");
+  expect_bad(manifest_json(kImageFormat, 0), "size");
+}
+
+TEST_CASE("load_image checks the files against the manifest", "[microvm]") {
+  TempDir t;
+  auto missing = load_image(t.path / "none");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == "image_missing");
+  CHECK(missing.error().message.find("build-image") != std::string::npos);
+
+  write_fake_image(t.path);
+  CHECK(load_image(t.path).ok());
+  std::ofstream(t.path / "rootfs.erofs", std::ios::app) << "truncated or grown";
+  auto corrupt = load_image(t.path);
+  REQUIRE_FALSE(corrupt.ok());
+  CHECK(corrupt.error().code == "image_corrupt");
+  std::ofstream(t.path / "rootfs.erofs", std::ios::trunc) << "rrrr";
+  fs::remove(t.path / "vmlinuz");
+  CHECK(load_image(t.path).error().code == "image_missing");
+}
+
+TEST_CASE("KVM probe firmware jumps from the reset vector to its code", "[microvm]") {
+  auto rom = kvm_probe_firmware();
+  REQUIRE(rom.size() == 64 * 1024);
+  REQUIRE(rom[0xFFF0] == 0xe9);  // jmp rel16
+  const uint16_t rel = static_cast<uint16_t>(rom[0xFFF1] | (rom[0xFFF2] << 8));
+  const uint16_t target = static_cast<uint16_t>(0xFFF3 + rel);
+  CHECK(target == 0xF000);
+  CHECK(rom[target] == 0xfa);  // cli
+  // It ends with: mov $0x42,%al; out %al,$0xf4; hlt.
+  const uint8_t tail[] = {0xb0, 0x42, 0xe6, 0xf4, 0xf4};
+  CHECK(std::search(rom.begin() + 0xF000, rom.begin() + 0xF100, std::begin(tail), std::end(tail)) !=
+        rom.begin() + 0xF100);
+}
+
+TEST_CASE("KVM probe verdicts", "[microvm]") {
+  auto ok = classify_kvm_probe(true, CLD_EXITED, kKvmProbeExitStatus, "", 2000ms);
+  CHECK(ok.usable);
+  auto slow = classify_kvm_probe(false, 0, 0, "", 2000ms);
+  CHECK_FALSE(slow.usable);
+  CHECK(slow.why.find("2000 ms") != std::string::npos);
+  auto refused = classify_kvm_probe(
+      true, CLD_EXITED, 1, "Could not access KVM kernel module: Permission denied", 2000ms);
+  CHECK_FALSE(refused.usable);
+  CHECK(refused.why ==
+        "qemu -accel kvm exited with status 1: Could not access KVM kernel module: Permission "
+        "denied");
+  CHECK_FALSE(classify_kvm_probe(true, CLD_KILLED, SIGSEGV, "", 2000ms).usable);
+}
+
+TEST_CASE("the host TSC rate is measured", "[microvm]") {
+#if defined(__x86_64__)
+  const uint64_t khz = measure_tsc_khz();
+  CHECK(khz >= 100'000);     // 100 MHz
+  CHECK(khz <= 10'000'000);  // 10 GHz
+#endif
+}
+
+TEST_CASE("the wrapper's argv puts QEMU's after --", "[microvm]") {
+  auto argv = vmm_wrap_argv("/bin/cabin-vmm-wrap", 42, {"qemu", "-M", "microvm"});
+  CHECK(argv == std::vector<std::string>{"/bin/cabin-vmm-wrap", "--parent", "42", "--", "qemu",
+                                         "-M", "microvm"});
+}
+
+TEST_CASE("QMP lines", "[microvm]") {
+  CHECK(parse_qmp_line(R"({"QMP": {"version": {}, "capabilities": []}})").kind ==
+        QmpKind::kGreeting);
+  CHECK(parse_qmp_line(R"({"return": {}})").kind == QmpKind::kReturn);
+  auto err = parse_qmp_line(R"({"error": {"class": "GenericError", "desc": "nope"}})");
+  CHECK(err.kind == QmpKind::kError);
+  CHECK(err.text == "GenericError: nope");
+  auto ev = parse_qmp_line(R"({"event": "STOP", "timestamp": {}})");
+  CHECK(ev.kind == QmpKind::kEvent);
+  CHECK(ev.text == "STOP");
+  CHECK(parse_qmp_line("garbage").kind == QmpKind::kInvalid);
+  CHECK(parse_qmp_line(R"({"other": 1})").kind == QmpKind::kInvalid);
+}
+
+TEST_CASE("qmp_execute negotiates, skips events and reports errors", "[microvm]") {
+  TempDir t;
+  net::io_context io;
+  using local = net::local::stream_protocol;
+  local::acceptor acceptor(io, local::endpoint((t.path / "qmp.sock").string()));
+  std::vector<std::string> received;
+  // A stand-in QEMU: greeting, then answers each command; "stop" gets an event first, "bad" an
+  // error.
+  auto server = [&]() -> net::awaitable<void> {
+    for (int conn = 0; conn < 2; ++conn) {
+      auto sock = co_await acceptor.async_accept(net::use_awaitable);
+      std::string greeting = R"({"QMP": {"version": {}, "capabilities": []}})"
+                             "\n";
+      co_await net::async_write(sock, net::buffer(greeting), net::use_awaitable);
+      net::streambuf buf;
+      for (int i = 0; i < 2; ++i) {
+        size_t n = co_await net::async_read_until(sock, buf, '\n', net::use_awaitable);
+        std::string line(net::buffers_begin(buf.data()), net::buffers_begin(buf.data()) + n);
+        buf.consume(n);
+        received.push_back(line);
+        std::string answer = R"({"return": {}})"
+                             "\n";
+        if (line.find("\"stop\"") != std::string::npos)
+          answer = R"({"event": "STOP"})"
+                   "\n" +
+                   answer;
+        if (line.find("\"bad\"") != std::string::npos)
+          answer = R"({"error": {"class": "CommandNotFound", "desc": "no bad"}})"
+                   "\n";
+        co_await net::async_write(sock, net::buffer(answer), net::use_awaitable);
+      }
+    }
+  };
+  net::co_spawn(io, server(), net::detached);
+  std::optional<cabin::Result<void>> stop, bad;
+  net::co_spawn(
+      io,
+      [&]() -> net::awaitable<void> {
+        co_await store(qmp_execute(io.get_executor(), t.path, "qmp.sock", "stop", 5s), stop);
+        co_await store(qmp_execute(io.get_executor(), t.path, "qmp.sock", "bad", 5s), bad);
+      },
+      net::detached);
+  io.run_for(10s);
+  REQUIRE(stop.has_value());
+  CHECK(stop->ok());
+  REQUIRE(bad.has_value());
+  REQUIRE_FALSE(bad->ok());
+  CHECK(bad->error().message.find("CommandNotFound: no bad") != std::string::npos);
+  REQUIRE(received.size() == 4);
+  CHECK(received[0] == "{\"execute\":\"qmp_capabilities\"}\n");
+  CHECK(received[1] == "{\"execute\":\"stop\"}\n");
+
+  // Nobody listening: an error, not a hang.
+  std::optional<cabin::Result<void>> none;
+  io.restart();
+  net::co_spawn(io, store(qmp_execute(io.get_executor(), t.path, "absent.sock", "stop", 1s), none),
+                net::detached);
+  io.run_for(3s);
+  REQUIRE(none.has_value());
+  CHECK_FALSE(none->ok());
+}
+
+TEST_CASE("driver info says why it is unavailable", "[microvm]") {
+  TempDir t;
+  net::io_context io;
+  MicrovmDriverConfig c;
+  c.run_dir = t.path / "run";
+  c.image_dir = t.path / "image";
+  c.qemu_path = "/bin/true";
+  c.wrap_path = "/bin/true";
+  c.accel = "tcg";
+  {
+    MicrovmDriver d(c, io.get_executor());
+    CHECK(d.info().name == "microvm");
+    CHECK(d.info().isolation == "microvm");
+    CHECK_FALSE(d.info().available);
+    CHECK(d.info().unavailable_reason.find("guest image") != std::string::npos);
+  }
+  write_fake_image(c.image_dir);
+  {
+    MicrovmDriver d(c, io.get_executor());
+    CHECK(d.info().available);
+    CHECK(d.info().supports_pause);
+    CHECK(d.info().detail == "TCG (configured)");
+    CHECK(d.accel() == Accel::kTcg);
+    CHECK(d.image().kernel_version == "6.1.0-57-cloud-amd64");
+  }
+  c.accel = "fast";
+  CHECK(MicrovmDriver(c, io.get_executor()).info().unavailable_reason.find("accel") !=
+        std::string::npos);
+  c.accel = "tcg";
+  c.qemu_path = t.path / "no-qemu";
+  CHECK(MicrovmDriver(c, io.get_executor()).info().unavailable_reason.find("qemu not executable") !=
+        std::string::npos);
+}
+
+TEST_CASE("microvm reap_leftovers kills only its own earlier VMs", "[microvm]") {
+  TempDir t;
+  net::io_context io;
+  MicrovmDriverConfig c;
+  c.run_dir = t.path / "run";
+  c.image_dir = t.path / "image";
+  c.qemu_path = "/bin/true";
+  c.wrap_path = "/bin/true";
+  c.accel = "tcg";
+  write_fake_image(c.image_dir);
+
+  // Stand-ins for QEMUs: one started in its session dir (ours), one elsewhere whose pid an old
+  // pid file happens to name (a recycled pid).
+  auto start_sleep = [](const fs::path& cwd) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+    const char* argv[] = {"/bin/sleep", "600", nullptr};
+    pid_t pid = -1;
+    REQUIRE(::posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char**>(argv), environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+  };
+  fs::create_directories(c.run_dir / "old_1");
+  fs::create_directories(c.run_dir / "old_2" / "sub");
+  const pid_t ours = start_sleep(c.run_dir / "old_1");
+  const pid_t foreign = start_sleep(t.path);
+  std::ofstream(c.run_dir / "old_1" / "pid") << ours << "\n";
+  std::ofstream(c.run_dir / "old_2" / "pid") << foreign << "\n";
+  std::ofstream(c.run_dir / "stray-file") << "x";
+  // posix_spawn returns after the child's chdir and exec, so both cwds are settled here.
+  MicrovmDriver d(c, io.get_executor());
+  d.reap_leftovers();
+
+  int status = 0;
+  REQUIRE(::waitpid(ours, &status, 0) == ours);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  CHECK(::waitpid(foreign, &status, WNOHANG) == 0);  // still running
+  CHECK_FALSE(fs::exists(c.run_dir / "old_1"));
+  CHECK_FALSE(fs::exists(c.run_dir / "old_2"));
+  CHECK(fs::exists(c.run_dir / "stray-file"));
+  ::kill(foreign, SIGKILL);
+  ::waitpid(foreign, nullptr, 0);
+}
