@@ -1,0 +1,74 @@
+#include "vnc/damage.h"
+
+#include <X11/Xlib.h>
+#include <X11/extensions/Xdamage.h>
+
+#include "vnc/x11_detail.h"
+
+namespace cabin::vnc {
+
+struct DamageTracker::Impl {
+  detail::DisplayImpl* d = nullptr;
+  Damage damage = 0;
+  int event_base = 0;
+
+  ~Impl() {
+    if (damage != 0 && !d->lost) {
+      XDamageDestroy(d->dpy, damage);
+      XFlush(d->dpy);
+    }
+  }
+};
+
+Result<DamageTracker> DamageTracker::create(Display& display) {
+  auto impl = std::make_unique<Impl>();
+  impl->d = &display.impl();
+  detail::DisplayImpl& d = *impl->d;
+  if (auto a = d.check_alive(); !a) return a.error();
+  int error_base = 0;
+  if (!XDamageQueryExtension(d.dpy, &impl->event_base, &error_base)) {
+    return make_error(Errc::kUnavailable, "no_xdamage", "the X server lacks DAMAGE");
+  }
+  int major = 0, minor = 0;
+  XDamageQueryVersion(d.dpy, &major, &minor);
+  // NonEmpty: one event per clean->dirty transition, however much is drawn; take_damage()
+  // re-arms it by emptying the damage region.
+  impl->damage = XDamageCreate(d.dpy, d.root, XDamageReportNonEmpty);
+  if (auto s = d.sync("XDamageCreate"); !s) {
+    impl->damage = 0;
+    return s.error();
+  }
+  return DamageTracker(std::move(impl));
+}
+
+DamageTracker::DamageTracker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+DamageTracker::DamageTracker(DamageTracker&&) noexcept = default;
+DamageTracker& DamageTracker::operator=(DamageTracker&&) noexcept = default;
+DamageTracker::~DamageTracker() = default;
+
+int DamageTracker::fd() const { return ConnectionNumber(impl_->d->dpy); }
+
+bool DamageTracker::take_damage() {
+  detail::DisplayImpl& d = *impl_->d;
+  if (d.lost) return false;
+  bool damaged = false;
+  // XPending reads what the socket has without blocking (and flushes our requests).
+  while (XPending(d.dpy) > 0) {
+    XEvent ev;
+    XNextEvent(d.dpy, &ev);
+    if (ev.type == impl_->event_base + XDamageNotify) {
+      damaged = true;
+    } else if (ev.type == MappingNotify) {
+      XRefreshKeyboardMapping(&ev.xmapping);
+    }
+  }
+  if (damaged) {
+    // Empty the region so the next drawing raises a fresh notify. Whatever was drawn between the
+    // notify and now is covered by this "true": the caller captures after we return.
+    XDamageSubtract(d.dpy, impl_->damage, None, None);
+    XFlush(d.dpy);
+  }
+  return damaged;
+}
+
+}  // namespace cabin::vnc

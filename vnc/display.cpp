@@ -1,0 +1,126 @@
+#include "vnc/display.h"
+
+#include <X11/Xlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "vnc/x11_detail.h"
+
+namespace cabin::vnc {
+namespace detail {
+namespace {
+
+// Xlib's error handlers are process-wide: route each error to the DisplayImpl it belongs to.
+std::mutex g_registry_mu;
+std::vector<DisplayImpl*> g_registry;
+
+DisplayImpl* find_impl(::Display* dpy) {
+  std::lock_guard lock(g_registry_mu);
+  auto it = std::find_if(g_registry.begin(), g_registry.end(),
+                         [dpy](DisplayImpl* d) { return d->dpy == dpy; });
+  return it == g_registry.end() ? nullptr : *it;
+}
+
+int on_x_error(::Display* dpy, XErrorEvent* ev) {
+  // The default handler prints and exits; an X error is an ordinary failure here.
+  if (DisplayImpl* d = find_impl(dpy); d && d->error_code == 0) {
+    d->error_code = ev->error_code;
+    d->error_request = ev->request_code;
+  }
+  return 0;
+}
+
+int on_io_error(::Display*) { return 0; }  // reported through the exit handler below
+
+void on_io_error_exit(::Display*, void* user) {
+  // Returning (instead of exit(1)) leaves the connection unusable but the process alive.
+  static_cast<DisplayImpl*>(user)->lost = true;
+}
+
+void install_handlers_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    XSetErrorHandler(on_x_error);
+    XSetIOErrorHandler(on_io_error);
+  });
+}
+
+}  // namespace
+
+DisplayImpl::~DisplayImpl() {
+  if (dpy == nullptr) return;
+  XCloseDisplay(dpy);
+  std::lock_guard lock(g_registry_mu);
+  std::erase(g_registry, this);
+}
+
+Result<void> DisplayImpl::check_alive() const {
+  if (lost) return lost_error(name);
+  return {};
+}
+
+Result<void> DisplayImpl::sync(std::string_view what) {
+  if (lost) return lost_error(name);
+  XSync(dpy, False);
+  if (lost) return lost_error(name);
+  if (error_code != 0) {
+    char text[128] = {};
+    XGetErrorText(dpy, error_code, text, sizeof(text));
+    std::string msg = std::string(what) + ": X error " + text + " (request " +
+                      std::to_string(error_request) + ")";
+    clear_error();
+    return make_error(Errc::kInternal, "x_error", std::move(msg));
+  }
+  return {};
+}
+
+Error lost_error(const std::string& display_name) {
+  return make_error(Errc::kUnavailable, "display_lost",
+                    "connection to X display " + display_name + " was lost");
+}
+
+}  // namespace detail
+
+Result<Display> Display::open(std::string_view name) {
+  detail::install_handlers_once();
+  std::string n(name);
+  if (n.empty()) {
+    const char* env = std::getenv("DISPLAY");
+    if (env == nullptr || *env == '\0') {
+      return make_error(Errc::kInvalidArgument, "no_display", "no display name and no $DISPLAY");
+    }
+    n = env;
+  }
+  ::Display* dpy = XOpenDisplay(n.c_str());
+  if (dpy == nullptr) {
+    return make_error(Errc::kUnavailable, "display_unreachable", "cannot open X display " + n);
+  }
+  auto impl = std::make_unique<detail::DisplayImpl>();
+  impl->dpy = dpy;
+  impl->name = n;
+  impl->screen = DefaultScreen(dpy);
+  impl->root = RootWindow(dpy, impl->screen);
+  impl->size = {DisplayWidth(dpy, impl->screen), DisplayHeight(dpy, impl->screen)};
+  XSetIOErrorExitHandler(dpy, detail::on_io_error_exit, impl.get());
+  {
+    std::lock_guard lock(detail::g_registry_mu);
+    detail::g_registry.push_back(impl.get());
+  }
+  return Display(std::move(impl));
+}
+
+Display::Display(std::unique_ptr<detail::DisplayImpl> impl) : impl_(std::move(impl)) {}
+Display::Display(Display&&) noexcept = default;
+Display& Display::operator=(Display&&) noexcept = default;
+Display::~Display() = default;
+
+const std::string& Display::name() const { return impl_->name; }
+Size Display::size() const { return impl_->size; }
+int Display::fd() const { return ConnectionNumber(impl_->dpy); }
+bool Display::lost() const { return impl_->lost; }
+Result<void> Display::sync() { return impl_->sync("sync"); }
+
+}  // namespace cabin::vnc

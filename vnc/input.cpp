@@ -1,0 +1,452 @@
+#include "vnc/input.h"
+
+#include <X11/Xlib.h>
+#include <X11/extensions/XTest.h>
+#include <X11/keysym.h>
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "vnc/x11_detail.h"
+
+namespace cabin::vnc {
+namespace {
+
+struct KeyRef {
+  int keycode = 0;
+  bool shift = false;  // the keysym sits on the shifted level of its key
+};
+
+}  // namespace
+
+struct Input::Impl {
+  detail::DisplayImpl* d = nullptr;
+  InputOptions options;
+
+  // A copy of the server's core keyboard mapping, refreshed at the start of every key call so a
+  // layout change by anyone else (setxkbmap) is seen.
+  int min_kc = 0;
+  int max_kc = 0;
+  int per = 0;  // keysyms per keycode
+  std::vector<KeySym> map;
+  std::array<bool, 256> is_modifier{};
+
+  // Borrowed keycodes; sym == NoSymbol while a slot is free.
+  struct Spare {
+    int keycode = 0;
+    KeySym sym = NoSymbol;
+    uint64_t last_used = 0;
+  };
+  std::vector<Spare> spares;
+  uint64_t tick = 0;
+
+  // What key_down/button_down left down for the caller.
+  std::vector<std::pair<Keysym, int>> held_keys;
+  std::vector<unsigned> held_buttons;
+
+  // Presses made inside one call; restore() lets go of them in reverse and puts back what the
+  // call lifted, whichever way the call ends.
+  class Guard {
+   public:
+    explicit Guard(Impl& in) : in_(in) {}
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+    ~Guard() { restore(); }
+
+    void press(int kc) {
+      XTestFakeKeyEvent(in_.d->dpy, kc, True, CurrentTime);
+      down_.push_back(kc);
+    }
+    void release(int kc) {
+      XTestFakeKeyEvent(in_.d->dpy, kc, False, CurrentTime);
+      if (auto it = std::find(down_.rbegin(), down_.rend(), kc); it != down_.rend()) {
+        down_.erase(std::next(it).base());
+      }
+    }
+    const std::vector<int>& down() const { return down_; }
+
+    // Lifts every modifier key that is down and turns Caps Lock off, so text types exactly.
+    void lift_modifiers() {
+      char keys[32] = {};
+      XQueryKeymap(in_.d->dpy, keys);
+      for (int kc = 8; kc < 256; ++kc) {
+        if ((keys[kc / 8] & (1 << (kc % 8))) != 0 && in_.is_modifier[kc]) {
+          XTestFakeKeyEvent(in_.d->dpy, kc, False, CurrentTime);
+          lifted_.push_back(kc);
+        }
+      }
+      ::Window root = 0, child = 0;
+      int rx = 0, ry = 0, wx = 0, wy = 0;
+      unsigned mask = 0;
+      XQueryPointer(in_.d->dpy, in_.d->root, &root, &child, &rx, &ry, &wx, &wy, &mask);
+      if ((mask & LockMask) != 0) {
+        if (auto caps = in_.find(XK_Caps_Lock, false)) {
+          tap(caps->keycode);
+          caps_ = caps->keycode;
+        }
+      }
+    }
+
+    void restore() {
+      if (in_.d->lost) return;
+      for (auto it = down_.rbegin(); it != down_.rend(); ++it) {
+        XTestFakeKeyEvent(in_.d->dpy, *it, False, CurrentTime);
+      }
+      down_.clear();
+      if (caps_ != 0) tap(caps_);
+      caps_ = 0;
+      for (int kc : lifted_) XTestFakeKeyEvent(in_.d->dpy, kc, True, CurrentTime);
+      lifted_.clear();
+    }
+
+   private:
+    void tap(int kc) {
+      XTestFakeKeyEvent(in_.d->dpy, kc, True, CurrentTime);
+      XTestFakeKeyEvent(in_.d->dpy, kc, False, CurrentTime);
+    }
+
+    Impl& in_;
+    std::vector<int> down_;
+    std::vector<int> lifted_;
+    int caps_ = 0;
+  };
+
+  ~Impl() {
+    if (d->lost) return;
+    for (auto it = held_keys.rbegin(); it != held_keys.rend(); ++it) {
+      XTestFakeKeyEvent(d->dpy, it->second, False, CurrentTime);
+    }
+    for (unsigned b : held_buttons) XTestFakeButtonEvent(d->dpy, b, False, CurrentTime);
+    // Give borrowed keycodes back, so the layout is as we found it.
+    for (const Spare& s : spares) {
+      if (s.sym == NoSymbol) continue;
+      KeySym none[2] = {NoSymbol, NoSymbol};
+      XChangeKeyboardMapping(d->dpy, s.keycode, 2, none, 1);
+    }
+    d->sync("input teardown").ok();
+    drain_mapping_notify();
+  }
+
+  KeySym sym_at(int kc, int level) const {
+    return map[static_cast<size_t>(kc - min_kc) * per + level];
+  }
+
+  void drain_mapping_notify() {
+    // Our own mapping changes notify us too; nothing else would consume these.
+    XEvent ev;
+    while (XCheckTypedEvent(d->dpy, MappingNotify, &ev)) XRefreshKeyboardMapping(&ev.xmapping);
+  }
+
+  Result<void> refresh() {
+    if (auto a = d->check_alive(); !a) return a;
+    XDisplayKeycodes(d->dpy, &min_kc, &max_kc);
+    const int count = max_kc - min_kc + 1;
+    KeySym* syms = XGetKeyboardMapping(d->dpy, static_cast<KeyCode>(min_kc), count, &per);
+    if (syms == nullptr || per < 1) {
+      if (syms != nullptr) XFree(syms);
+      return make_error(Errc::kInternal, "keymap_failed", "XGetKeyboardMapping failed");
+    }
+    map.assign(syms, syms + static_cast<size_t>(count) * per);
+    XFree(syms);
+    is_modifier.fill(false);
+    if (XModifierKeymap* mm = XGetModifierMapping(d->dpy)) {
+      for (int i = 0; i < 8 * mm->max_keypermod; ++i) {
+        if (mm->modifiermap[i] != 0) is_modifier[mm->modifiermap[i]] = true;
+      }
+      XFreeModifiermap(mm);
+    }
+    // Forget slots someone else remapped, then top the pool up from unused keycodes, highest
+    // first (real keyboards rarely use the top of the range).
+    std::erase_if(spares, [this](const Spare& s) {
+      if (s.sym != NoSymbol) return sym_at(s.keycode, 0) != s.sym;
+      return !unused(s.keycode);
+    });
+    for (int kc = max_kc;
+         kc >= min_kc && static_cast<int>(spares.size()) < options.max_spare_keycodes; --kc) {
+      if (!unused(kc)) continue;
+      if (std::any_of(spares.begin(), spares.end(),
+                      [kc](const Spare& s) { return s.keycode == kc; })) {
+        continue;
+      }
+      spares.push_back({kc, NoSymbol, 0});
+    }
+    return {};
+  }
+
+  bool unused(int kc) const {
+    if (is_modifier[kc]) return false;
+    for (int l = 0; l < per; ++l) {
+      if (sym_at(kc, l) != NoSymbol) return false;
+    }
+    return true;
+  }
+
+  // The key carrying `sym` in the current layout: unshifted level first, then shifted (never
+  // for modifiers, whose shifted entries are XKB artefacts).
+  std::optional<KeyRef> find(KeySym sym, bool allow_shift = true) const {
+    for (int level = 0; level < std::min(per, allow_shift ? 2 : 1); ++level) {
+      for (int kc = min_kc; kc <= max_kc; ++kc) {
+        if (sym_at(kc, level) == sym) return KeyRef{kc, level == 1};
+      }
+    }
+    return std::nullopt;
+  }
+
+  // A key for `sym`, borrowing a spare keycode when the layout has none. `pinned` keycodes are
+  // down right now and must not be remapped.
+  Result<KeyRef> ensure(KeySym sym, const std::vector<int>& pinned) {
+    if (auto ref = find(sym, !is_modifier_keysym(static_cast<Keysym>(sym)))) {
+      for (Spare& s : spares) {
+        if (s.keycode == ref->keycode) s.last_used = ++tick;
+      }
+      return *ref;
+    }
+    auto is_pinned = [&](int kc) {
+      return std::find(pinned.begin(), pinned.end(), kc) != pinned.end() ||
+             std::any_of(held_keys.begin(), held_keys.end(),
+                         [kc](const auto& h) { return h.second == kc; });
+    };
+    Spare* slot = nullptr;
+    for (Spare& s : spares) {
+      if (is_pinned(s.keycode)) continue;
+      if (slot == nullptr || (s.sym == NoSymbol && slot->sym != NoSymbol) ||
+          ((s.sym == NoSymbol) == (slot->sym == NoSymbol) && s.last_used < slot->last_used)) {
+        slot = &s;
+      }
+    }
+    if (slot == nullptr) {
+      return make_error(Errc::kUnavailable, "no_spare_keycode",
+                        "the keyboard layout lacks this character and no keycode is free");
+    }
+    // Both levels carry the symbol, so Shift state cannot change what it types.
+    KeySym pair[2] = {sym, sym};
+    XChangeKeyboardMapping(d->dpy, slot->keycode, 2, pair, 1);
+    // Synced so the server has the new mapping before any key event that relies on it.
+    if (auto s = d->sync("XChangeKeyboardMapping"); !s) return s.error();
+    for (int l = 0; l < per; ++l) {
+      map[static_cast<size_t>(slot->keycode - min_kc) * per + l] = l < 2 ? sym : NoSymbol;
+    }
+    slot->sym = sym;
+    slot->last_used = ++tick;
+    drain_mapping_notify();
+    return KeyRef{slot->keycode, false};
+  }
+
+  Result<void> type_one(Guard& g, char32_t cp) {
+    const Keysym ks = keysym_for_char(cp);
+    auto ref = ensure(ks, g.down());
+    if (!ref) return ref.error();
+    int shift_kc = 0;
+    if (ref->shift) {
+      auto shift = find(XK_Shift_L, false);
+      if (!shift) shift = find(XK_Shift_R, false);
+      if (!shift) return make_error(Errc::kUnavailable, "no_shift_key", "layout has no Shift key");
+      shift_kc = shift->keycode;
+      g.press(shift_kc);
+    }
+    g.press(ref->keycode);
+    g.release(ref->keycode);
+    if (shift_kc != 0) g.release(shift_kc);
+    return {};
+  }
+
+  // Runs `body` with a Guard, restores, syncs; the first error wins.
+  template <typename F>
+  Result<void> with_guard(const char* what, F&& body) {
+    if (auto a = d->check_alive(); !a) return a;
+    Result<void> r;
+    {
+      Guard g(*this);
+      r = body(g);
+      g.restore();
+    }
+    auto s = d->sync(what);
+    if (!r) return r;
+    return s;
+  }
+};
+
+Result<Input> Input::create(Display& display, InputOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->d = &display.impl();
+  impl->options = options;
+  detail::DisplayImpl& d = *impl->d;
+  if (auto a = d.check_alive(); !a) return a.error();
+  int event_base = 0, error_base = 0, major = 0, minor = 0;
+  if (!XTestQueryExtension(d.dpy, &event_base, &error_base, &major, &minor)) {
+    return make_error(Errc::kUnavailable, "no_xtest", "the X server lacks XTEST");
+  }
+  // Our fake events must not be held back while another client holds a server grab.
+  XTestGrabControl(d.dpy, True);
+  if (auto r = impl->refresh(); !r) return r.error();
+  return Input(std::move(impl));
+}
+
+Input::Input(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Input::Input(Input&&) noexcept = default;
+Input& Input::operator=(Input&&) noexcept = default;
+Input::~Input() = default;
+
+Result<void> Input::move(Point p) {
+  detail::DisplayImpl& d = *impl_->d;
+  if (auto a = d.check_alive(); !a) return a;
+  if (p.x < 0 || p.y < 0 || p.x >= d.size.width || p.y >= d.size.height) {
+    return make_error(Errc::kInvalidArgument, "bad_point", "point lies outside the screen");
+  }
+  XTestFakeMotionEvent(d.dpy, d.screen, p.x, p.y, CurrentTime);
+  return d.sync("pointer move");
+}
+
+Result<void> Input::button_down(Button b) {
+  detail::DisplayImpl& d = *impl_->d;
+  if (auto a = d.check_alive(); !a) return a;
+  XTestFakeButtonEvent(d.dpy, static_cast<unsigned>(b), True, CurrentTime);
+  impl_->held_buttons.push_back(static_cast<unsigned>(b));
+  return d.sync("button down");
+}
+
+Result<void> Input::button_up(Button b) {
+  detail::DisplayImpl& d = *impl_->d;
+  if (auto a = d.check_alive(); !a) return a;
+  XTestFakeButtonEvent(d.dpy, static_cast<unsigned>(b), False, CurrentTime);
+  auto& held = impl_->held_buttons;
+  if (auto it = std::find(held.begin(), held.end(), static_cast<unsigned>(b)); it != held.end()) {
+    held.erase(it);
+  }
+  return d.sync("button up");
+}
+
+Result<void> Input::click(Button b, int count) {
+  detail::DisplayImpl& d = *impl_->d;
+  if (auto a = d.check_alive(); !a) return a;
+  if (count < 1 || count > 3) {
+    return make_error(Errc::kInvalidArgument, "bad_click_count", "click count must be 1..3");
+  }
+  for (int i = 0; i < count; ++i) {
+    XTestFakeButtonEvent(d.dpy, static_cast<unsigned>(b), True, CurrentTime);
+    XTestFakeButtonEvent(d.dpy, static_cast<unsigned>(b), False, CurrentTime);
+  }
+  return d.sync("click");
+}
+
+Result<void> Input::scroll(ScrollDirection direction, int notches) {
+  detail::DisplayImpl& d = *impl_->d;
+  if (auto a = d.check_alive(); !a) return a;
+  if (notches < 0 || notches > 100) {
+    return make_error(Errc::kInvalidArgument, "bad_scroll", "scroll notches must be 0..100");
+  }
+  const unsigned button = 4 + static_cast<unsigned>(direction);
+  for (int i = 0; i < notches; ++i) {
+    XTestFakeButtonEvent(d.dpy, button, True, CurrentTime);
+    XTestFakeButtonEvent(d.dpy, button, False, CurrentTime);
+  }
+  return d.sync("scroll");
+}
+
+Result<void> Input::key_down(Keysym keysym) {
+  if (auto r = impl_->refresh(); !r) return r;
+  std::vector<int> none;
+  auto ref = impl_->ensure(keysym, none);
+  if (!ref) return ref.error();
+  XTestFakeKeyEvent(impl_->d->dpy, ref->keycode, True, CurrentTime);
+  impl_->held_keys.emplace_back(keysym, ref->keycode);
+  return impl_->d->sync("key down");
+}
+
+Result<void> Input::key_up(Keysym keysym) {
+  if (auto r = impl_->refresh(); !r) return r;
+  auto& held = impl_->held_keys;
+  int kc = 0;
+  if (auto it = std::find_if(held.rbegin(), held.rend(),
+                             [keysym](const auto& h) { return h.first == keysym; });
+      it != held.rend()) {
+    kc = it->second;
+    held.erase(std::next(it).base());
+  } else if (auto ref = impl_->find(keysym)) {
+    kc = ref->keycode;  // down from elsewhere (another client, an earlier Input): let it go
+  } else {
+    return {};
+  }
+  XTestFakeKeyEvent(impl_->d->dpy, kc, False, CurrentTime);
+  return impl_->d->sync("key up");
+}
+
+Result<void> Input::press(const KeyChord& chord) {
+  if (chord.keys.empty()) return make_error(Errc::kInvalidArgument, "bad_key", "empty chord");
+  if (auto r = impl_->refresh(); !r) return r;
+  // Resolve every key before pressing any, so an unknown key presses nothing.
+  std::vector<int> order;
+  const bool has_shift = std::any_of(chord.keys.begin(), chord.keys.end(),
+                                     [](Keysym k) { return k == XK_Shift_L || k == XK_Shift_R; });
+  for (Keysym ks : chord.keys) {
+    if (ks == 0) return make_error(Errc::kInvalidArgument, "bad_key", "empty keysym in chord");
+    auto ref = impl_->ensure(ks, order);
+    if (!ref) return ref.error();
+    if (ref->shift && !has_shift && !is_modifier_keysym(ks)) {
+      auto shift = impl_->find(XK_Shift_L, false);
+      if (shift && std::find(order.begin(), order.end(), shift->keycode) == order.end()) {
+        order.push_back(shift->keycode);
+      }
+    }
+    order.push_back(ref->keycode);
+  }
+  return impl_->with_guard("key chord", [&](Impl::Guard& g) -> Result<void> {
+    for (int kc : order) g.press(kc);
+    for (auto it = order.rbegin(); it != order.rend(); ++it) g.release(*it);
+    return {};
+  });
+}
+
+Result<void> Input::type_char(char32_t cp) {
+  if (keysym_for_char(cp) == 0) {
+    return make_error(Errc::kInvalidArgument, "bad_text", "character cannot be typed");
+  }
+  if (auto r = impl_->refresh(); !r) return r;
+  return impl_->with_guard("type", [&](Impl::Guard& g) -> Result<void> {
+    g.lift_modifiers();
+    return impl_->type_one(g, cp);
+  });
+}
+
+Result<void> Input::type_text(std::string_view utf8, std::chrono::microseconds per_key_delay) {
+  auto text = decode_utf8(utf8);
+  if (!text) return text.error();
+  for (char32_t cp : *text) {
+    if (keysym_for_char(cp) == 0) {
+      return make_error(Errc::kInvalidArgument, "bad_text",
+                        "text holds a control character that cannot be typed");
+    }
+  }
+  if (text->empty()) return {};
+  if (auto r = impl_->refresh(); !r) return r;
+  return impl_->with_guard("type", [&](Impl::Guard& g) -> Result<void> {
+    g.lift_modifiers();
+    const std::u32string& t = *text;
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (t[i] == U'\r' && i + 1 < t.size() && t[i + 1] == U'\n') continue;  // "\r\n": one Return
+      if (auto r = impl_->type_one(g, t[i]); !r) return r;
+      if (per_key_delay.count() > 0 && i + 1 < t.size()) {
+        XFlush(impl_->d->dpy);
+        std::this_thread::sleep_for(per_key_delay);
+      }
+    }
+    return {};
+  });
+}
+
+Result<void> Input::release_all() {
+  detail::DisplayImpl& d = *impl_->d;
+  if (auto a = d.check_alive(); !a) return a;
+  for (auto it = impl_->held_keys.rbegin(); it != impl_->held_keys.rend(); ++it) {
+    XTestFakeKeyEvent(d.dpy, it->second, False, CurrentTime);
+  }
+  impl_->held_keys.clear();
+  for (unsigned b : impl_->held_buttons) XTestFakeButtonEvent(d.dpy, b, False, CurrentTime);
+  impl_->held_buttons.clear();
+  return d.sync("release all");
+}
+
+}  // namespace cabin::vnc
