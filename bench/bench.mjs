@@ -1,6 +1,7 @@
 // Cabin benchmarks, side by side with the floor (Xvfb + Chromium started directly on the host) in
 // one run: create-to-CDP-ready, CDP round-trip latency through the bridge, and large-message
-// throughput (screenshots). Prints a table and writes bench/results/latest.json.
+// throughput (screenshots); on request (--only microvm or --microvm) the microvm driver against
+// the same guest booted by hand (microvm.mjs). Prints a table and writes bench/results/latest.json.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,6 +10,8 @@ import { parseArgs } from 'node:util';
 
 import { BIN_DIR, Cdp, api, startCabind, waitFor } from '../tests/integration/helpers.mjs';
 import { chromiumVersion, startHostBrowser } from './host_chromium.mjs';
+import { benchMicrovm, microvmRows } from './microvm.mjs';
+import { summary } from './stats.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const WIDTH = 1280;
@@ -23,11 +26,15 @@ const { values: opt } = parseArgs({
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
     only: { type: 'string', default: 'create,latency,screenshot' },
+    microvm: { type: 'boolean', default: false },
+    'vm-n': { type: 'string', default: '5' },
+    'vm-warmup': { type: 'string', default: '0' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (opt.help) {
-  console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N] [--only create,latency,screenshot]
+  console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
+                 [--only create,latency,screenshot,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
   process.exit(0);
 }
@@ -36,27 +43,10 @@ const RTT = Number(opt.rtt ?? (opt.quick ? 1000 : 5000));
 const RTT_WARMUP = opt.quick ? 100 : 200;
 const SHOTS = Number(opt.shots ?? (opt.quick ? 10 : 50));
 const only = new Set(opt.only.split(','));
-
-// ---------------------------------------------------------------------------------------------
-// statistics
-
-function percentile(values, p) {
-  if (!values.length) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
-}
-
-function summary(values) {
-  return {
-    n: values.length,
-    p50: percentile(values, 50),
-    p95: percentile(values, 95),
-    p99: percentile(values, 99),
-    min: Math.min(...values),
-    max: Math.max(...values),
-  };
-}
+// The microVM part takes minutes (TCG boots), so it runs only when asked for.
+if (opt.microvm) only.add('microvm');
+const VM_N = Number(opt['vm-n']);
+const VM_WARMUP = Number(opt['vm-warmup']);
 
 const log = (...a) => console.error('[bench]', ...a);
 
@@ -77,7 +67,8 @@ async function getCabind() {
     };
   }
   log(`starting ${path.join(BIN_DIR, 'cabind')}`);
-  return startCabind({ args: ['--log-level', 'warn'] });
+  // The microvm part reads the guest console and the driver's markers from cabind's info log.
+  return startCabind({ args: ['--log-level', only.has('microvm') ? 'info' : 'warn'] });
 }
 
 async function createSession(cabin, spec) {
@@ -382,6 +373,7 @@ function table(results) {
     rows.push(['3 MB string via Runtime.evaluate (MB/s)', fmt(r.cabin.mb_per_s), fmt(r.direct.mb_per_s),
                `${fmt(r.ratio, 2)}x`, '', '']);
   }
+  if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   return rows
     .map((r) => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i])))
@@ -406,6 +398,7 @@ async function main() {
     rtt: RTT,
     shots: SHOTS,
   };
+  if (only.has('microvm')) Object.assign(env, { vm_n: VM_N, vm_warmup: VM_WARMUP });
   let failure;
   try {
     const info = await cabin.api('GET', '/v1/info');
@@ -426,16 +419,27 @@ async function main() {
         await pair.close();
       }
     }
+    if (only.has('microvm')) {
+      results.microvm = await benchMicrovm(cabin, {
+        n: VM_N, warmup: VM_WARMUP, width: WIDTH, height: HEIGHT, log,
+      });
+    }
   } catch (err) {
     failure = err;
     if (cabin.logTail) log(`cabind log:\n${cabin.logTail(30)}`);
   } finally {
     await cabin.stop();
+    // The microvm driver's run dir sits next to cabind's.
+    if (!cabin.external && cabin.runDir) fs.rmSync(`${cabin.runDir}-vm`, { recursive: true, force: true });
   }
   if (failure) throw failure;
 
   console.log(`cabin ${env.cabin_version} (${env.driver} driver) vs Xvfb + ${env.chromium} on the host; ` +
               `${env.cpus} CPUs, kernel ${env.kernel}${opt.quick ? ', --quick' : ''}`);
+  if (results.microvm) {
+    console.log(`microvm driver: ${results.microvm.accelerator}; in the microvm rows floor/direct is ` +
+                'the same image booted by hand (minimal QEMU command line, ready through the agent)');
+  }
   console.log(table(results));
   fs.mkdirSync(path.dirname(opt.out), { recursive: true });
   fs.writeFileSync(opt.out, JSON.stringify({ env, results }, null, 2) + '\n');
