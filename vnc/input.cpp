@@ -300,6 +300,17 @@ Result<void> Input::move(Point p) {
   return d.sync("pointer move");
 }
 
+Result<Point> Input::pointer() {
+  detail::DisplayImpl& d = *impl_->d;
+  if (auto a = d.check_alive(); !a) return a.error();
+  ::Window root = 0, child = 0;
+  int rx = 0, ry = 0, wx = 0, wy = 0;
+  unsigned mask = 0;
+  XQueryPointer(d.dpy, d.root, &root, &child, &rx, &ry, &wx, &wy, &mask);
+  if (auto a = d.check_alive(); !a) return a.error();
+  return Point{rx, ry};
+}
+
 Result<void> Input::button_down(Button b) {
   detail::DisplayImpl& d = *impl_->d;
   if (auto a = d.check_alive(); !a) return a;

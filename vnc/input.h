@@ -41,6 +41,8 @@ class Input {
 
   // Absolute pointer position in screen pixels; must lie on the screen.
   Result<void> move(Point p);
+  // Where the pointer is now (XQueryPointer on the root window), in screen pixels.
+  Result<Point> pointer();
   Result<void> button_down(Button b);
   Result<void> button_up(Button b);
   // `count` presses in a row (2 = double click), at the current position. 1..3.

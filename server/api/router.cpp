@@ -125,6 +125,8 @@ Result<Route> route(std::string_view method, std::string_view target) {
   }
   std::string_view sub = seg[3];
   if (n == 4 && sub == "exec") return want("POST", RouteId::kExec, Auth::kApiKey);
+  if (n == 4 && sub == "computer") return want("POST", RouteId::kComputer, Auth::kApiKey);
+  if (n == 4 && sub == "screenshot") return want("GET", RouteId::kScreenshot, Auth::kApiKey);
   if (n == 4 && sub == "cdp") return want("GET", RouteId::kCdpBrowser, Auth::kCdpToken);
   if (sub == "json") {
     if (n == 4 || (n == 5 && seg[4] == "list")) {

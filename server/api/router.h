@@ -17,6 +17,8 @@ enum class RouteId {
   kGetSession,
   kDeleteSession,
   kExec,
+  kComputer,       // POST: one action or a batch, any vocabulary
+  kScreenshot,     // GET: image bytes
   kCdpBrowser,     // WebSocket: the browser target
   kCdpPage,        // WebSocket: /devtools/page/{target}
   kJsonVersion,

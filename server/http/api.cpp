@@ -164,6 +164,10 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
     }
     case RouteId::kExec:
       co_return co_await exec(route, req);
+    case RouteId::kComputer:
+      co_return co_await computer(route, req);
+    case RouteId::kScreenshot:
+      co_return co_await screenshot(route);
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
       co_return co_await discovery(route, req);

@@ -46,6 +46,8 @@ class Api {
 
   net::awaitable<Response> create(const Request& req);
   net::awaitable<Response> exec(const api::Route& route, const Request& req);
+  net::awaitable<Response> computer(const api::Route& route, const Request& req);
+  net::awaitable<Response> screenshot(const api::Route& route);
   net::awaitable<Response> discovery(const api::Route& route, const Request& req);
   Response info() const;
 

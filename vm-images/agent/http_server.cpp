@@ -18,6 +18,8 @@
 
 #include "common/crypto.h"
 #include "common/log.h"
+#include "vm-images/agent/computer.h"
+#include "vm-images/agent/desktop.h"
 #include "vm-images/agent/tunnel.h"
 
 namespace cabin::agent {
@@ -60,6 +62,7 @@ Response error_response(const Error& e) {
 struct HttpServer::Conn {
   HttpServerOptions opts;
   AgentState* state;
+  std::unique_ptr<Desktop> desktop;
   size_t connections = 0;
   size_t execs = 0;
 };
@@ -71,6 +74,47 @@ struct Counted {
   ~Counted() { --n; }
   size_t& n;
 };
+
+std::optional<Response> require_method(const Request& req, http::verb verb) {
+  if (req.method() == verb) return std::nullopt;
+  const std::string name(http::to_string(verb));
+  auto res = error_response(http::status::method_not_allowed, "method_not_allowed", "use " + name);
+  res.set(http::field::allow, name);
+  return res;
+}
+
+Response screenshot_route(HttpServer::Conn& sh, const Request& req, std::string_view query) {
+  if (auto wrong = require_method(req, http::verb::get)) return std::move(*wrong);
+  auto spec = parse_screenshot_query(query);
+  if (!spec) return error_response(spec.error());
+  auto img = sh.desktop->screenshot(*spec);
+  if (!img) return error_response(img.error());
+  Response res{http::status::ok, 11};
+  res.set(http::field::server, "cabin-agent");
+  res.set(http::field::content_type, img->media_type);
+  res.set(http::field::cache_control, "no-store");
+  res.set("X-Image-Width", std::to_string(img->width));
+  res.set("X-Image-Height", std::to_string(img->height));
+  res.body() = std::move(img->bytes);
+  res.prepare_payload();
+  return res;
+}
+
+net::awaitable<Response> computer_route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
+  if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
+  Desktop& desk = *sh->desktop;
+  if (auto r = desk.open(); !r) co_return error_response(r.error());
+  const vnc::Size screen = desk.screen_size();
+  auto batch = computer::parse_superset_batch(req.body(), {screen.width, screen.height});
+  if (!batch) co_return error_response(batch.error());
+  // One batch at a time: a second request waits here until the first has finished.
+  Gate::Lock lock = co_await desk.gate().acquire();
+  ComputerOutcome outcome = co_await run_computer(desk, *batch);
+  lock.reset();
+  co_return json_response(
+      outcome.failure ? http::status::unprocessable_entity : http::status::ok,
+      to_json(outcome).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
 
 net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
   auto [path, query] = split_target(req.target());
@@ -104,6 +148,8 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
                            agent_protocol::to_json(*result).dump(
                                -1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
+  if (path == "/agent/v1/screenshot") co_return screenshot_route(*sh, req, query);
+  if (path == "/agent/v1/computer") co_return co_await computer_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
 
@@ -224,7 +270,9 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
 HttpServer::HttpServer(net::any_io_executor ex, HttpServerOptions opts, AgentState& state)
     : ex_(ex),
       opts_(std::move(opts)),
-      shared_(std::make_shared<Conn>(Conn{opts_, &state})),
+      shared_(std::make_shared<Conn>(Conn{
+          opts_, &state,
+          std::make_unique<Desktop>(ex, [st = &state] { return st->snapshot().display; })})),
       acceptor_(ex) {}
 
 HttpServer::~HttpServer() { stop(); }

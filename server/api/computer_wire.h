@@ -1,0 +1,37 @@
+// Computer-use on cabind's side of the wire: screenshot queries checked before they reach the
+// agent, and the agent's (hostile) answers to a batch checked and mapped back to the client's
+// coordinate space.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/computer_actions.h"
+#include "common/result.h"
+
+namespace cabin::api {
+
+// Images the agent may return, decoded size; base64 in JSON is 4/3 of it.
+inline constexpr int64_t kMaxImageDim = computer::kMaxScreenDim;
+
+// GET /v1/sessions/{id}/screenshot query → the agent's query. Accepts format=png|jpeg,
+// quality=1..100, scale=(0,1] or width+height, region x+y+w+h inside the screen, cursor=0|1.
+Result<std::string> screenshot_agent_query(const std::map<std::string, std::string>& query,
+                                           computer::ScreenSize screen);
+
+// The agent's answer to POST /agent/v1/computer (status 200 or 422) for a batch of
+// `actions` actions. Keeps only documented fields, checks types and bounds, and turns
+// cursor positions into the client's model space. Returns the body for the client.
+Result<nlohmann::json> check_computer_answer(std::string_view body, size_t actions,
+                                             computer::ScreenSize screen,
+                                             std::optional<computer::Size> model);
+
+// An upper bound on how long the agent may take for `batch`: its waits, holds and paced typing
+// plus a fixed allowance.
+int64_t computer_budget_ms(const computer::Batch& batch);
+
+}  // namespace cabin::api

@@ -1,0 +1,66 @@
+// The computer-use endpoints of Api: screenshots and action batches, relayed to cabin-agent.
+#include <boost/beast/http/string_body.hpp>
+
+#include "common/computer_actions.h"
+#include "server/api/computer_wire.h"
+#include "server/http/api.h"
+
+namespace cabin::http_api {
+namespace {
+
+Error session_gone() {
+  return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
+}
+
+computer::ScreenSize screen_of(const sessions::Session& s) {
+  return {s.record().width, s.record().height};
+}
+
+}  // namespace
+
+net::awaitable<Response> Api::computer(const api::Route& route, const Request& req) {
+  auto s = sessions_.find(route.session_id);
+  if (!s) co_return error_response(session_gone());
+  const auto screen = screen_of(*s);
+  auto batch = computer::parse_request(req.body(), computer::Limits{}, screen);
+  if (!batch) co_return error_response(batch.error());
+  auto res = co_await s->agent().request(http::verb::post, "/agent/v1/computer",
+                                         computer::to_json(*batch).dump(),
+                                         std::chrono::milliseconds(api::computer_budget_ms(*batch)));
+  if (!res) co_return error_response(res.error());
+  auto status = res->result();
+  if (status != http::status::ok && status != http::status::unprocessable_entity) {
+    co_return error_response(http::status::bad_gateway, "agent_error",
+                             "agent answered " + std::to_string(res->result_int()));
+  }
+  auto body = api::check_computer_answer(res->body(), batch->actions.size(), screen,
+                                         batch->model_size);
+  if (!body) co_return error_response(body.error());
+  co_return json_response(status, *body);
+}
+
+net::awaitable<Response> Api::screenshot(const api::Route& route) {
+  auto s = sessions_.find(route.session_id);
+  if (!s) co_return error_response(session_gone());
+  auto query = api::screenshot_agent_query(route.query, screen_of(*s));
+  if (!query) co_return error_response(query.error());
+  auto res = co_await s->agent().request(http::verb::get, "/agent/v1/screenshot?" + *query, "",
+                                         std::chrono::seconds(30));
+  if (!res) co_return error_response(res.error());
+  auto type = res->find(http::field::content_type);
+  bool image = type != res->end() &&
+               (type->value() == "image/png" || type->value() == "image/jpeg");
+  if (res->result() != http::status::ok || !image) {
+    co_return error_response(http::status::bad_gateway, "agent_error",
+                             "agent answered " + std::to_string(res->result_int()) +
+                                 " without an image");
+  }
+  Response out{http::status::ok, 11};
+  out.set(http::field::content_type, type->value());
+  out.set(http::field::cache_control, "no-store");
+  out.body() = std::move(res->body());
+  out.prepare_payload();
+  co_return out;
+}
+
+}  // namespace cabin::http_api

@@ -1,0 +1,176 @@
+// Computer use against a real session: actions in Anthropic's, OpenAI's and Cabin's own
+// vocabularies land exactly where and as the page sees them; screenshots show the page.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+
+import { chromium } from 'playwright-core';
+
+import { pngSize, useCabind, waitFor } from './helpers.mjs';
+
+const ctx = useCabind();
+const W = 1280;
+const H = 800;
+
+// A page that records every pointer, key, wheel and input event with screen coordinates.
+const PAGE = `<!doctype html><title>recorder</title>
+<style>body{margin:0} #box{position:absolute;left:100px;top:100px;width:200px;height:100px;
+background:rgb(255,0,0)} textarea{position:absolute;left:400px;top:100px;width:400px;height:200px}
+</style><div id=box></div><textarea id=t></textarea><div style="height:5000px"></div>
+<script>
+window.log = [];
+const rec = (e) => window.log.push({type: e.type, x: e.screenX, y: e.screenY, button: e.button,
+  key: e.key, detail: e.detail, ctrl: e.ctrlKey, shift: e.shiftKey, dy: e.deltaY});
+for (const t of ['mousedown','mouseup','click','dblclick','contextmenu','auxclick','keydown',
+                 'keyup','wheel']) addEventListener(t, rec, true);
+addEventListener('contextmenu', (e) => e.preventDefault());
+</script>`;
+
+describe('computer use', () => {
+  let s, browser, page;
+  const act = (body) => ctx.server.api('POST', `/v1/sessions/${s.id}/computer`, body);
+  const log = async () => page.evaluate(() => window.log.splice(0));
+  // Input reaches the page asynchronously after the API answers: collect events until `done`
+  // holds for them (or the deadline passes), then hand them over.
+  const events = async (done, what) => {
+    const seen = [];
+    await waitFor(async () => {
+      seen.push(...(await log()));
+      return done(seen);
+    }, { what, timeoutMs: 5000 });
+    return seen;
+  };
+  before(async () => {
+    s = await ctx.server.createSession({ resolution: { width: W, height: H } });
+    browser = await chromium.connectOverCDP(s.cdp_url);
+    page = browser.contexts()[0].pages()[0];
+    await page.setContent(PAGE);
+    await page.bringToFront();
+  });
+  after(async () => {
+    await browser?.close();
+    if (s) await ctx.server.api('DELETE', `/v1/sessions/${s.id}`);
+  });
+
+  // Screen coordinates of a point in the page (the browser's own toolbar is above it).
+  async function screenPoint(cx, cy) {
+    const o = await page.evaluate(() => ({
+      x: window.screenX + (window.outerWidth - window.innerWidth),
+      y: window.screenY + (window.outerHeight - window.innerHeight),
+    }));
+    return [o.x + cx, o.y + cy];
+  }
+
+  test('Anthropic clicks land on the exact pixel, with held modifiers', async () => {
+    const [x, y] = await screenPoint(150, 130);
+    let r = await act({ action: 'left_click', coordinate: [x, y] });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json.results, [{ op: 'click' }]);
+    const ev = (await events((l) => l.some((e) => e.type === 'click'), 'click'))
+      .filter((e) => e.type === 'click');
+    assert.equal(ev.length, 1);
+    assert.deepEqual([ev[0].x, ev[0].y, ev[0].button], [x, y, 0]);
+
+    r = await act({ action: 'left_click', coordinate: [x + 3, y + 4], text: 'shift' });
+    assert.equal(r.status, 200, r.text);
+    const shifted = (await events((l) => l.some((e) => e.type === 'click'), 'shift-click'))
+      .find((e) => e.type === 'click');
+    assert.deepEqual([shifted.x, shifted.y, shifted.shift], [x + 3, y + 4, true]);
+
+    r = await act({ actions: [
+      { action: 'right_click', coordinate: [x, y] },
+      { action: 'middle_click', coordinate: [x, y] },
+    ] });
+    assert.equal(r.status, 200, r.text);
+    const want = ['contextmenu:2', 'auxclick:1'];
+    const types = (await events(
+      (l) => want.every((w) => l.some((e) => `${e.type}:${e.button}` === w)), 'clicks'))
+      .map((e) => `${e.type}:${e.button}`);
+    assert.ok(types.includes('contextmenu:2'), types.join(' '));
+    assert.ok(types.includes('auxclick:1'), types.join(' '));
+  });
+
+  test('typing is exact for mixed scripts, and chords reach the page', async () => {
+    const [x, y] = await screenPoint(600, 200);
+    const text = 'Hello, Grüße ß 日本語 🙂 ok';
+    let r = await act({ actions: [
+      { action: 'left_click', coordinate: [x, y] },
+      { action: 'type', text },
+    ] });
+    assert.equal(r.status, 200, r.text);
+    await waitFor(async () => (await page.inputValue('#t')) === text, { what: 'typed text' });
+    r = await act({ actions: [{ action: 'key', text: 'ctrl+a' }, { action: 'type', text: 'x' }] });
+    assert.equal(r.status, 200, r.text);
+    await waitFor(async () => (await page.inputValue('#t')) === 'x', { what: 'ctrl+a replaced' });
+    r = await act({ type: 'keypress', keys: ['CTRL', 'A'] });
+    assert.equal(r.status, 200, r.text);
+    await events((l) => l.some((e) => e.type === 'keydown' && e.key === 'a' && e.ctrl), 'ctrl+a');
+    // Nothing stays held: a plain click afterwards carries no modifier.
+    const [px, py] = await screenPoint(150, 130);
+    await act({ action: 'left_click', coordinate: [px, py] });
+    const plain = (await events((l) => l.some((e) => e.type === 'click'), 'plain click'))
+      .find((e) => e.type === 'click');
+    assert.deepEqual([plain.ctrl, plain.shift], [false, false]);
+  });
+
+  test('OpenAI actions in a declared model space are scaled exactly', async () => {
+    const [sx, sy] = await screenPoint(150, 130);
+    // Model space 640x400 is half the screen: model pixel m covers screen pixels 2m and 2m+1,
+    // and lands on floor((m + 0.5) * 2) = 2m + 1, its centre (docs/computer-use.md).
+    const mx = Math.floor(sx / 2);
+    const my = Math.floor(sy / 2);
+    const r = await act({ actions: [{ type: 'click', x: mx, y: my, button: 'left' }],
+                          display: { width: 640, height: 400 } });
+    assert.equal(r.status, 200, r.text);
+    const ev = (await events((l) => l.some((e) => e.type === 'click'), 'scaled click'))
+      .find((e) => e.type === 'click');
+    assert.deepEqual([ev.x, ev.y], [2 * mx + 1, 2 * my + 1]);
+    const pos = await act({ actions: [{ action: 'cursor_position' }],
+                            display: { width: 640, height: 400 } });
+    assert.deepEqual(pos.json.results[0], { op: 'cursor_position', x: mx, y: my });
+  });
+
+  test('screenshots decode at the asked size and show the page', async () => {
+    const png = await fetch(`${ctx.server.base}/v1/sessions/${s.id}/screenshot`, {
+      headers: { authorization: `Bearer ${ctx.server.key}` },
+    });
+    assert.equal(png.status, 200);
+    assert.equal(png.headers.get('content-type'), 'image/png');
+    assert.deepEqual(pngSize(Buffer.from(await png.arrayBuffer())), { width: W, height: H });
+    const half = await fetch(`${ctx.server.base}/v1/sessions/${s.id}/screenshot?scale=0.5`, {
+      headers: { authorization: `Bearer ${ctx.server.key}` },
+    });
+    assert.deepEqual(pngSize(Buffer.from(await half.arrayBuffer())), { width: 640, height: 400 });
+    const jpeg = await fetch(
+      `${ctx.server.base}/v1/sessions/${s.id}/screenshot?format=jpeg&quality=50`,
+      { headers: { authorization: `Bearer ${ctx.server.key}` } });
+    assert.equal(jpeg.headers.get('content-type'), 'image/jpeg');
+    const bytes = Buffer.from(await jpeg.arrayBuffer());
+    assert.deepEqual([...bytes.subarray(0, 2)], [0xff, 0xd8]);
+    // The red box, as a region: a zoom returns it at full resolution.
+    const [bx, by] = await screenPoint(110, 110);
+    const z = await act({ action: 'zoom', region: [bx, by, bx + 20, by + 20] });
+    assert.equal(z.status, 200, z.text);
+    const img = z.json.results[0];
+    assert.equal(img.media_type, 'image/png');
+    assert.deepEqual([img.width, img.height], [20, 20]);
+  });
+
+  test('bad input is refused with a clear error and the session stays usable', async () => {
+    for (const [body, status, code] of [
+      [{ action: 'fly' }, 400, null],
+      [{ action: 'left_click', coordinate: [W, 10] }, 400, null],
+      [{ type: 'click', x: -1, y: 5, button: 'left' }, 400, null],
+      [{ action: 'wait', duration: 36000 }, 400, null],
+      [{ actions: Array.from({ length: 100000 }, () => ({ action: 'cursor_position' })) }, 413,
+       'body_too_large'],
+      [{ action: 'type', text: 'x'.repeat(200000) }, 400, null],
+    ]) {
+      const r = await act(body);
+      assert.equal(r.status, status, `${JSON.stringify(body).slice(0, 80)} -> ${r.text.slice(0, 200)}`);
+      assert.ok(r.json?.error?.code, 'a JSON error');
+      if (code) assert.equal(r.json.error.code, code);
+    }
+    const r = await act({ action: 'cursor_position' });
+    assert.equal(r.status, 200, r.text);
+  });
+});

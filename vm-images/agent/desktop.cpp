@@ -1,0 +1,211 @@
+#include "vm-images/agent/desktop.h"
+
+#include <algorithm>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <iterator>
+#include <map>
+
+#include "vnc/encode.h"
+#include "vnc/scale.h"
+
+namespace cabin::agent {
+namespace {
+
+Error bad_query(std::string message) {
+  return make_error(Errc::kInvalidArgument, "invalid_request", std::move(message));
+}
+
+// Decimal digits only, no sign, no leading zero, within [min, max].
+std::optional<int> parse_int(std::string_view s, int min, int max) {
+  if (s.empty() || s.size() > 9 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
+  int v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v < min || v > max) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+Result<ShotSpec> parse_screenshot_query(std::string_view query) {
+  std::map<std::string_view, std::string_view> params;
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return bad_query("query parameters must be name=value");
+    std::string_view key = item.substr(0, eq);
+    static constexpr std::string_view kKnown[] = {"format", "quality", "x",      "y",     "w",
+                                                  "h",      "width",   "height", "cursor"};
+    if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
+      return bad_query("unknown query parameter \"" + std::string(key.substr(0, 32)) + "\"");
+    }
+    if (!params.emplace(key, item.substr(eq + 1)).second) {
+      return bad_query("query parameter " + std::string(key) + " given twice");
+    }
+  }
+  const int max_dim = static_cast<int>(computer::kMaxScreenDim);
+  auto number = [&](std::string_view key, int min, int max) -> Result<std::optional<int>> {
+    auto it = params.find(key);
+    if (it == params.end()) return std::optional<int>();
+    auto v = parse_int(it->second, min, max);
+    if (!v) {
+      return bad_query(std::string(key) + " must be an integer in " + std::to_string(min) + ".." +
+                       std::to_string(max));
+    }
+    return std::optional<int>(*v);
+  };
+
+  ShotSpec spec;
+  if (auto it = params.find("format"); it != params.end()) {
+    if (it->second == "png") {
+      spec.format = computer::ImageFormat::kPng;
+    } else if (it->second == "jpeg") {
+      spec.format = computer::ImageFormat::kJpeg;
+    } else {
+      return bad_query("format must be png or jpeg");
+    }
+  }
+  auto quality = number("quality", 1, 100);
+  if (!quality) return quality.error();
+  if (*quality) spec.quality = **quality;
+  auto cursor = number("cursor", 0, 1);
+  if (!cursor) return cursor.error();
+  spec.cursor = cursor->value_or(0) == 1;
+
+  auto x = number("x", 0, max_dim - 1);
+  auto y = number("y", 0, max_dim - 1);
+  auto w = number("w", 1, max_dim);
+  auto h = number("h", 1, max_dim);
+  for (auto* r : {&x, &y, &w, &h}) {
+    if (!*r) return r->error();
+  }
+  const int region_parts = (*x ? 1 : 0) + (*y ? 1 : 0) + (*w ? 1 : 0) + (*h ? 1 : 0);
+  if (region_parts != 0 && region_parts != 4) return bad_query("x, y, w and h go together");
+  if (region_parts == 4) spec.region = vnc::Rect{**x, **y, **w, **h};
+
+  auto width = number("width", 1, max_dim);
+  auto height = number("height", 1, max_dim);
+  if (!width) return width.error();
+  if (!height) return height.error();
+  if (width->has_value() != height->has_value()) {
+    return bad_query("width and height go together");
+  }
+  if (*width) spec.size = vnc::Size{**width, **height};
+  return spec;
+}
+
+net::awaitable<Gate::Lock> Gate::acquire() {
+  if (!held_) {
+    held_ = true;
+    co_return Lock(this);
+  }
+  auto timer = std::make_shared<net::steady_timer>(ex_, net::steady_timer::time_point::max());
+  waiters_.push_back(timer);
+  boost::system::error_code ec;
+  // Only release() cancels it, and it leaves held_ set: the gate is ours now.
+  co_await timer->async_wait(net::redirect_error(net::use_awaitable, ec));
+  co_return Lock(this);
+}
+
+void Gate::release() {
+  if (waiters_.empty()) {
+    held_ = false;
+    return;
+  }
+  auto next = std::move(waiters_.front());
+  waiters_.pop_front();
+  next->cancel();
+}
+
+Desktop::Desktop(net::any_io_executor ex, std::function<std::string()> display_name)
+    : display_name_(std::move(display_name)), gate_(std::move(ex)) {}
+
+Desktop::~Desktop() { close(); }
+
+void Desktop::close() {
+  input_.reset();
+  capturer_.reset();
+  display_.reset();
+}
+
+Result<void> Desktop::open() {
+  if (display_ && display_->lost()) close();
+  if (display_) return {};
+  const std::string name = display_name_();
+  if (name.empty()) {
+    return make_error(Errc::kUnavailable, "display_not_ready", "the X display is not up yet");
+  }
+  auto display = vnc::Display::open(name);
+  if (!display) return display.error();
+  display_.emplace(std::move(*display));
+  auto capturer = vnc::Capturer::create(*display_);
+  if (!capturer) {
+    close();
+    return capturer.error();
+  }
+  capturer_.emplace(std::move(*capturer));
+  auto input = vnc::Input::create(*display_);
+  if (!input) {
+    close();
+    return input.error();
+  }
+  input_.emplace(std::move(*input));
+  return {};
+}
+
+vnc::Size Desktop::screen_size() const { return display_->size(); }
+
+vnc::Input& Desktop::input() { return *input_; }
+
+Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
+  if (auto r = open(); !r) return r.error();
+  const vnc::Size screen = display_->size();
+  if (spec.region) {
+    const vnc::Rect& r = *spec.region;
+    if (r.x < 0 || r.y < 0 || r.width <= 0 || r.height <= 0 || r.x + r.width > screen.width ||
+        r.y + r.height > screen.height) {
+      return make_error(Errc::kInvalidArgument, "bad_region",
+                        "region " + std::to_string(r.width) + "x" + std::to_string(r.height) + "+" +
+                            std::to_string(r.x) + "+" + std::to_string(r.y) +
+                            " does not lie inside the " + std::to_string(screen.width) + "x" +
+                            std::to_string(screen.height) + " screen");
+    }
+  }
+  const vnc::Size source =
+      spec.region ? vnc::Size{spec.region->width, spec.region->height} : screen;
+  const vnc::Size out = spec.size.value_or(source);
+  if (int64_t{out.width} * out.height > kMaxImagePixels) {
+    return make_error(Errc::kInvalidArgument, "image_too_large",
+                      "the image would exceed " + std::to_string(kMaxImagePixels) + " pixels");
+  }
+  if (auto r = capturer_->grab(frame_, spec.region, spec.cursor); !r) return r.error();
+
+  std::optional<vnc::Image> scaled;
+  if (out != frame_.size()) {
+    auto s = vnc::scale(frame_.view(), out);
+    if (!s) return s.error();
+    scaled.emplace(std::move(*s));
+  }
+  const vnc::ImageView view = scaled ? scaled->view() : frame_.view();
+  Result<std::vector<uint8_t>> bytes = std::vector<uint8_t>();
+  EncodedImage img;
+  if (spec.format == computer::ImageFormat::kJpeg) {
+    bytes = vnc::encode_jpeg(view, vnc::JpegOptions{.quality = spec.quality});
+    img.media_type = "image/jpeg";
+  } else {
+    bytes = vnc::encode_png(view);
+    img.media_type = "image/png";
+  }
+  if (!bytes) return bytes.error();
+  img.bytes.assign(bytes->begin(), bytes->end());
+  img.width = view.width;
+  img.height = view.height;
+  return img;
+}
+
+}  // namespace cabin::agent
