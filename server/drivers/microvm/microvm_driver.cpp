@@ -6,11 +6,9 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -25,6 +23,7 @@
 
 #include "common/log.h"
 #include "common/unique_fd.h"
+#include "server/drivers/child_process.h"
 #include "server/drivers/microvm/kvm_probe.h"
 #include "server/drivers/microvm/qmp.h"
 #include "server/drivers/microvm/vmm_process.h"
@@ -37,56 +36,27 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-// Bounds on what the guest may make cabind log: it is hostile.
-constexpr size_t kMaxLogLine = 2048;
-constexpr size_t kMaxLogLines = 10000;
 // A hostfwd port picked free can be taken before QEMU binds it; then QEMU exits and we retry.
 constexpr int kMaxStartAttempts = 3;
-
-int pidfd_send_signal(int pidfd, int sig) {
-  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
-}
-
-std::string clean_line(std::string_view raw) {
-  while (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
-  std::string line(raw.substr(0, kMaxLogLine));
-  for (char& c : line) {
-    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
-  }
-  return line;
-}
 
 bool is_init_line(const std::string& line) {
   return line.rfind("cabin-init: ", 0) == 0 || line.rfind("cabin-initramfs: ", 0) == 0;
 }
 
 // Live state of one VM, shared by the Sandbox object and its background coroutines.
-struct VmState {
+struct VmState : RunningChild {
   VmState(net::any_io_executor ex, VmmProcess p)
-      : executor(ex),
-        pid(p.pid),
-        pidfd(ex, p.pidfd.release()),
-        output(ex, p.output.release()),
-        exit_event(ex, Clock::time_point::max()) {}
+      : RunningChild(ex, std::move(p), "driver.microvm"), exit_event(ex, Clock::time_point::max()) {}
 
-  net::any_io_executor executor;
-  std::shared_ptr<spdlog::logger> log = logger("driver.microvm");
-  std::string id;
-  pid_t pid;
-  net::posix::stream_descriptor pidfd;
-  net::posix::stream_descriptor output;
   fs::path dir;
   uint16_t host_port = 0;
   std::chrono::milliseconds stop_timeout{2000};
 
   bool exited = false;
-  bool output_done = false;
   bool destroy_started = false;
   bool destroy_done = false;
   std::string reason;
-  std::string last_line;
   std::string last_init_line;
-  size_t lines_logged = 0;
   net::steady_timer exit_event;  // cancelled once `exited` is set; wait_exit() waits on it
 };
 
@@ -98,60 +68,17 @@ net::awaitable<void> sleep_for(net::any_io_executor ex, std::chrono::millisecond
   co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
 }
 
-net::awaitable<bool> poll_until(net::any_io_executor ex, std::function<bool()> done,
-                                std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) co_return false;
-    co_await sleep_for(ex, 5ms);
-  }
-  co_return true;
-}
-
 // Logs the guest console and QEMU's own messages line by line, with the session id.
 net::awaitable<void> pump_output(StatePtr s) {
-  std::string pending;
-  std::array<char, 4096> buf;
-  for (;;) {
-    boost::system::error_code ec;
-    size_t n = co_await s->output.async_read_some(net::buffer(buf),
-                                                  net::redirect_error(net::use_awaitable, ec));
-    if (ec) break;
-    pending.append(buf.data(), n);
-    size_t pos;
-    while ((pos = pending.find('\n')) != std::string::npos || pending.size() > kMaxLogLine) {
-      size_t len = pos == std::string::npos ? kMaxLogLine : pos;
-      std::string line = clean_line(std::string_view(pending).substr(0, len));
-      pending.erase(0, pos == std::string::npos ? len : pos + 1);
-      if (line.empty()) continue;
-      s->last_line = line;
-      if (is_init_line(line)) s->last_init_line = line;
-      if (s->lines_logged < kMaxLogLines) {
-        s->log->info("[{}] vm: {}", s->id, line);
-      } else if (s->lines_logged == kMaxLogLines) {
-        s->log->warn("[{}] vm output: further lines not logged", s->id);
-      }
-      ++s->lines_logged;
-    }
-  }
-  if (!pending.empty()) s->last_line = clean_line(pending);
-  s->output_done = true;
+  OutputStyle style{"vm", /*strip_cr=*/true, [vm = s.get()](const std::string& line) {
+                      if (is_init_line(line)) vm->last_init_line = line;
+                    }};
+  co_await log_child_output(s, std::move(style));
 }
 
 // Waits for QEMU to exit, reaps it and records why the VM ended.
 net::awaitable<void> watch_exit(StatePtr s) {
-  boost::system::error_code ec;
-  co_await s->pidfd.async_wait(net::posix::stream_descriptor::wait_read,
-                               net::redirect_error(net::use_awaitable, ec));
-  siginfo_t info{};
-  if (::waitid(P_PID, static_cast<id_t>(s->pid), &info, WEXITED) != 0) {
-    s->log->error("[{}] waitid qemu {}: {}", s->id, s->pid, std::strerror(errno));
-    info.si_code = CLD_KILLED;
-    info.si_status = SIGKILL;
-  }
-  // The last lines explain an early failure; the pipe closes right after QEMU dies.
-  co_await poll_until(
-      s->executor, [&] { return s->output_done; }, 500ms);
+  siginfo_t info = co_await reap_child(s, "qemu");
   s->reason = s->destroy_started ? "destroyed"
                                  : microvm_exit_reason(info.si_code, info.si_status,
                                                        s->last_init_line, s->last_line);
@@ -454,7 +381,7 @@ void MicrovmDriver::reap_leftovers() {
       std::error_code ec3;
       auto cwd = fs::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec3).string();
       if (!ec3 && (cwd == dir.string() || cwd == dir.string() + " (deleted)")) {
-        UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+        UniqueFd pidfd(pidfd_open(pid));
         if (pidfd.valid() && pidfd_send_signal(pidfd.get(), SIGKILL) == 0) {
           ++killed;
           // Start-up only, before any session: a short blocking wait is fine. Its parent (the

@@ -10,14 +10,13 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
+#include "server/drivers/child_process.h"
 
 namespace cabin::drivers {
 
-struct VmmProcess {
-  pid_t pid = -1;  // the wrapper's pid, which is QEMU's once it has exec'd
-  UniqueFd pidfd;
-  UniqueFd output;  // read end: QEMU's stdout (the guest console) and stderr
-};
+// pid: the wrapper's, which is QEMU's once it has exec'd; output: QEMU's stdout (the guest
+// console) and stderr.
+using VmmProcess = ChildProcess;
 
 struct VmmSpawn {
   std::filesystem::path wrap;     // cabin-vmm-wrap; empty: run QEMU directly (tests, probes)

@@ -3,14 +3,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/detached.hpp>
@@ -26,6 +23,7 @@
 
 #include "common/log.h"
 #include "common/unique_fd.h"
+#include "server/drivers/child_process.h"
 #include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/launcher_args.h"
 #include "server/drivers/namespace/netns.h"
@@ -39,105 +37,26 @@ using namespace std::chrono_literals;
 using nsbox::CgroupLayout;
 using Clock = std::chrono::steady_clock;
 
-// Bounds on what the sandbox may make cabind log: it is hostile.
-constexpr size_t kMaxLogLine = 2048;
-constexpr size_t kMaxLogLines = 10000;
-
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-
-int pidfd_send_signal(int pidfd, int sig) {
-  return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0));
-}
-
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
 }
 
-// A started cabin-sandbox: its pid, a pidfd, and the read end of its stdout/stderr.
-struct Spawned {
-  pid_t pid = -1;
-  UniqueFd pidfd;
-  UniqueFd output;
-};
-
-// posix_spawn (vfork-like, safe in a multithreaded process) with a clean environment.
-Result<Spawned> spawn_launcher(const std::vector<std::string>& argv,
-                               const std::vector<std::string>& env) {
-  int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return nsbox::sys_error("pipe");
-  UniqueFd out_r(out[0]), out_w(out[1]);
-
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
-  posix_spawn_file_actions_adddup2(&fa, out_w.get(), 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  // cabind may ignore SIGPIPE or block signals; none of that belongs to the sandbox.
-  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2})
-    sigaddset(&defaults, sig);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  // Its own process group: a terminal's Ctrl-C goes to cabind, which decides.
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
-                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-
-  std::vector<char*> cargv, cenv;
-  std::vector<std::string> argv_copy = argv, env_copy = env;
-  for (auto& a : argv_copy) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  for (auto& e : env_copy) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, cargv[0], &fa, &attr, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return nsbox::sys_error("spawn " + argv[0], rc);
-
-  Spawned s;
-  s.pid = pid;
-  s.output = std::move(out_r);
-  // We are the parent and have not reaped it, so the pid cannot have been reused.
-  s.pidfd = UniqueFd(pidfd_open(pid));
-  if (!s.pidfd.valid()) {
-    int err = errno;
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-    return nsbox::sys_error("pidfd_open", err);
-  }
-  return s;
-}
-
-std::string clean_line(std::string_view raw) {
-  std::string line(raw.substr(0, kMaxLogLine));
-  for (char& c : line) {
-    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') c = '?';
-  }
-  return line;
+// Starts cabin-sandbox with a clean environment.
+Result<ChildProcess> spawn_launcher(const std::vector<std::string>& argv,
+                                    const std::vector<std::string>& env) {
+  ChildSpawn s;
+  s.argv = argv;
+  s.env = env;
+  return spawn_child(s);
 }
 
 // Live state of one sandbox, shared by the Sandbox object and its background coroutines.
-struct SandboxState {
-  SandboxState(net::any_io_executor ex, Spawned spawned)
-      : executor(ex),
-        pid(spawned.pid),
-        pidfd(ex, spawned.pidfd.release()),
-        output(ex, spawned.output.release()),
+struct SandboxState : RunningChild {
+  SandboxState(net::any_io_executor ex, ChildProcess spawned)
+      : RunningChild(ex, std::move(spawned), "driver.namespace"),
         exit_event(ex, Clock::time_point::max()) {}
 
-  net::any_io_executor executor;
-  std::shared_ptr<spdlog::logger> log = logger("driver.namespace");
-  std::string id;
-  pid_t pid;
-  net::posix::stream_descriptor pidfd;
-  net::posix::stream_descriptor output;
   std::vector<fs::path> cgroups;
   fs::path run_dir;
   uid_t socket_uid = 0;  // owner agent.sock must have
@@ -145,73 +64,18 @@ struct SandboxState {
   std::chrono::milliseconds stop_timeout{2000};
 
   bool exited = false;
-  bool output_done = false;
   bool destroy_started = false;
   bool destroy_done = false;
   std::string reason;
-  std::string last_line;
-  size_t lines_logged = 0;
   net::steady_timer exit_event;  // cancelled once `exited` is set; wait_exit() waits on it
 };
 
 using StatePtr = std::shared_ptr<SandboxState>;
 
-net::awaitable<bool> poll_until(net::any_io_executor ex, std::function<bool()> done,
-                                std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  net::steady_timer timer(ex);
-  while (!done()) {
-    if (Clock::now() >= deadline) co_return false;
-    timer.expires_after(5ms);
-    boost::system::error_code ec;
-    co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
-  }
-  co_return true;
-}
-
-// Logs the launcher's and the payload's output line by line, with the session id.
-net::awaitable<void> pump_output(StatePtr s) {
-  std::string pending;
-  std::array<char, 4096> buf;
-  for (;;) {
-    boost::system::error_code ec;
-    size_t n = co_await s->output.async_read_some(net::buffer(buf),
-                                                  net::redirect_error(net::use_awaitable, ec));
-    if (ec) break;
-    pending.append(buf.data(), n);
-    size_t pos;
-    while ((pos = pending.find('\n')) != std::string::npos || pending.size() > kMaxLogLine) {
-      size_t len = pos == std::string::npos ? kMaxLogLine : pos;
-      std::string line = clean_line(std::string_view(pending).substr(0, len));
-      pending.erase(0, pos == std::string::npos ? len : pos + 1);
-      if (line.empty()) continue;
-      s->last_line = line;
-      if (s->lines_logged < kMaxLogLines) {
-        s->log->info("[{}] sandbox: {}", s->id, line);
-      } else if (s->lines_logged == kMaxLogLines) {
-        s->log->warn("[{}] sandbox output: further lines not logged", s->id);
-      }
-      ++s->lines_logged;
-    }
-  }
-  if (!pending.empty()) s->last_line = clean_line(pending);
-  s->output_done = true;
-}
-
 // Waits for the launcher to exit, reaps it and records why it ended.
 net::awaitable<void> watch_exit(StatePtr s) {
-  boost::system::error_code ec;
-  co_await s->pidfd.async_wait(net::posix::stream_descriptor::wait_read,
-                               net::redirect_error(net::use_awaitable, ec));
-  siginfo_t info{};
-  if (::waitid(P_PID, static_cast<id_t>(s->pid), &info, WEXITED) != 0) {
-    s->log->error("[{}] waitid launcher {}: {}", s->id, s->pid, std::strerror(errno));
-    info.si_code = CLD_KILLED;
-    info.si_status = SIGKILL;
-  }
-  // The last stderr line explains a setup failure; the pipe closes right after the sandbox dies.
-  co_await poll_until(
-      s->executor, [&] { return s->output_done; }, 500ms);
+  // The last stderr line explains a setup failure.
+  siginfo_t info = co_await reap_child(s, "launcher");
   s->reason = s->destroy_started
                   ? "destroyed"
                   : namespace_exit_reason(info.si_code, info.si_status, s->last_line);
@@ -475,7 +339,7 @@ DriverInfo NamespaceDriver::probe() const {
   }
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return unavailable("cannot build a namespace sandbox here (user namespaces?): " +
-                     (out.empty() ? std::string("launcher failed") : clean_line(out)));
+                     (out.empty() ? std::string("launcher failed") : clean_output_line(out, false)));
 }
 
 net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& spec) {
@@ -536,7 +400,8 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   state->run_dir = dir;
   state->socket_uid = host_root_ ? config_.sandbox_uid : ::geteuid();
   state->stop_timeout = config_.stop_timeout;
-  net::co_spawn(executor_, pump_output(state), net::detached);
+  // Logs the launcher's and the payload's output line by line, with the session id.
+  net::co_spawn(executor_, log_child_output(state, OutputStyle{"sandbox"}), net::detached);
   net::co_spawn(executor_, watch_exit(state), net::detached);
   log->info("[{}] sandbox started: launcher pid {}", id, state->pid);
   co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(state)));
