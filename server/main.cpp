@@ -104,6 +104,8 @@ int main(int argc, char** argv) {
   mc.driver_limits["microvm"] = {std::chrono::milliseconds(cfg.microvm_start_timeout_ms),
                                  cfg.microvm_max_sessions};
   mc.memory_bytes = cfg.sandbox_memory_mb << 20;
+  mc.logs_dir = cfg.state_dir / "logs";
+  std::filesystem::create_directories(mc.logs_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
 

@@ -127,6 +127,7 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 4 && sub == "exec") return want("POST", RouteId::kExec, Auth::kApiKey);
   if (n == 4 && sub == "computer") return want("POST", RouteId::kComputer, Auth::kApiKey);
   if (n == 4 && sub == "screenshot") return want("GET", RouteId::kScreenshot, Auth::kApiKey);
+  if (n == 4 && sub == "logs") return want("GET", RouteId::kLogs, Auth::kApiKey);
   if (n == 4 && sub == "cdp") return want("GET", RouteId::kCdpBrowser, Auth::kCdpToken);
   if (sub == "json") {
     if (n == 4 || (n == 5 && seg[4] == "list")) {

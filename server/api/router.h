@@ -19,6 +19,7 @@ enum class RouteId {
   kExec,
   kComputer,       // POST: one action or a batch, any vocabulary
   kScreenshot,     // GET: image bytes
+  kLogs,           // GET: the sandbox's newest output lines
   kCdpBrowser,     // WebSocket: the browser target
   kCdpPage,        // WebSocket: /devtools/page/{target}
   kJsonVersion,

@@ -129,6 +129,8 @@ net::awaitable<void> log_child_output(std::shared_ptr<RunningChild> s, OutputSty
       pending.erase(0, pos == std::string::npos ? len : pos + 1);
       if (line.empty()) continue;
       s->last_line = line;
+      s->tail.push_back(line);
+      if (s->tail.size() > kMaxTailLines) s->tail.pop_front();
       if (style.on_line) style.on_line(line);
       if (s->lines_logged < kMaxLogLines) {
         s->log->info("[{}] {}: {}", s->id, style.source, line);

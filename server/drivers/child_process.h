@@ -9,6 +9,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -64,6 +65,8 @@ struct RunningChild {
   bool output_done = false;
   std::string last_line;
   size_t lines_logged = 0;
+  // The newest lines of output (console, agent, launcher), for GET /v1/sessions/{id}/logs.
+  std::deque<std::string> tail;
 };
 
 // How a driver's child output is logged: "[ID] SOURCE: LINE".
@@ -76,6 +79,7 @@ struct OutputStyle {
 // Bounds on what a child may make cabind log: it is hostile.
 constexpr size_t kMaxLogLine = 2048;
 constexpr size_t kMaxLogLines = 10000;
+constexpr size_t kMaxTailLines = 500;
 
 // The first kMaxLogLine bytes of `raw`, control characters (not tabs) as '?'.
 std::string clean_output_line(std::string_view raw, bool strip_cr);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -58,6 +59,8 @@ class Sandbox {
   virtual net::awaitable<void> destroy() = 0;
   // Completes when the sandbox ended (its agent exited, or destroy() ran); says why.
   virtual net::awaitable<std::string> wait_exit() = 0;
+  // The newest lines the sandbox printed (launcher, agent, guest console), oldest first, bounded.
+  virtual std::vector<std::string> recent_output() const { return {}; }
   // One line for logs and GET /v1/sessions/{id}: host pid, cgroup, and so on.
   virtual std::string describe() const = 0;
 };

@@ -168,6 +168,13 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
       co_return co_await computer(route, req);
     case RouteId::kScreenshot:
       co_return co_await screenshot(route);
+    case RouteId::kLogs: {
+      auto lines = sessions_.output(route.session_id);
+      if (!lines) co_return error_response(session_not_found());
+      co_return json_response(http::status::ok, {{"id", route.session_id},
+                                                 {"live", sessions_.find(route.session_id) != nullptr},
+                                                 {"lines", *lines}});
+    }
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
       co_return co_await discovery(route, req);

@@ -5,6 +5,8 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <fstream>
+
 #include "common/crypto.h"
 #include "common/log.h"
 #include "server/api/ids.h"
@@ -214,6 +216,11 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, std::string status, st
   s->mutable_record().status = "ending";
   s->expiry_timer().cancel();
   co_await s->sandbox().destroy();
+  if (!config_.logs_dir.empty()) {
+    // Kept for debugging after the sandbox is gone; bounded by the driver's tail.
+    std::ofstream out(config_.logs_dir / (s->id() + ".log"), std::ios::trunc);
+    for (const auto& line : s->sandbox().recent_output()) out << line << '\n';
+  }
   auto& rec = s->mutable_record();
   rec.status = status;
   rec.end_reason = reason;
@@ -221,6 +228,16 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, std::string status, st
   (void)store_.set_status(rec.id, status, reason, rec.ended_at);
   live_.erase(rec.id);
   log()->info("session {}: {} ({})", rec.id, status, reason);
+}
+
+std::optional<std::vector<std::string>> SessionManager::output(const std::string& id) const {
+  if (auto it = live_.find(id); it != live_.end()) return it->second->sandbox().recent_output();
+  if (config_.logs_dir.empty() || !store_.get(id)) return std::nullopt;
+  std::ifstream in(config_.logs_dir / (id + ".log"));
+  if (!in) return std::nullopt;
+  std::vector<std::string> lines;
+  for (std::string line; lines.size() < 1000 && std::getline(in, line);) lines.push_back(line);
+  return lines;
 }
 
 net::awaitable<void> SessionManager::shutdown() {

@@ -7,6 +7,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,6 +32,7 @@ struct ManagerConfig {
   int max_sessions = 16;                           // all drivers together
   std::map<std::string, DriverLimits> driver_limits;  // drivers not named get the defaults
   uint64_t memory_bytes = 2ull << 30;
+  std::filesystem::path logs_dir;  // where an ended session's last output is kept; empty: nowhere
   int pids_max = 2048;
 };
 
@@ -55,6 +57,9 @@ class SessionManager {
   // Ends every live session (staged: all sandboxes destroyed before returning).
   net::awaitable<void> shutdown();
   size_t live_count() const { return live_.size(); }
+  // The newest output lines of a session: live from its sandbox, ended from the logs dir.
+  // nullopt when the session is unknown or nothing was kept.
+  std::optional<std::vector<std::string>> output(const std::string& id) const;
 
  private:
   net::awaitable<Result<void>> wait_ready(Session& s, std::chrono::milliseconds timeout);

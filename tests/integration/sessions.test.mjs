@@ -395,3 +395,21 @@ test('DELETE ends the session, closes CDP, refuses the old URL, leaves nothing',
   assert.ok(exec.status >= 400 && exec.status < 500, `exec on an ended session: ${exec.status}`);
   assert.ok(exec.json?.error?.code);
 });
+
+describe('sandbox output', () => {
+  test('GET /logs shows the sandbox output, live and after the end', async () => {
+    const s = await ctx.server.createSession({});
+    const live = await ctx.server.api('GET', `/v1/sessions/${s.id}/logs`);
+    assert.equal(live.status, 200, live.text);
+    assert.equal(live.json.live, true);
+    assert.ok(live.json.lines.some((l) => /ready after \d+ ms/.test(l)),
+              live.json.lines.slice(-5).join('\n'));
+    assert.equal((await ctx.server.api('DELETE', `/v1/sessions/${s.id}`)).status, 200);
+    const ended = await ctx.server.api('GET', `/v1/sessions/${s.id}/logs`);
+    assert.equal(ended.status, 200, ended.text);
+    assert.equal(ended.json.live, false);
+    assert.ok(ended.json.lines.some((l) => /ready after \d+ ms/.test(l)));
+    const unknown = await ctx.server.api('GET', '/v1/sessions/ses_00000000000000000000/logs');
+    assert.equal(unknown.status, 404);
+  });
+});

@@ -159,6 +159,10 @@ class MicrovmSandbox final : public Sandbox {
     co_return s->reason;
   }
 
+  std::vector<std::string> recent_output() const override {
+    return {s_->tail.begin(), s_->tail.end()};
+  }
+
   std::string describe() const override {
     return "microvm qemu pid=" + std::to_string(s_->pid) +
            " agent=127.0.0.1:" + std::to_string(s_->host_port) + " dir=" + s_->dir.string();

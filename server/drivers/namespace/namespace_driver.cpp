@@ -211,6 +211,10 @@ class NamespaceSandbox final : public Sandbox {
     co_return s->reason;
   }
 
+  std::vector<std::string> recent_output() const override {
+    return {s_->tail.begin(), s_->tail.end()};
+  }
+
   std::string describe() const override {
     std::string cg;
     for (const auto& d : s_->cgroups) cg += (cg.empty() ? "" : ",") + d.string();

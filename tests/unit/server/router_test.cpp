@@ -26,6 +26,7 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"DELETE", "/v1/sessions/" + kSid, RouteId::kDeleteSession, Auth::kApiKey},
            {"POST", "/v1/sessions/" + kSid + "/exec", RouteId::kExec, Auth::kApiKey},
            {"POST", "/v1/sessions/" + kSid + "/computer", RouteId::kComputer, Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kSid + "/logs", RouteId::kLogs, Auth::kApiKey},
            {"GET", "/v1/sessions/" + kSid + "/screenshot?format=jpeg", RouteId::kScreenshot,
             Auth::kApiKey},
            {"GET", "/v1/sessions/" + kSid + "/cdp?token=x", RouteId::kCdpBrowser, Auth::kCdpToken},
