@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/computer_actions.h"
+#include "tests/unit/agent/server_fixture.h"
 #include "tests/unit/agent/test_util.h"
 #include "vm-images/agent/computer.h"
 #include "vm-images/agent/desktop.h"
@@ -23,6 +24,8 @@
 #include "tests/unit/vnc/xvfb_fixture.h"
 
 using namespace cabin::agent;
+using cabin::agent::testing::kSecret;
+using cabin::agent::testing::ServerFixture;
 using cabin::agent::testing::TempDir;
 using cabin::vnc::testing::Client;
 using cabin::vnc::testing::Xvfb;
@@ -34,39 +37,17 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char* kSecret = "s3cret-for-tests";
 constexpr int kW = 640;
 constexpr int kH = 480;
 
 struct DesktopFixture {
-  DesktopFixture() : xvfb(kW, kH) {
-    HttpServerOptions o;
-    o.listen.kind = ListenAddress::Kind::kUnix;
-    o.listen.path = dir.path() + "/agent.sock";
-    o.secret = kSecret;
-    o.read_timeout = std::chrono::seconds(5);
-    server = std::make_unique<HttpServer>(io.get_executor(), o, state);
-    REQUIRE(server->start().ok());
-    thread = std::thread([this] { io.run(); });
-  }
-  ~DesktopFixture() {
-    net::post(io, [this] { server->stop(); });
-    work.reset();
-    io.stop();
-    thread.join();
-  }
+  DesktopFixture() : xvfb(kW, kH), agent(kW, kH) {}
   void set_display(const std::string& name) {
-    std::promise<void> done;
-    net::post(io, [&] {
-      state.set_display(name);
-      done.set_value();
-    });
-    done.get_future().wait();
+    agent.on_server([&] { agent.state.set_display(name); });
   }
   http::response<http::string_body> call(const std::string& method, const std::string& target,
                                          const std::string& body = "") {
-    local::socket s(client_io);
-    s.connect(local::endpoint(dir.path() + "/agent.sock"));
+    local::socket s = agent.connect();
     std::string raw = method + " " + target + " HTTP/1.1\r\nHost: agent\r\nX-Cabin-Agent-Secret: " +
                       kSecret + "\r\nConnection: close\r\n";
     if (method == "POST") raw += "Content-Length: " + std::to_string(body.size()) + "\r\n";
@@ -85,13 +66,7 @@ struct DesktopFixture {
   }
 
   Xvfb xvfb;
-  TempDir dir;
-  net::io_context io;
-  net::executor_work_guard<net::io_context::executor_type> work{io.get_executor()};
-  AgentState state{io.get_executor(), kW, kH};
-  std::unique_ptr<HttpServer> server;
-  std::thread thread;
-  net::io_context client_io;
+  ServerFixture agent;
 };
 
 uint32_t be32(const std::string& s, size_t at) {

@@ -16,9 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/unit/agent/server_fixture.h"
 #include "tests/unit/agent/test_util.h"
 
 using namespace cabin::agent;
+using cabin::agent::testing::kSecret;
+using cabin::agent::testing::ServerFixture;
 using cabin::agent::testing::TempDir;
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -27,51 +30,6 @@ using tcp = net::ip::tcp;
 using json = nlohmann::json;
 
 namespace {
-
-constexpr const char* kSecret = "s3cret-for-tests";
-
-// The server on a temp UNIX socket, with the supervisor replaced by direct writes to AgentState.
-struct ServerFixture {
-  ServerFixture() {
-    HttpServerOptions o;
-    o.listen.kind = ListenAddress::Kind::kUnix;
-    o.listen.path = dir.path() + "/agent.sock";
-    o.secret = kSecret;
-    o.read_timeout = std::chrono::seconds(5);
-    server = std::make_unique<HttpServer>(io.get_executor(), o, state);
-    REQUIRE(server->start().ok());
-    thread = std::thread([this] { io.run(); });
-  }
-  ~ServerFixture() {
-    net::post(io, [this] { server->stop(); });
-    work.reset();
-    io.stop();
-    thread.join();
-  }
-  // Runs `f` on the server's thread and waits for it.
-  template <typename F>
-  void on_server(F f) {
-    std::promise<void> done;
-    net::post(io, [&] {
-      f();
-      done.set_value();
-    });
-    done.get_future().wait();
-  }
-  local::socket connect() {
-    local::socket s(client_io);
-    s.connect(local::endpoint(dir.path() + "/agent.sock"));
-    return s;
-  }
-
-  TempDir dir;
-  net::io_context io;
-  net::executor_work_guard<net::io_context::executor_type> work{io.get_executor()};
-  AgentState state{io.get_executor(), 1280, 800};
-  std::unique_ptr<HttpServer> server;
-  std::thread thread;
-  net::io_context client_io;
-};
 
 http::response<http::string_body> roundtrip(local::socket& s, beast::flat_buffer& buf,
                                             const std::string& raw) {
