@@ -89,6 +89,46 @@ describe('computer use', () => {
     assert.ok(types.includes('auxclick:1'), types.join(' '));
   });
 
+  test('double and triple clicks, wheel notches and drags reach the page as such', async () => {
+    const [x, y] = await screenPoint(150, 130);
+    let r = await act({ actions: [
+      { action: 'double_click', coordinate: [x, y] },
+      { action: 'wait', duration: 0.6 },  // beyond the double-click interval: a new series
+      { action: 'triple_click', coordinate: [x, y] },
+    ] });
+    assert.equal(r.status, 200, r.text);
+    const clicks = (await events((l) => l.filter((e) => e.type === 'click').length === 5, 'clicks'))
+      .filter((e) => e.type === 'click' || e.type === 'dblclick')
+      .map((e) => `${e.type}:${e.detail}`);
+    assert.deepEqual(clicks, ['click:1', 'click:2', 'dblclick:2', 'click:1', 'click:2',
+                              'dblclick:2', 'click:3']);
+
+    r = await act({ action: 'scroll', coordinate: [x, y], scroll_direction: 'down',
+                    scroll_amount: 3 });
+    assert.equal(r.status, 200, r.text);
+    // Chromium may coalesce notches into one event: add up the deltas, 120 per notch.
+    const wheel = (await events((l) => l.filter((e) => e.type === 'wheel')
+      .reduce((a, e) => a + e.dy, 0) >= 360, 'wheel down')).filter((e) => e.type === 'wheel');
+    assert.equal(wheel.reduce((a, e) => a + e.dy, 0), 360);
+    assert.deepEqual([wheel[0].x, wheel[0].y], [x, y]);
+    r = await act({ type: 'scroll', x, y, scroll_x: 0, scroll_y: -300 });
+    assert.equal(r.status, 200, r.text);
+    const up = (await events((l) => l.filter((e) => e.type === 'wheel')
+      .reduce((a, e) => a + e.dy, 0) <= -360, 'wheel up')).filter((e) => e.type === 'wheel');
+    assert.equal(up.reduce((a, e) => a + e.dy, 0), -360);
+    await waitFor(async () => (await page.evaluate(() => window.scrollY)) === 0, { what: 'top' });
+
+    // The triple click selected text, and a press on a selection starts a drag-and-drop.
+    await page.evaluate(() => window.getSelection().removeAllRanges());
+    r = await act({ action: 'left_click_drag', start_coordinate: [x, y],
+                    coordinate: [x + 40, y + 25] });
+    assert.equal(r.status, 200, r.text);
+    const drag = (await events((l) => l.some((e) => e.type === 'mouseup'), 'drag'))
+      .filter((e) => e.type === 'mousedown' || e.type === 'mouseup')
+      .map((e) => [e.type, e.x, e.y]);
+    assert.deepEqual(drag, [['mousedown', x, y], ['mouseup', x + 40, y + 25]]);
+  });
+
   test('typing is exact for mixed scripts, and chords reach the page', async () => {
     const [x, y] = await screenPoint(600, 200);
     const text = 'Hello, Grüße ß 日本語 🙂 ok';
