@@ -17,11 +17,13 @@ enum class RouteId {
   kGetSession,
   kDeleteSession,
   kExec,
-  kComputer,       // POST: one action or a batch, any vocabulary
-  kScreenshot,     // GET: image bytes
-  kLogs,           // GET: the sandbox's newest output lines
-  kCdpBrowser,     // WebSocket: the browser target
-  kCdpPage,        // WebSocket: /devtools/page/{target}
+  kComputer,     // POST: one action or a batch, any vocabulary
+  kScreenshot,   // GET: image bytes
+  kLogs,         // GET: the sandbox's newest output lines
+  kCdpBrowser,   // WebSocket: the browser target
+  kCdpPage,      // WebSocket: /devtools/page/{target}
+  kFrames,       // WebSocket: a frame whenever the screen changes
+  kFramesMjpeg,  // GET: multipart/x-mixed-replace JPEG stream
   kJsonVersion,
   kJsonList,
 };
@@ -30,7 +32,11 @@ enum class Auth {
   kNone,       // /healthz only
   kApiKey,     // control API
   kCdpToken,   // a `cdp` capability token in ?token=, or the API key
+  kViewToken,  // a `view` or `control` capability token in ?token=, or the API key
 };
+
+// Routes whose handler takes the connection over (WebSocket upgrades and endless streams).
+bool takes_connection(RouteId id);
 
 struct Route {
   RouteId id;

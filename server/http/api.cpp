@@ -46,13 +46,19 @@ Result<void> Api::authenticate(const api::Route& route, const Request& req) cons
     if (auth::check_bearer(authz->value(), api_key_)) return {};
     return make_error(Errc::kUnauthenticated, "unauthenticated", "the API key is not valid");
   }
-  if (route.auth == api::Auth::kCdpToken) {
+  if (route.auth == api::Auth::kCdpToken || route.auth == api::Auth::kViewToken) {
     auto t = route.query.find("token");
     if (t == route.query.end()) {
       return make_error(Errc::kUnauthenticated, "unauthenticated",
                         "send Authorization: Bearer <api key> or a token= capability");
     }
-    auto claims = tokens_.verify(t->second, route.session_id, "cdp");
+    auto claims = route.auth == api::Auth::kCdpToken
+                      ? tokens_.verify(t->second, route.session_id, "cdp")
+                      : tokens_.verify(t->second, route.session_id, "view");
+    if (!claims && route.auth == api::Auth::kViewToken) {
+      // A control token allows watching too.
+      if (auto c = tokens_.verify(t->second, route.session_id, "control")) claims = c;
+    }
     if (!claims) return claims.error();
     auto s = sessions_.find(route.session_id);
     if (s && claims->generation != s->token_generation) {
@@ -180,6 +186,8 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
       co_return co_await discovery(route, req);
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
+    case RouteId::kFrames:
+    case RouteId::kFramesMjpeg:
       co_return error_response(http::status::bad_request, "websocket_required",
                                "this endpoint takes a WebSocket upgrade");
   }
@@ -244,6 +252,10 @@ net::awaitable<Response> Api::discovery(const api::Route& route, const Request& 
 
 net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
                                          net::ip::tcp::socket socket, beast::flat_buffer buffer) {
+  if (route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg) {
+    co_await frames(route, std::move(req), std::move(socket));
+    co_return;
+  }
   auto fail = [&](Response res) -> net::awaitable<void> {
     res.keep_alive(false);
     boost::system::error_code ec;

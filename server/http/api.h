@@ -14,6 +14,7 @@
 #include "server/api/router.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
+#include "server/http/frames.h"
 #include "server/http/responses.h"
 #include "server/sessions/session_manager.h"
 
@@ -48,6 +49,8 @@ class Api {
   net::awaitable<Response> exec(const api::Route& route, const Request& req);
   net::awaitable<Response> computer(const api::Route& route, const Request& req);
   net::awaitable<Response> screenshot(const api::Route& route);
+  // GET /frames (WebSocket) and /frames.mjpeg; takes the connection.
+  net::awaitable<void> frames(const api::Route& route, Request req, net::ip::tcp::socket socket);
   net::awaitable<Response> discovery(const api::Route& route, const Request& req);
   Response info() const;
 
@@ -55,6 +58,7 @@ class Api {
   sessions::SessionManager& sessions_;
   const auth::TokenService& tokens_;
   std::string api_key_;
+  FrameHub frame_hub_;
 };
 
 }  // namespace cabin::http_api

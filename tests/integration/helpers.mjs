@@ -338,9 +338,14 @@ function dechunk(s) {
 
 // Opens a WebSocket. Resolves with the open socket; rejects with an Error carrying `status`,
 // `body` and `json` when the server answers the upgrade with an HTTP response instead.
-export function wsOpen(url, { headers = {}, timeoutMs = 10000, maxPayload = 256 << 20 } = {}) {
+// `onMessage` is attached before the socket opens: a message sent right behind the server's
+// 101 is delivered before a listener attached after the promise resolves could see it.
+export function wsOpen(url, {
+  headers = {}, timeoutMs = 10000, maxPayload = 256 << 20, onMessage,
+} = {}) {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { headers, maxPayload, perMessageDeflate: false });
+    if (onMessage) ws.on('message', onMessage);
     const timer = setTimeout(() => {
       ws.terminate();
       reject(new Error(`WebSocket ${redact(url)}: no answer within ${timeoutMs} ms`));

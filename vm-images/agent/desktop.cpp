@@ -162,9 +162,7 @@ vnc::Size Desktop::screen_size() const { return display_->size(); }
 
 vnc::Input& Desktop::input() { return *input_; }
 
-Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
-  if (auto r = open(); !r) return r.error();
-  const vnc::Size screen = display_->size();
+Result<void> check_shot(const ShotSpec& spec, vnc::Size screen) {
   if (spec.region) {
     const vnc::Rect& r = *spec.region;
     if (r.x < 0 || r.y < 0 || r.width <= 0 || r.height <= 0 || r.x + r.width > screen.width ||
@@ -183,15 +181,18 @@ Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
     return make_error(Errc::kInvalidArgument, "image_too_large",
                       "the image would exceed " + std::to_string(kMaxImagePixels) + " pixels");
   }
-  if (auto r = capturer_->grab(frame_, spec.region, spec.cursor); !r) return r.error();
+  return {};
+}
 
+Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec) {
+  if (auto r = capturer.grab(frame, spec.region, spec.cursor); !r) return r.error();
   std::optional<vnc::Image> scaled;
-  if (out != frame_.size()) {
-    auto s = vnc::scale(frame_.view(), out);
+  if (spec.size && *spec.size != frame.size()) {
+    auto s = vnc::scale(frame.view(), *spec.size);
     if (!s) return s.error();
     scaled.emplace(std::move(*s));
   }
-  const vnc::ImageView view = scaled ? scaled->view() : frame_.view();
+  const vnc::ImageView view = scaled ? scaled->view() : frame.view();
   Result<std::vector<uint8_t>> bytes = std::vector<uint8_t>();
   EncodedImage img;
   if (spec.format == computer::ImageFormat::kJpeg) {
@@ -206,6 +207,12 @@ Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
   img.width = view.width;
   img.height = view.height;
   return img;
+}
+
+Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
+  if (auto r = open(); !r) return r.error();
+  if (auto r = check_shot(spec, display_->size()); !r) return r.error();
+  return shoot(*capturer_, frame_, spec);
 }
 
 }  // namespace cabin::agent
