@@ -137,7 +137,7 @@ export async function waitDevtools(port, { timeoutMs = 30000, intervalMs = 5, ch
   }
 }
 
-// Xvfb + Chromium, ready: resolves with {port, version, stop()}.
+// Xvfb + Chromium, ready: resolves with {port, version, display, stop()}.
 export async function startHostBrowser({ width = 1280, height = 800, url = 'about:blank' } = {}) {
   const xvfb = await startXvfb(width, height);
   let chromium;
@@ -147,6 +147,7 @@ export async function startHostBrowser({ width = 1280, height = 800, url = 'abou
     return {
       port: chromium.port,
       version,
+      display: xvfb.display,
       stop: async () => {
         await chromium.stop();
         await xvfb.stop();

@@ -4,7 +4,9 @@
 #include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
 // clang-format on
 
+#include <algorithm>
 #include <boost/asio/redirect_error.hpp>
+#include <cctype>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -67,6 +69,14 @@ net::awaitable<Response> Api::screenshot(const api::Route& route) {
   Response out{http::status::ok, 11};
   out.set(http::field::content_type, type->value());
   out.set(http::field::cache_control, "no-store");
+  // The agent's grab and encode times, passed on when they look like what it sends.
+  if (auto t = res->find("Server-Timing"); t != res->end() && t->value().size() <= 128 &&
+      std::all_of(t->value().begin(), t->value().end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == ';' || c == '=' || c == '.' ||
+               c == ',' || c == ' ';
+      })) {
+    out.set("Server-Timing", t->value());
+  }
   out.body() = std::move(res->body());
   out.prepare_payload();
   co_return out;

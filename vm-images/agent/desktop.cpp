@@ -1,6 +1,7 @@
 #include "vm-images/agent/desktop.h"
 
 #include <algorithm>
+#include <chrono>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <iterator>
@@ -185,7 +186,14 @@ Result<void> check_shot(const ShotSpec& spec, vnc::Size screen) {
 }
 
 Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec) {
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const auto t0 = Clock::now();
   if (auto r = capturer.grab(frame, spec.region, spec.cursor); !r) return r.error();
+  const double grab_ms = ms_since(t0);
+  const auto t1 = Clock::now();
   std::optional<vnc::Image> scaled;
   if (spec.size && *spec.size != frame.size()) {
     auto s = vnc::scale(frame.view(), *spec.size);
@@ -206,6 +214,8 @@ Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const Sho
   img.bytes.assign(bytes->begin(), bytes->end());
   img.width = view.width;
   img.height = view.height;
+  img.grab_ms = grab_ms;
+  img.encode_ms = ms_since(t1);
   return img;
 }
 

@@ -43,6 +43,8 @@ struct EncodedImage {
   std::string bytes;
   int width = 0;
   int height = 0;
+  double grab_ms = 0;    // capture, with the cursor drawn in when asked
+  double encode_ms = 0;  // scaling and encoding
 };
 
 // GET /agent/v1/screenshot query: format, quality, x/y/w/h (all or none), width/height (both or

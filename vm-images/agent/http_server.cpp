@@ -14,6 +14,7 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <cstring>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/crypto.h"
@@ -99,6 +100,8 @@ Response screenshot_route(HttpServer::Conn& sh, const Request& req, std::string_
   res.set(http::field::cache_control, "no-store");
   res.set("X-Image-Width", std::to_string(img->width));
   res.set("X-Image-Height", std::to_string(img->height));
+  res.set("Server-Timing", fmt::format("grab;dur={:.3f}, encode;dur={:.3f}", img->grab_ms,
+                                       img->encode_ms));
   res.body() = std::move(img->bytes);
   res.prepare_payload();
   return res;
