@@ -112,6 +112,9 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     std::string ws = base_url(req, true) + "/v1/sessions/" + r.id;
     std::string token = cdp_token(*s);
     j["cdp_url"] = ws + "/cdp?token=" + token;
+    if (const auto& d = s->spec().display) {
+      j["display"] = {{"width", d->width}, {"height", d->height}};
+    }
     j["json_version_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/json/version";
   }
   return j;

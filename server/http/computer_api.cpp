@@ -33,7 +33,9 @@ net::awaitable<Response> Api::computer(const api::Route& route, const Request& r
   auto s = sessions_.find(route.session_id);
   if (!s) co_return error_response(session_gone());
   const auto screen = screen_of(*s);
-  auto batch = computer::parse_request(req.body(), computer::Limits{}, screen);
+  std::optional<computer::Size> model;
+  if (const auto& d = s->spec().display) model = computer::Size{d->width, d->height};
+  auto batch = computer::parse_request(req.body(), computer::Limits{}, screen, model);
   if (!batch) co_return error_response(batch.error());
   auto res = co_await s->agent().request(
       http::verb::post, "/agent/v1/computer", computer::to_json(*batch).dump(),

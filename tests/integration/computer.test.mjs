@@ -169,6 +169,30 @@ describe('computer use', () => {
     assert.deepEqual(pos.json.results[0], { op: 'cursor_position', x: mx, y: my });
   });
 
+  test('a display declared for the session scales every request that does not declare one',
+    async () => {
+      const s2 = await ctx.server.createSession({ resolution: { width: W, height: H },
+                                                  display: { width: 640, height: 400 } });
+      try {
+        assert.deepEqual(s2.display, { width: 640, height: 400 });
+        const move = await ctx.server.api('POST', `/v1/sessions/${s2.id}/computer`, { actions: [
+          { action: 'mouse_move', coordinate: [100, 50] }, { action: 'cursor_position' },
+          { action: 'screenshot' }] });
+        assert.equal(move.status, 200, move.text);
+        assert.deepEqual(move.json.results[1], { op: 'cursor_position', x: 100, y: 50 });
+        assert.deepEqual([move.json.results[2].width, move.json.results[2].height], [640, 400]);
+        // A request's own display wins.
+        const own = await ctx.server.api('POST', `/v1/sessions/${s2.id}/computer`, {
+          actions: [{ action: 'cursor_position' }], display: { width: W, height: H } });
+        assert.deepEqual(own.json.results[0], { op: 'cursor_position', x: 201, y: 101 });
+        const off = await ctx.server.api('POST', `/v1/sessions/${s2.id}/computer`,
+          { action: 'left_click', coordinate: [640, 10] });
+        assert.equal(off.status, 400, off.text);
+      } finally {
+        await ctx.server.api('DELETE', `/v1/sessions/${s2.id}`);
+      }
+    });
+
   test('screenshots decode at the asked size and show the page', async () => {
     const png = await fetch(`${ctx.server.base}/v1/sessions/${s.id}/screenshot`, {
       headers: { authorization: `Bearer ${ctx.server.key}` },
