@@ -193,6 +193,36 @@ describe('computer use', () => {
       }
     });
 
+  test('at 1920x1080, clicks in Cabin\'s own vocabulary land on the exact pixel', async () => {
+    const big = await ctx.server.createSession({ resolution: { width: 1920, height: 1080 } });
+    let b2;
+    try {
+      b2 = await chromium.connectOverCDP(big.cdp_url);
+      const p2 = b2.contexts()[0].pages()[0];
+      await p2.setContent(PAGE);
+      await p2.bringToFront();
+      const o = await p2.evaluate(() => ({
+        x: window.screenX + (window.outerWidth - window.innerWidth),
+        y: window.screenY + (window.outerHeight - window.innerHeight),
+      }));
+      for (const [cx, cy] of [[150, 130], [1700, 900]]) {
+        const [x, y] = [o.x + cx, o.y + cy];
+        const r = await ctx.server.api('POST', `/v1/sessions/${big.id}/computer`, {
+          actions: [{ op: 'click', x, y, button: 'left', count: 1, modifiers: ['ctrl'] }] });
+        assert.equal(r.status, 200, r.text);
+        let ev;
+        await waitFor(async () => {
+          ev = (await p2.evaluate(() => window.log.splice(0))).find((e) => e.type === 'mousedown');
+          return ev;
+        }, { what: 'mousedown at 1920x1080' });
+        assert.deepEqual([ev.x, ev.y, ev.ctrl], [x, y, true]);
+      }
+    } finally {
+      await b2?.close();
+      await ctx.server.api('DELETE', `/v1/sessions/${big.id}`);
+    }
+  });
+
   test('screenshots decode at the asked size and show the page', async () => {
     const png = await fetch(`${ctx.server.base}/v1/sessions/${s.id}/screenshot`, {
       headers: { authorization: `Bearer ${ctx.server.key}` },
