@@ -24,12 +24,14 @@ enum class RouteId {
   kCdpPage,        // WebSocket: /devtools/page/{target}
   kJsonVersion,
   kJsonList,
+  kVnc,            // WebSocket carrying RFB (the live view, vnc-forward)
 };
 
 enum class Auth {
   kNone,       // /healthz only
   kApiKey,     // control API
   kCdpToken,   // a `cdp` capability token in ?token=, or the API key
+  kViewToken,  // a `view` or `control` capability token in ?token=, or the API key
 };
 
 struct Route {
