@@ -106,6 +106,23 @@ class RfbClient {
         const std::string r = read(12);
         const int x = u16(r, 0), y = u16(r, 2), w = u16(r, 4), h2 = u16(r, 6);
         const int32_t enc = static_cast<int32_t>(u32(r, 8));
+        if (enc == 1) {  // CopyRect: from (sx, sy) in what the client has
+          const std::string src = read(4);
+          const int sx = u16(src, 0), sy = u16(src, 2);
+          std::vector<uint8_t> copy(static_cast<size_t>(w) * h2 * 4);
+          for (int row = 0; row < h2; ++row) {
+            std::memcpy(copy.data() + static_cast<size_t>(row) * w * 4,
+                        fb.data() + ((static_cast<size_t>(sy) + row) * width + sx) * 4,
+                        static_cast<size_t>(w) * 4);
+          }
+          for (int row = 0; row < h2; ++row) {
+            std::memcpy(fb.data() + ((static_cast<size_t>(y) + row) * width + x) * 4,
+                        copy.data() + static_cast<size_t>(row) * w * 4, static_cast<size_t>(w) * 4);
+          }
+          ++copy_rects;
+          ++rects;
+          continue;
+        }
         REQUIRE(enc == 0);  // Raw
         if (fb.size() != static_cast<size_t>(width) * height * 4) {
           fb.assign(static_cast<size_t>(width) * height * 4, 0);
@@ -131,6 +148,7 @@ class RfbClient {
   int height = 0;
   std::vector<uint8_t> fb;
   std::vector<std::string> cut_texts;
+  int copy_rects = 0;
 
  private:
   static uint16_t u16(const std::string& s, size_t at) {
@@ -228,6 +246,35 @@ TEST_CASE("RFB server sends the screen, then what changed", "[rfb]") {
   for (int i = 0; i < 500 && server->stats().captures == before.captures; ++i) ::usleep(10000);
   CHECK(server->stats().captures > before.captures);
   CHECK(server->stats().frames == before.frames);
+}
+
+TEST_CASE("RFB server sends a scrolled screen as CopyRect plus the new rows", "[rfb]") {
+  cabin::vnc::init_threads();
+  Xvfb x(320, 240);
+  Client xc(x.name());
+  // Every row its own colour, so a shift is unambiguous.
+  for (int y = 0; y < 240; ++y) xc.fill_root(0, y, 320, 1, 0x10000u * (y % 256) + 0x100u * (255 - y % 256) + 7u);
+  xc.sync();
+  auto server = start(x);
+  RfbClient c(server->port());
+  c.set_encodings({1, 0});  // CopyRect, Raw
+  c.request(false);
+  c.read_update();
+  REQUIRE(c.rgb(5, 100) == 0x10000u * 100 + 0x100u * 155 + 7u);
+  // Scroll up by 24 px, then paint the uncovered rows.
+  GC gc = XCreateGC(xc.dpy(), xc.root(), 0, nullptr);
+  XCopyArea(xc.dpy(), xc.root(), xc.root(), gc, 0, 24, 320, 216, 0, 0);
+  XFreeGC(xc.dpy(), gc);
+  xc.fill_root(0, 216, 320, 24, 0x00ff00);
+  xc.sync();
+  REQUIRE(update_until(c, [&] { return c.rgb(5, 230) == 0x00ff00; }));
+  CHECK(c.copy_rects >= 1);
+  CHECK(server->stats().scroll_copies >= 1);
+  for (int y : {0, 50, 100, 215}) {
+    INFO("row " << y);
+    CHECK(c.rgb(5, y) == 0x10000u * ((y + 24) % 256) + 0x100u * (255 - (y + 24) % 256) + 7u);
+    CHECK(c.rgb(300, y) == c.rgb(5, y));
+  }
 }
 
 TEST_CASE("RFB server applies pointer and key events with XTest", "[rfb]") {
