@@ -297,6 +297,21 @@ describe('live view over RFB', () => {
     assert.ok(!stderr.join('').includes('refused'), stderr.join(''));
   });
 
+  test('DELETE closes every viewer of the session', async () => {
+    const other = await ctx.server.createSession({ resolution: { width: 640, height: 480 } });
+    const viewers = await Promise.all([wsViewer(other.vnc_url), wsViewer(other.vnc_url)]);
+    const closed = viewers.map((v) => new Promise((resolve) => {
+      if (v.closed) resolve(v.closed);
+      v.socket.once('close', (code) => resolve({ code }));
+    }));
+    await ctx.server.deleteSession(other.id);
+    for (const c of await withDeadline(Promise.all(closed), 10000, 'viewers to close')) {
+      assert.ok([1000, 1006].includes(c.code), `close code ${c.code}`);
+    }
+    const after = await wsOpen(other.vnc_url).then((ws) => { ws.close(); return null; }, (e) => e);
+    assert.equal(after?.status, 404);
+  });
+
   test('vnc-forward needs an API key and a session id', async () => {
     const run = (args, env) => new Promise((resolve) => {
       const ch = spawn(path.join(BIN_DIR, 'cabind'), ['vnc-forward', ...args],
