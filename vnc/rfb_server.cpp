@@ -183,6 +183,7 @@ struct RfbServer::Impl {
     f(stats);
   }
 
+  // All or nothing: on failure every X object is gone and x_ok() is false.
   Result<void> open_x() {
     input.reset();
     damage.reset();
@@ -190,19 +191,22 @@ struct RfbServer::Impl {
     display.reset();
     auto d = Display::open(opt.display);
     if (!d) return d.error();
-    display.emplace(std::move(*d));
-    auto c = Capturer::create(*display, {.use_shm = opt.use_shm});
+    auto c = Capturer::create(*d, {.use_shm = opt.use_shm});
     if (!c) return c.error();
-    capturer.emplace(std::move(*c));
-    auto t = DamageTracker::create(*display, {.watch_cursor = true});
+    auto t = DamageTracker::create(*d, {.watch_cursor = true});
     if (!t) return t.error();
-    damage.emplace(std::move(*t));
-    auto i = Input::create(*display);
+    auto i = Input::create(*d);
     if (!i) return i.error();
+    // The others point at the Display's heap state, so moving the Display object is fine.
+    size = d->size();
+    display.emplace(std::move(*d));
+    capturer.emplace(std::move(*c));
+    damage.emplace(std::move(*t));
     input.emplace(std::move(*i));
-    size = display->size();
     return {};
   }
+
+  bool x_ok() const { return display && !display->lost() && capturer && damage && input; }
 
   Result<void> open_clipboard() {
     auto d = Display::open(opt.display);
@@ -520,7 +524,7 @@ struct RfbServer::Impl {
       rfbProcessEvents(screen, 0);
 
       const bool watched = clients() > 0;
-      if (display && !display->lost()) {
+      if (x_ok()) {
         const auto changes = damage->take_changes();
         if (changes.screen) dirty = true;
         if (changes.cursor && watched) update_cursor();
@@ -534,7 +538,7 @@ struct RfbServer::Impl {
         }
       }
       const auto now = Clock::now();
-      if (dirty && watched && now >= next_frame && display && !display->lost()) {
+      if (dirty && watched && now >= next_frame && x_ok()) {
         dirty = false;
         next_frame = now + frame_gap;
         if (cursor_serial == 0) update_cursor();
@@ -546,7 +550,7 @@ struct RfbServer::Impl {
       std::vector<pollfd> fds;
       fds.push_back({wake.get(), POLLIN, 0});
       fds.push_back({listener.get(), POLLIN, 0});
-      if (display && !display->lost()) fds.push_back({damage->fd(), POLLIN, 0});
+      if (x_ok()) fds.push_back({damage->fd(), POLLIN, 0});
       if (clip_display && !clip_display->lost()) fds.push_back({clipboard->fd(), POLLIN, 0});
       rfbClientIteratorPtr it = rfbGetClientIterator(screen);
       while (rfbClientPtr cl = rfbClientIteratorNext(it)) {
@@ -554,7 +558,7 @@ struct RfbServer::Impl {
       }
       rfbReleaseClientIterator(it);
       int timeout = -1;  // idle: sleep until something happens
-      if (dirty && watched) {
+      if (dirty && watched && x_ok()) {
         timeout = static_cast<int>(std::max<int64_t>(
             0, std::chrono::duration_cast<std::chrono::milliseconds>(next_frame - now).count() + 1));
       }
