@@ -106,6 +106,12 @@ class RfbClient {
         const std::string r = read(12);
         const int x = u16(r, 0), y = u16(r, 2), w = u16(r, 4), h2 = u16(r, 6);
         const int32_t enc = static_cast<int32_t>(u32(r, 8));
+        if (enc == -239) {  // RichCursor: pixels, then a 1-bit mask
+          read(static_cast<size_t>(w) * h2 * 4 + static_cast<size_t>((w + 7) / 8) * h2);
+          cursor = {w, h2};
+          ++rects;
+          continue;
+        }
         if (enc == 1) {  // CopyRect: from (sx, sy) in what the client has
           const std::string src = read(4);
           const int sx = u16(src, 0), sy = u16(src, 2);
@@ -149,6 +155,7 @@ class RfbClient {
   std::vector<uint8_t> fb;
   std::vector<std::string> cut_texts;
   int copy_rects = 0;
+  Size cursor;  // the last cursor shape's size
 
  private:
   static uint16_t u16(const std::string& s, size_t at) {
@@ -382,6 +389,17 @@ TEST_CASE("RFB server carries the clipboard both ways", "[rfb]") {
   CHECK(c.cut_texts.back() == text);
   CHECK(server->stats().cut_texts_in == 1);
   CHECK(server->stats().cut_texts_out == 1);
+}
+
+TEST_CASE("RFB server sends the pointer's shape to clients that ask for it", "[rfb]") {
+  cabin::vnc::init_threads();
+  Xvfb x(320, 240);
+  auto server = start(x);
+  RfbClient c(server->port());
+  c.set_encodings({-239, 0});  // RichCursor, Raw
+  REQUIRE(update_until(c, [&] { return c.cursor.width > 0; }));
+  CHECK(c.cursor.width <= 64);
+  CHECK(c.cursor.height > 0);
 }
 
 TEST_CASE("RFB server listens where it is told and refuses a taken port", "[rfb]") {
