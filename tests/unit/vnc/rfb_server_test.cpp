@@ -402,6 +402,20 @@ TEST_CASE("RFB server sends the pointer's shape to clients that ask for it", "[r
   CHECK(c.cursor.height > 0);
 }
 
+TEST_CASE("RFB server stops cleanly after its X server died with a viewer connected", "[rfb]") {
+  cabin::vnc::init_threads();
+  Xvfb x(320, 240);
+  auto server = start(x);
+  RfbClient c(server->port());
+  c.set_encodings({0});
+  c.request(false);
+  c.read_update();
+  x.kill();
+  c.request(true);  // the server notices the dead display while serving
+  server.reset();   // must return: closing a dead X connection must not wait forever
+  SUCCEED();
+}
+
 TEST_CASE("RFB server listens where it is told and refuses a taken port", "[rfb]") {
   cabin::vnc::init_threads();
   Xvfb x(320, 240);
