@@ -12,6 +12,7 @@ import { BIN_DIR, Cdp, api, startCabind, waitFor } from '../tests/integration/he
 import { chromiumVersion, startHostBrowser } from './host_chromium.mjs';
 import { benchComputer, computerRows } from './computer.mjs';
 import { benchMicrovm, microvmRows } from './microvm.mjs';
+import { benchVnc, vncRows } from './vnc.mjs';
 import { summary } from './stats.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -26,7 +27,7 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,computer' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc' },
     microvm: { type: 'boolean', default: false },
     'vm-n': { type: 'string', default: '5' },
     'vm-warmup': { type: 'string', default: '0' },
@@ -35,7 +36,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
   process.exit(0);
 }
@@ -375,6 +376,7 @@ function table(results) {
                `${fmt(r.ratio, 2)}x`, '', '']);
   }
   if (results.computer) rows.push(...computerRows(results.computer, fmt, mark));
+  if (results.vnc) rows.push(...vncRows(results.vnc, fmt, mark));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   return rows
@@ -425,6 +427,9 @@ async function main() {
       results.computer = await benchComputer(cabin, {
         shots: opt.quick ? 5 : 20, clicks: opt.quick ? 5 : 20, seconds: opt.quick ? 3 : 5, log,
       });
+    }
+    if (only.has('vnc')) {
+      results.vnc = await benchVnc(cabin, { width: WIDTH, height: HEIGHT, phaseMs: opt.quick ? 3000 : 5000, log });
     }
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {

@@ -1,6 +1,8 @@
 #include "vnc/display.h"
 
 #include <X11/Xlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -52,7 +54,18 @@ void install_handlers_once() {
 
 DisplayImpl::~DisplayImpl() {
   if (dpy == nullptr) return;
-  XCloseDisplay(dpy);
+  // A connection whose server is gone is not handed to XCloseDisplay: with Xlib's thread locks
+  // on (init_threads) it waits forever on a connection that already failed. Its socket is
+  // closed and the small Xlib state left behind. EOF on a peek tells a server that went away
+  // before Xlib noticed.
+  const int fd = ConnectionNumber(dpy);
+  char byte = 0;
+  const bool gone = lost || ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  if (gone) {
+    ::close(fd);
+  } else {
+    XCloseDisplay(dpy);
+  }
   std::lock_guard lock(g_registry_mu);
   std::erase(g_registry, this);
 }
@@ -83,6 +96,11 @@ Error lost_error(const std::string& display_name) {
 }
 
 }  // namespace detail
+
+void init_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] { XInitThreads(); });
+}
 
 Result<Display> Display::open(std::string_view name) {
   detail::install_handlers_once();
@@ -122,5 +140,17 @@ Size Display::size() const { return impl_->size; }
 int Display::fd() const { return ConnectionNumber(impl_->dpy); }
 bool Display::lost() const { return impl_->lost; }
 Result<void> Display::sync() { return impl_->sync("sync"); }
+
+Result<Size> Display::query_size() {
+  if (auto a = impl_->check_alive(); !a) return a.error();
+  ::Window root = 0;
+  int x = 0, y = 0;
+  unsigned w = 0, h = 0, border = 0, depth = 0;
+  if (!XGetGeometry(impl_->dpy, impl_->root, &root, &x, &y, &w, &h, &border, &depth)) {
+    if (auto a = impl_->check_alive(); !a) return a.error();
+    return make_error(Errc::kInternal, "x_error", "XGetGeometry on the root window failed");
+  }
+  return Size{static_cast<int>(w), static_cast<int>(h)};
+}
 
 }  // namespace cabin::vnc

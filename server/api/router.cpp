@@ -86,7 +86,7 @@ Result<std::string> percent_decode(std::string_view s) {
 
 bool takes_connection(RouteId id) {
   return id == RouteId::kCdpBrowser || id == RouteId::kCdpPage || id == RouteId::kFrames ||
-         id == RouteId::kFramesMjpeg;
+         id == RouteId::kFramesMjpeg || id == RouteId::kVnc;
 }
 
 Result<Route> route(std::string_view method, std::string_view target) {
@@ -138,6 +138,7 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 4 && sub == "frames.mjpeg") {
     return want("GET", RouteId::kFramesMjpeg, Auth::kViewToken);
   }
+  if (n == 4 && sub == "vnc") return want("GET", RouteId::kVnc, Auth::kViewToken);
   if (sub == "json") {
     if (n == 4 || (n == 5 && seg[4] == "list")) {
       return want("GET", RouteId::kJsonList, Auth::kCdpToken);

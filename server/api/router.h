@@ -26,6 +26,7 @@ enum class RouteId {
   kFramesMjpeg,  // GET: multipart/x-mixed-replace JPEG stream
   kJsonVersion,
   kJsonList,
+  kVnc,  // WebSocket carrying RFB (the live view, vnc-forward)
 };
 
 enum class Auth {

@@ -7,6 +7,7 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 
 #include "cdp-bridge/bridge.h"
+#include "vnc/rfb_bridge.h"
 #include "server/auth/api_key.h"
 #include "cdp-bridge/discovery.h"
 #include "common/agent_protocol.h"
@@ -54,11 +55,7 @@ Result<void> Api::authenticate(const api::Route& route, const Request& req) cons
     }
     auto claims = route.auth == api::Auth::kCdpToken
                       ? tokens_.verify(t->second, route.session_id, "cdp")
-                      : tokens_.verify(t->second, route.session_id, "view");
-    if (!claims && route.auth == api::Auth::kViewToken) {
-      // A control token allows watching too.
-      if (auto c = tokens_.verify(t->second, route.session_id, "control")) claims = c;
-    }
+                      : tokens_.verify(t->second, route.session_id, {"view", "control"});
     if (!claims) return claims.error();
     auto s = sessions_.find(route.session_id);
     if (s && claims->generation != s->token_generation) {
@@ -89,10 +86,12 @@ std::string Api::base_url(const Request& req, bool websocket) const {
   return base;
 }
 
-std::string Api::cdp_token(const sessions::Session& s) const {
+std::string Api::cdp_token(const sessions::Session& s) const { return scoped_token(s, "cdp"); }
+
+std::string Api::scoped_token(const sessions::Session& s, const std::string& scope) const {
   int64_t exp = std::min(tokens_.clock().unix_seconds() + config_.cdp_token_ttl_s,
                          s.record().expires_at);
-  return tokens_.issue(s.id(), "cdp", exp, s.token_generation);
+  return tokens_.issue(s.id(), scope, exp, s.token_generation);
 }
 
 json Api::session_json(const store::SessionRecord& r, const Request& req) const {
@@ -116,6 +115,7 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
       j["display"] = {{"width", d->width}, {"height", d->height}};
     }
     j["json_version_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/json/version";
+    j["vnc_url"] = ws + "/vnc?token=" + scoped_token(*s, "view");
   }
   return j;
 }
@@ -191,6 +191,7 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
     case RouteId::kCdpPage:
     case RouteId::kFrames:
     case RouteId::kFramesMjpeg:
+    case RouteId::kVnc:
       co_return error_response(http::status::bad_request, "websocket_required",
                                "this endpoint takes a WebSocket upgrade");
   }
@@ -270,6 +271,10 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
                                  "this endpoint takes a WebSocket upgrade"));
     co_return;
   }
+  if (route.id == api::RouteId::kVnc) {
+    co_await vnc(route, std::move(req), std::move(socket));
+    co_return;
+  }
   auto s = sessions_.find(route.session_id);
   if (!s || s->record().status != "running") {
     co_await fail(error_response(session_not_found()));
@@ -295,6 +300,50 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
   co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
                        std::move(tunnel->stream), std::move(tunnel->buffer));
   log()->debug("session {}: CDP client detached", id);
+}
+
+}  // namespace cabin::http_api
+
+namespace cabin::http_api {
+
+vnc::RfbAccess Api::vnc_access(const api::Route& route, const Request& req) const {
+  // Only called after authenticate() passed: the API key, or a valid view/control token.
+  if (req.find(http::field::authorization) != req.end()) return vnc::RfbAccess::kControl;
+  auto t = route.query.find("token");
+  if (t == route.query.end()) return vnc::RfbAccess::kView;
+  auto claims = tokens_.decode(t->second);
+  return claims && claims->scope == "control" ? vnc::RfbAccess::kControl : vnc::RfbAccess::kView;
+}
+
+net::awaitable<void> Api::vnc(const api::Route& route, Request req, net::ip::tcp::socket socket) {
+  auto fail = [&](Response res) -> net::awaitable<void> {
+    res.keep_alive(false);
+    boost::system::error_code ec;
+    co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
+    socket.shutdown(net::socket_base::shutdown_both, ec);
+  };
+  auto s = sessions_.find(route.session_id);
+  if (!s || s->record().status != "running") {
+    co_await fail(error_response(session_not_found()));
+    co_return;
+  }
+  auto tunnel = co_await s->agent().connect(agent_protocol::kRfbPort);
+  if (!tunnel) {
+    co_await fail(error_response(tunnel.error()));
+    co_return;
+  }
+  const std::string id = s->id();
+  const vnc::RfbAccess access = vnc_access(route, req);
+  s.reset();  // a viewer must not keep an ended session alive
+  const char* mode = access == vnc::RfbAccess::kControl ? "control" : "view";
+  log()->info("session {}: RFB viewer attached ({})", id, mode);
+  auto stats = co_await vnc::serve_rfb_websocket(std::move(socket), std::move(req),
+                                                 std::move(tunnel->stream),
+                                                 std::move(tunnel->buffer), access, {});
+  log()->info("session {}: RFB viewer detached ({}): {} bytes out, {} in, {} of {} messages "
+              "dropped; {}",
+              id, mode, stats.bytes_to_client, stats.bytes_to_sandbox, stats.dropped,
+              stats.messages, stats.close_reason);
 }
 
 }  // namespace cabin::http_api

@@ -17,6 +17,7 @@
 #include "server/http/frames.h"
 #include "server/http/responses.h"
 #include "server/sessions/session_manager.h"
+#include "vnc/rfb_filter.h"
 
 namespace cabin::http_api {
 
@@ -44,6 +45,10 @@ class Api {
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
   std::string base_url(const Request& req, bool websocket) const;
   std::string cdp_token(const sessions::Session& s) const;
+  std::string scoped_token(const sessions::Session& s, const std::string& scope) const;
+  vnc::RfbAccess vnc_access(const api::Route& route, const Request& req) const;
+  // GET /v1/sessions/{id}/vnc: the RFB WebSocket, filtered by the caller's access.
+  net::awaitable<void> vnc(const api::Route& route, Request req, net::ip::tcp::socket socket);
 
   net::awaitable<Response> create(const Request& req);
   net::awaitable<Response> exec(const api::Route& route, const Request& req);

@@ -36,6 +36,7 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"GET", "/v1/sessions/" + kSid + "/json/list", RouteId::kJsonList, Auth::kCdpToken},
            {"GET", "/v1/sessions/" + kSid + "/devtools/page/ABCDEF0123", RouteId::kCdpPage,
             Auth::kCdpToken},
+           {"GET", "/v1/sessions/" + kSid + "/vnc?token=x", RouteId::kVnc, Auth::kViewToken},
        }) {
     INFO(c.method << " " << c.target);
     auto r = route(c.method, c.target);
