@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { BIN_DIR, Cdp, api, startCabind, waitFor } from '../tests/integration/helpers.mjs';
-import { chromiumVersion, startHostBrowser } from './host_chromium.mjs';
+import { chromiumVersion, pageTarget, startHostBrowser } from './host_chromium.mjs';
 import { benchComputer, computerRows } from './computer.mjs';
 import { benchMicrovm, microvmRows } from './microvm.mjs';
 import { benchVnc, vncRows } from './vnc.mjs';
@@ -140,14 +140,6 @@ async function benchCreate(cabin) {
 
 // ---------------------------------------------------------------------------------------------
 // shared: one cabind session and one host browser, each with a page target on raw CDP
-
-async function pageTarget(listUrl, opts) {
-  const r = await fetch(listUrl, opts);
-  if (!r.ok) throw new Error(`${listUrl} -> ${r.status}`);
-  const page = (await r.json()).find((t) => t.type === 'page');
-  if (!page) throw new Error(`no page target at ${listUrl}`);
-  return Cdp.connect(page.webSocketDebuggerUrl, { maxPayload: 512 << 20 });
-}
 
 async function openPair(cabin) {
   const s = await createSession(cabin, { resolution: { width: WIDTH, height: HEIGHT } });

@@ -7,8 +7,8 @@ import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { promisify } from 'node:util';
 
-import { Cdp, waitFor, wsOpen } from '../tests/integration/helpers.mjs';
-import { startHostBrowser } from './host_chromium.mjs';
+import { waitFor, wsOpen } from '../tests/integration/helpers.mjs';
+import { pageTarget, startHostBrowser } from './host_chromium.mjs';
 import { summary } from './stats.mjs';
 
 const run = promisify(execFile);
@@ -38,14 +38,6 @@ b.style.left = (100 + (i * 7) % 900) + 'px'; b.style.top = (100 + (i * 3) % 250)
 document.getElementById('n').textContent = i; requestAnimationFrame(step); } step();</script>`;
 
 const nowMs = () => performance.timeOrigin + performance.now();
-
-async function pageTarget(listUrl, opts) {
-  const r = await fetch(listUrl, opts);
-  if (!r.ok) throw new Error(`${listUrl} -> ${r.status}`);
-  const page = (await r.json()).find((t) => t.type === 'page');
-  if (!page) throw new Error(`no page target at ${listUrl}`);
-  return Cdp.connect(page.webSocketDebuggerUrl, { maxPayload: 512 << 20 });
-}
 
 async function setContent(cdp, html) {
   await cdp.send('Page.enable');
