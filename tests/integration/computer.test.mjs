@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { pngSize, useCabind, waitFor } from './helpers.mjs';
+import { pixelAt, pngDecode, pngSize, useCabind, waitFor } from './helpers.mjs';
 
 const ctx = useCabind();
 const W = 1280;
@@ -247,6 +247,20 @@ describe('computer use', () => {
     const img = z.json.results[0];
     assert.equal(img.media_type, 'image/png');
     assert.deepEqual([img.width, img.height], [20, 20]);
+    // Every pixel of the zoomed region is the box's red.
+    const zoomed = pngDecode(Buffer.from(img.data, 'base64'));
+    for (const [x, y] of [[0, 0], [19, 0], [10, 10], [0, 19], [19, 19]]) {
+      assert.deepEqual(pixelAt(zoomed, x, y), [255, 0, 0], `zoom pixel ${x},${y}`);
+    }
+    // The whole screen shows the box where the page drew it, and white around it.
+    const full = pngDecode(Buffer.from(await (await fetch(
+      `${ctx.server.base}/v1/sessions/${s.id}/screenshot`,
+      { headers: { authorization: `Bearer ${ctx.server.key}` } })).arrayBuffer()));
+    const [ox, oy] = await screenPoint(0, 0);
+    assert.deepEqual(pixelAt(full, ox + 100, oy + 100), [255, 0, 0], 'box top-left');
+    assert.deepEqual(pixelAt(full, ox + 299, oy + 199), [255, 0, 0], 'box bottom-right');
+    assert.deepEqual(pixelAt(full, ox + 99, oy + 100), [255, 255, 255], 'left of the box');
+    assert.deepEqual(pixelAt(full, ox + 300, oy + 199), [255, 255, 255], 'right of the box');
   });
 
   test('bad input is refused with a clear error and the session stays usable', async () => {

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { pngSize, useCabind, waitFor, wsOpen } from './helpers.mjs';
+import { pixelAt, pngDecode, pngSize, useCabind, waitFor, wsOpen } from './helpers.mjs';
 
 const ctx = useCabind();
 
@@ -79,6 +79,14 @@ describe('frame streams', () => {
         return v.frames.length === n;
       }, { what: 'the page to settle', timeoutMs: 10000 });
       const settled = v.frames.length;
+      // The red 100x100 box at the page's top-left, at half size.
+      const last = pngDecode(v.frames.at(-1).data);
+      const o = await page.evaluate(() => ({
+        x: window.screenX + (window.outerWidth - window.innerWidth),
+        y: window.screenY + (window.outerHeight - window.innerHeight),
+      }));
+      assert.deepEqual(pixelAt(last, Math.round((o.x + 50) / 2), Math.round((o.y + 50) / 2)),
+        [255, 0, 0]);
       await new Promise((r) => setTimeout(r, 1500));
       assert.equal(v.frames.length, settled, 'frames were sent while the screen was still');
 
