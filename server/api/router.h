@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -24,19 +25,33 @@ enum class RouteId {
   kCdpPage,        // WebSocket: /devtools/page/{target}
   kJsonVersion,
   kJsonList,
+  kMintToken,      // POST /tokens {scope, ttl_s}
+  kRevokeTokens,   // POST /tokens/revoke
+  kCreatePreview,  // POST /previews {port, ttl_s}
+  kListPreviews,   // GET /previews
+  kDeletePreview,  // DELETE /previews/{preview}
 };
 
+// What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but
+// kNone; token routes also accept a capability token in ?token= whose scope is one of
+// token_scopes(auth).
 enum class Auth {
-  kNone,       // /healthz only
-  kApiKey,     // control API
-  kCdpToken,   // a `cdp` capability token in ?token=, or the API key
+  kNone,          // /healthz only
+  kApiKey,        // control API
+  kCdpToken,      // a `cdp` token
+  kViewToken,     // a `view` or `control` token: watching
+  kControlToken,  // a `control` token: watching and input
 };
+
+// The token scopes a route with this auth accepts; empty for kNone and kApiKey.
+const std::vector<std::string_view>& token_scopes(Auth auth);
 
 struct Route {
   RouteId id;
   Auth auth = Auth::kApiKey;
   std::string session_id;
   std::string target_id;
+  std::string preview_id;
   std::map<std::string, std::string> query;  // decoded
 };
 
