@@ -29,6 +29,12 @@ void TokenConnections::Registration::reset() {
   state_.reset();
 }
 
+bool TokenConnections::Registration::active() const {
+  if (id_ == 0) return false;
+  auto s = state_.lock();
+  return s && static_cast<Impl*>(s.get())->entries.count(id_) > 0;
+}
+
 TokenConnections::TokenConnections(net::any_io_executor ex)
     : ex_(std::move(ex)), impl_(std::make_shared<Impl>()) {}
 

@@ -45,6 +45,8 @@ class TokenConnections {
     Registration& operator=(const Registration&) = delete;
     ~Registration() { reset(); }
     void reset();
+    // False once the connection was closed through the registry (or never registered).
+    bool active() const;
 
    private:
     friend class TokenConnections;

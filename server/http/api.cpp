@@ -86,7 +86,7 @@ std::string Api::base_url(const Request& req, bool websocket) const {
     std::string h = host != req.end() && plain_host(host->value())
                         ? std::string(host->value())
                         : config_.listen_host + ":" + std::to_string(config_.listen_port);
-    base = "http://" + h;
+    base = (config_.tls() ? "https://" : "http://") + h;
   }
   if (websocket) {
     if (base.rfind("https://", 0) == 0) return "wss://" + base.substr(8);
@@ -195,9 +195,11 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
     case RouteId::kRevokeTokens:
       co_return revoke_tokens(route);
     case RouteId::kCreatePreview:
+      co_return create_preview(route, req);
     case RouteId::kListPreviews:
+      co_return list_previews(route, req);
     case RouteId::kDeletePreview:
-      co_return error_response(http::status::not_found, "not_found", "no such endpoint");
+      co_return delete_preview(route);
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
       co_return error_response(http::status::bad_request, "websocket_required",
@@ -302,12 +304,13 @@ net::awaitable<Response> Api::discovery(const api::Route& route, const Request& 
 }
 
 net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& authn, Request req,
-                                         net::ip::tcp::socket socket, beast::flat_buffer buffer) {
+                                         ClientStream socket, beast::flat_buffer buffer) {
   auto fail = [&](Response res) -> net::awaitable<void> {
     res.keep_alive(false);
     boost::system::error_code ec;
     co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
     socket.shutdown(net::socket_base::shutdown_both, ec);
+    socket.close(ec);
   };
   if (!beast::websocket::is_upgrade(req)) {
     co_await fail(error_response(http::status::bad_request, "websocket_required",
@@ -341,7 +344,8 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   auth::TokenConnections::Registration reg;
   if (authn.by_token) {
     reg = connections_.add({id, "", std::nullopt},
-                           [client = socket.native_handle(), up = tunnel->stream.native_handle()] {
+                           [client = socket.socket().native_handle(),
+                            up = tunnel->stream.native_handle()] {
                              // shutdown() rather than close(): the fds stay owned by the pump,
                              // which then reads EOF both ways and ends.
                              ::shutdown(client, SHUT_RDWR);

@@ -15,6 +15,8 @@
 #include "server/auth/token_connections.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
+#include "server/http/client_stream.h"
+#include "server/preview/previews.h"
 #include "server/http/responses.h"
 #include "server/sessions/session_manager.h"
 
@@ -33,11 +35,13 @@ struct Authn {
 class Api {
  public:
   Api(const ServerConfig& config, sessions::SessionManager& sessions,
-      const auth::TokenService& tokens, auth::TokenConnections& connections, std::string api_key)
+      const auth::TokenService& tokens, auth::TokenConnections& connections,
+      preview::Previews& previews, std::string api_key)
       : config_(config),
         sessions_(sessions),
         tokens_(tokens),
         connections_(connections),
+        previews_(previews),
         api_key_(std::move(api_key)) {}
 
   // Authenticates the routed request. kNone routes always pass.
@@ -52,7 +56,7 @@ class Api {
 
   // Handles a WebSocket upgrade route; takes the connection. Answers errors itself.
   net::awaitable<void> handle_upgrade(const api::Route& route, const Authn& authn, Request req,
-                                      net::ip::tcp::socket socket, beast::flat_buffer buffer);
+                                      ClientStream stream, beast::flat_buffer buffer);
 
  private:
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
@@ -67,11 +71,18 @@ class Api {
   Response info() const;
   Response mint_token(const api::Route& route, const Request& req);
   Response revoke_tokens(const api::Route& route);
+  // preview_api.cpp
+  nlohmann::json preview_json(const preview::Grant& g, const sessions::Session& s,
+                              const Request& req) const;
+  Response create_preview(const api::Route& route, const Request& req);
+  Response list_previews(const api::Route& route, const Request& req);
+  Response delete_preview(const api::Route& route);
 
   const ServerConfig& config_;
   sessions::SessionManager& sessions_;
   const auth::TokenService& tokens_;
   auth::TokenConnections& connections_;
+  preview::Previews& previews_;
   std::string api_key_;
 };
 

@@ -51,7 +51,7 @@ export function withDeadline(promise, ms, what) {
 // cabind
 
 // Starts build/bin/cabind on a free loopback port with fresh state and run directories.
-// Resolves once it prints its "listening on" line. The returned object has `base` (http URL),
+// Resolves once it prints its "listening on" line. The returned object has `base` (http or https URL),
 // `port`, `key`, `runDir`, `stateDir`, `api()`, `createSession()`, `deleteSession()`,
 // `stop()` and `logTail()`.
 // Pass `stateDir`, `runDir` and `key` of an earlier server to restart on its state.
@@ -97,7 +97,7 @@ export async function startCabind({
 
   const listening = new Promise((resolve, reject) => {
     out.on('line', (line) => {
-      const m = /^cabind \S+ listening on (http:\/\/127\.0\.0\.1:(\d+))$/.exec(line);
+      const m = /^cabind \S+ listening on (https?:\/\/127\.0\.0\.1:(\d+))$/.exec(line);
       if (m) resolve({ base: m[1], port: Number(m[2]) });
     });
     exited.then(({ code, signal }) =>
@@ -223,7 +223,11 @@ export async function api(base, defaultKey, method, p, body, opts = {}) {
     payload = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
     headers['content-type'] ??= 'application/json';
   }
-  const res = await fetch(base + p, { method, headers, body: payload, redirect: 'manual' });
+  const res = await fetch(base + p, { method, headers, body: payload, redirect: 'manual' })
+    .catch((err) => {
+      // undici hides why in `cause` (a reset, a closed keep-alive connection...).
+      throw new Error(`${method} ${redact(p)}: ${err.message}: ${err.cause?.code ?? ''} ${err.cause?.message ?? ''}`);
+    });
   const text = await res.text();
   let json = null;
   try {
@@ -338,9 +342,10 @@ function dechunk(s) {
 
 // Opens a WebSocket. Resolves with the open socket; rejects with an Error carrying `status`,
 // `body` and `json` when the server answers the upgrade with an HTTP response instead.
-export function wsOpen(url, { headers = {}, timeoutMs = 10000, maxPayload = 256 << 20 } = {}) {
+// `ca`: certificates to trust for wss:// (a self-signed cabind).
+export function wsOpen(url, { headers = {}, timeoutMs = 10000, maxPayload = 256 << 20, ca } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers, maxPayload, perMessageDeflate: false });
+    const ws = new WebSocket(url, { headers, maxPayload, perMessageDeflate: false, ...(ca ? { ca } : {}) });
     const timer = setTimeout(() => {
       ws.terminate();
       reject(new Error(`WebSocket ${redact(url)}: no answer within ${timeoutMs} ms`));

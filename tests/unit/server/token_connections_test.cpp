@@ -16,8 +16,11 @@ TEST_CASE("token connections close by session, by tag and by deadline, once each
   auto rd = conns->add({"s2", "", std::chrono::milliseconds(20)}, [&] { ++d; });
   CHECK(conns->count("s1") == 2);
 
+  CHECK(rb.active());
   CHECK(conns->close_tag("s1", "prv_x") == 1);
   CHECK(b == 1);
+  CHECK_FALSE(rb.active());
+  CHECK(ra.active());
   CHECK(c == 0);
   CHECK(conns->close_session("s1") == 1);
   CHECK(a == 1);
