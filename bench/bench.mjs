@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { BIN_DIR, Cdp, api, startCabind, waitFor } from '../tests/integration/helpers.mjs';
 import { chromiumVersion, startHostBrowser } from './host_chromium.mjs';
 import { benchMicrovm, microvmRows } from './microvm.mjs';
+import { benchPreview, previewRows } from './preview.mjs';
 import { summary } from './stats.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -25,7 +26,11 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot' },
+    only: { type: 'string', default: 'create,latency,screenshot,preview' },
+    'preview-conns': { type: 'string', default: '16' },
+    'preview-ms': { type: 'string' },
+    'preview-big': { type: 'string' },
+    'preview-rounds': { type: 'string' },
     microvm: { type: 'boolean', default: false },
     'vm-n': { type: 'string', default: '5' },
     'vm-warmup': { type: 'string', default: '0' },
@@ -34,7 +39,8 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,preview,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
   process.exit(0);
 }
@@ -47,6 +53,12 @@ const only = new Set(opt.only.split(','));
 if (opt.microvm) only.add('microvm');
 const VM_N = Number(opt['vm-n']);
 const VM_WARMUP = Number(opt['vm-warmup']);
+const PREVIEW = {
+  conns: Number(opt['preview-conns']),
+  ms: Number(opt['preview-ms'] ?? (opt.quick ? 1000 : 3000)),
+  bigMiB: Number(opt['preview-big'] ?? (opt.quick ? 64 : 256)),
+  rounds: Number(opt['preview-rounds'] ?? (opt.quick ? 1 : 3)),
+};
 
 const log = (...a) => console.error('[bench]', ...a);
 
@@ -373,6 +385,7 @@ function table(results) {
     rows.push(['3 MB string via Runtime.evaluate (MB/s)', fmt(r.cabin.mb_per_s), fmt(r.direct.mb_per_s),
                `${fmt(r.ratio, 2)}x`, '', '']);
   }
+  if (results.preview) rows.push(...previewRows(results.preview, fmt, mark));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   return rows
@@ -419,6 +432,7 @@ async function main() {
         await pair.close();
       }
     }
+    if (only.has('preview')) results.preview = await benchPreview(cabin, { ...PREVIEW, log });
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {
         n: VM_N, warmup: VM_WARMUP, width: WIDTH, height: HEIGHT, log,

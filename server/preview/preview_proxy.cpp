@@ -61,9 +61,13 @@ void strip_hop_by_hop(http::fields& f, bool keep_upgrade) {
 template <bool isRequest, typename In, typename Out>
 net::awaitable<boost::system::error_code> relay_body(In& in, beast::flat_buffer& in_buf,
                                                      http::parser<isRequest, http::buffer_body>& p,
-                                                     Out& out) {
+                                                     Out& out, char* buffer) {
   http::serializer<isRequest, http::buffer_body> sr{p.get()};
-  std::vector<char> buf(kRelayChunk);
+  struct {
+    char* ptr;
+    char* data() const { return ptr; }
+    size_t size() const { return kRelayChunk; }
+  } buf{buffer};
   boost::system::error_code ec;
   bool header_sent = false;
   for (;;) {
@@ -285,7 +289,10 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   out.target(upstream_target);
   out.version(11);
   out.set(http::field::host, "127.0.0.1:" + std::to_string(grant->port));
-  std::string client_ip = client.socket().remote_endpoint(ec).address().to_string();
+  if (state.client_ip.empty()) {
+    state.client_ip = client.socket().remote_endpoint(ec).address().to_string();
+  }
+  const std::string& client_ip = state.client_ip;
   const char* proto = client.is_tls() ? "https" : "http";
   out.set("X-Forwarded-For", client_ip);
   out.set("X-Forwarded-Proto", proto);
@@ -325,7 +332,8 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
                               net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return Outcome::kClose;
   }
-  ec = co_await relay_body(client, buffer, req, up.stream);
+  if (!state.relay_buffer) state.relay_buffer.reset(new char[kRelayChunk]);
+  ec = co_await relay_body(client, buffer, req, up.stream, state.relay_buffer.get());
   if (ec) {
     log()->debug("preview {}: request relay ended: {}", grant->id, ec.message());
     state.upstream.reset();
@@ -417,7 +425,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
   rh.version(11);  // Cabin speaks HTTP/1.1 to the client whatever the app speaks
   rh.keep_alive(keep);
-  ec = co_await relay_body(up.stream, up.buffer, res, client);
+  ec = co_await relay_body(up.stream, up.buffer, res, client, state.relay_buffer.get());
   if (ec || !up_keep) {
     state.upstream.reset();
     state.fds->upstream = -1;

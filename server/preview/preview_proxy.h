@@ -53,6 +53,10 @@ struct ConnectionState {
   std::shared_ptr<ConnectionFds> fds = std::make_shared<ConnectionFds>();
   std::map<std::string, auth::TokenConnections::Registration> registrations;  // by grant id
   std::function<void()> before_take;  // called before the connection becomes a tunnel
+  std::string client_ip;              // learnt once per connection
+  // One relay buffer per connection, uninitialised: allocating and zeroing 64 KiB per request
+  // and direction was a fifth of the proxy's CPU time.
+  std::unique_ptr<char[]> relay_buffer;
 };
 
 class PreviewProxy {
