@@ -321,6 +321,9 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     }
     state.upstream.emplace(std::move(*t));
     state.upstream_grant = grant->id;
+    // Beast reads at most the buffer's free capacity: a buffer left at its first size would
+    // turn a large body into thousands of small reads.
+    state.upstream->buffer.reserve(kRelayChunk);
   }
   session.reset();  // a proxied connection must not keep an ended session alive
   state.fds->upstream = state.upstream->stream.native_handle();
@@ -332,7 +335,10 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
                               net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return Outcome::kClose;
   }
-  if (!state.relay_buffer) state.relay_buffer.reset(new char[kRelayChunk]);
+  if (!state.relay_buffer) {
+    state.relay_buffer.reset(new char[kRelayChunk]);
+    buffer.reserve(kRelayChunk);  // the client side too, for uploads
+  }
   ec = co_await relay_body(client, buffer, req, up.stream, state.relay_buffer.get());
   if (ec) {
     log()->debug("preview {}: request relay ended: {}", grant->id, ec.message());
