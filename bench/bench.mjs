@@ -13,6 +13,7 @@ import { chromiumVersion, pageTarget, startHostBrowser } from './host_chromium.m
 import { benchComputer, computerRows } from './computer.mjs';
 import { benchMicrovm, microvmRows } from './microvm.mjs';
 import { benchVnc, vncRows } from './vnc.mjs';
+import { benchPreview, previewRows } from './preview.mjs';
 import { summary } from './stats.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -27,7 +28,11 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview' },
+    'preview-conns': { type: 'string', default: '16' },
+    'preview-ms': { type: 'string' },
+    'preview-big': { type: 'string' },
+    'preview-rounds': { type: 'string' },
     microvm: { type: 'boolean', default: false },
     'vm-n': { type: 'string', default: '5' },
     'vm-warmup': { type: 'string', default: '0' },
@@ -36,7 +41,8 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
   process.exit(0);
 }
@@ -49,6 +55,12 @@ const only = new Set(opt.only.split(','));
 if (opt.microvm) only.add('microvm');
 const VM_N = Number(opt['vm-n']);
 const VM_WARMUP = Number(opt['vm-warmup']);
+const PREVIEW = {
+  conns: Number(opt['preview-conns']),
+  ms: Number(opt['preview-ms'] ?? (opt.quick ? 1000 : 3000)),
+  bigMiB: Number(opt['preview-big'] ?? (opt.quick ? 64 : 256)),
+  rounds: Number(opt['preview-rounds'] ?? (opt.quick ? 1 : 3)),
+};
 
 const log = (...a) => console.error('[bench]', ...a);
 
@@ -369,6 +381,7 @@ function table(results) {
   }
   if (results.computer) rows.push(...computerRows(results.computer, fmt, mark));
   if (results.vnc) rows.push(...vncRows(results.vnc, fmt, mark));
+  if (results.preview) rows.push(...previewRows(results.preview, fmt, mark));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   return rows
@@ -423,6 +436,7 @@ async function main() {
     if (only.has('vnc')) {
       results.vnc = await benchVnc(cabin, { width: WIDTH, height: HEIGHT, phaseMs: opt.quick ? 3000 : 5000, log });
     }
+    if (only.has('preview')) results.preview = await benchPreview(cabin, { ...PREVIEW, log });
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {
         n: VM_N, warmup: VM_WARMUP, width: WIDTH, height: HEIGHT, log,

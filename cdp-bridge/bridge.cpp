@@ -76,23 +76,4 @@ net::awaitable<Result<http::response<http::empty_body>>> upstream_handshake(
   co_return make_client_answer(parser.get());
 }
 
-net::awaitable<void> splice(ClientSocket client, beast::flat_buffer client_buffer,
-                            http::response<http::empty_body> answer, TunnelSocket tunnel,
-                            beast::flat_buffer tunnel_buffer) {
-  boost::system::error_code ec;
-  client.set_option(net::ip::tcp::no_delay(true), ec);
-  co_await http::async_write(client, answer, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return;
-  if (client_buffer.size() > 0) {
-    co_await net::async_write(tunnel, client_buffer.data(),
-                              net::redirect_error(net::use_awaitable, ec));
-  }
-  if (!ec && tunnel_buffer.size() > 0) {
-    co_await net::async_write(client, tunnel_buffer.data(),
-                              net::redirect_error(net::use_awaitable, ec));
-  }
-  if (ec) co_return;
-  co_await pump(std::move(client), std::move(tunnel));
-}
-
 }  // namespace cabin::cdp

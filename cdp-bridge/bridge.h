@@ -9,9 +9,14 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include <string>
 
+#include "common/pump.h"
 #include "common/result.h"
 
 namespace cabin::cdp {
@@ -38,9 +43,24 @@ net::awaitable<Result<http::response<http::empty_body>>> upstream_handshake(
     const http::request_header<>& client_request, const std::string& path, int port);
 
 // Gives the client its answer, forwards bytes either side sent early, then pumps until both
-// directions end.
-net::awaitable<void> splice(ClientSocket client, beast::flat_buffer client_buffer,
+// directions end. Client: any stream the byte pump takes (plain TCP, TLS).
+template <typename Client>
+net::awaitable<void> splice(Client client, beast::flat_buffer client_buffer,
                             http::response<http::empty_body> answer, TunnelSocket tunnel,
-                            beast::flat_buffer tunnel_buffer);
+                            beast::flat_buffer tunnel_buffer) {
+  boost::system::error_code ec;
+  co_await http::async_write(client, answer, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+  if (client_buffer.size() > 0) {
+    co_await net::async_write(tunnel, client_buffer.data(),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  if (!ec && tunnel_buffer.size() > 0) {
+    co_await net::async_write(client, tunnel_buffer.data(),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  if (ec) co_return;
+  co_await pump(std::move(client), std::move(tunnel));
+}
 
 }  // namespace cabin::cdp

@@ -7,10 +7,12 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include "common/log.h"
@@ -21,6 +23,9 @@
 #include "server/drivers/namespace/namespace_driver.h"
 #include "server/http/api.h"
 #include "server/http/server.h"
+#include "server/http/tls.h"
+#include "server/preview/preview_proxy.h"
+#include "server/preview/previews.h"
 #include "server/sessions/session_manager.h"
 #include "server/store/session_store.h"
 #include "server/vnc_forward.h"
@@ -58,10 +63,18 @@ int main(int argc, char** argv) {
 
   auto api_key = auth::load_or_create_api_key(cfg.state_dir, std::getenv("CABIN_API_KEY"));
   if (!api_key) return fail(api_key.error().message);
-  auto keys = auth::TokenService::load_or_create_keys(cfg.state_dir / "keys");
+  const auto keys_dir = cfg.state_dir / "keys";
+  if (cfg.rotate_token_key) {
+    auto kid = auth::TokenService::add_key(keys_dir);
+    if (!kid) return fail(kid.error().message);
+    log->info("token signing key {} added; it signs from now on", *kid);
+  }
+  auto keys = auth::TokenService::load_or_create_keys(keys_dir);
   if (!keys) return fail(keys.error().message);
   SystemClock clock;
+  const size_t key_count = keys->size();
   auth::TokenService tokens(std::move(*keys), clock);
+  log->info("token signing key {}; {} keys verify", tokens.signing_key_id(), key_count);
 
   auto store = store::SessionStore::open((cfg.state_dir / "cabin.db").string());
   if (!store) return fail(store.error().message);
@@ -113,17 +126,48 @@ int main(int argc, char** argv) {
   mc.pids_max = cfg.sandbox_pids_max;
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
 
-  http_api::Api api(cfg, manager, tokens, api_key->key);
-  http_api::HttpServer server(ioc.get_executor(), api);
-  if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
-  if (cfg.listen_host != "127.0.0.1" && cfg.listen_host != "::1") {
-    log->warn("listening beyond loopback on {} without TLS", cfg.listen_host);
+  // TLS, or plain HTTP only where nothing beyond this host can reach it.
+  std::shared_ptr<net::ssl::context> tls;
+  if (cfg.tls()) {
+    http_api::TlsPair pair{cfg.tls_cert, cfg.tls_key, false};
+    if (cfg.tls_self_signed) {
+      std::vector<std::string> names = {cfg.listen_host};
+      if (!cfg.preview_domain.empty()) {
+        names.push_back(cfg.preview_domain);
+        names.push_back("*." + cfg.preview_domain);
+      }
+      auto made = http_api::ensure_self_signed(cfg.state_dir / "tls", names);
+      if (!made) return fail(made.error().message);
+      pair = *made;
+      log->info("TLS: self-signed certificate {}{}", pair.cert.string(),
+                made->generated ? " (new)" : "");
+    }
+    auto ctx = http_api::make_server_tls_context(pair.cert, pair.key);
+    if (!ctx) return fail(ctx.error().message);
+    tls = *ctx;
+  } else {
+    boost::system::error_code aec;
+    auto addr = net::ip::make_address(cfg.listen_host, aec);
+    bool loopback = !aec && addr.is_loopback();
+    if (!loopback && !cfg.allow_plain_http) {
+      return fail("refusing plain HTTP on " + cfg.listen_host +
+                  ", which is not a loopback address: give --tls-cert and --tls-key (or "
+                  "--tls-self-signed), or --allow-plain-http behind a TLS-terminating proxy");
+    }
+    if (!loopback) log->warn("plain HTTP beyond loopback on {} (--allow-plain-http)", cfg.listen_host);
   }
+
+  auth::TokenConnections token_connections(ioc.get_executor());
+  preview::Previews previews(clock);
+  http_api::Api api(cfg, manager, tokens, token_connections, previews, api_key->key);
+  preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
+  http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls);
+  if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
 
   std::string host = cfg.listen_host.find(':') != std::string::npos ? "[" + cfg.listen_host + "]"
                                                                     : cfg.listen_host;
-  std::cout << "cabind " << CABIN_VERSION << " listening on http://" << host << ":"
-            << server.port() << "\n";
+  std::cout << "cabind " << CABIN_VERSION << " listening on " << (tls ? "https" : "http")
+            << "://" << host << ":" << server.port() << "\n";
   if (api_key->path.empty()) {
     std::cout << "API key: from CABIN_API_KEY\n";
   } else {
@@ -132,10 +176,27 @@ int main(int argc, char** argv) {
   }
   std::cout << std::flush;
 
+  // SIGHUP re-reads the signing keys: rotation and removal without a restart.
+  net::signal_set hup(ioc, SIGHUP);
+  std::function<void(boost::system::error_code, int)> on_hup =
+      [&](boost::system::error_code ec, int) {
+        if (ec) return;
+        auto reloaded = auth::TokenService::load_or_create_keys(keys_dir);
+        if (!reloaded) {
+          log->error("SIGHUP: keeping the current keys: {}", reloaded.error().message);
+        } else {
+          size_t n = reloaded->size();
+          tokens.set_keys(std::move(*reloaded));
+          log->info("SIGHUP: token keys reloaded; {} signs, {} verify", tokens.signing_key_id(), n);
+        }
+        hup.async_wait(on_hup);
+      };
+  hup.async_wait(on_hup);
   net::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code, int sig) {
     log->info("signal {}: shutting down", sig);
     server.stop();
+    hup.cancel();
     net::co_spawn(
         ioc,
         [&]() -> net::awaitable<void> {

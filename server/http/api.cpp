@@ -1,5 +1,7 @@
 #include "server/http/api.h"
 
+#include <sys/socket.h>
+
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -7,10 +9,11 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 
 #include "cdp-bridge/bridge.h"
-#include "vnc/rfb_bridge.h"
+#include "vnc/rfb_bridge_link.h"
 #include "server/auth/api_key.h"
 #include "cdp-bridge/discovery.h"
 #include "common/agent_protocol.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 
 namespace cabin::http_api {
@@ -40,31 +43,38 @@ bool plain_host(std::string_view h) {
 
 }  // namespace
 
-Result<void> Api::authenticate(const api::Route& route, const Request& req) const {
-  if (route.auth == api::Auth::kNone) return {};
+Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::string& session_id,
+                                           const std::vector<std::string_view>& scopes) const {
+  auto claims = tokens_.verify_any(token, session_id, scopes);
+  if (!claims) return claims.error();
+  auto s = sessions_.find(session_id);
+  if (!s) return session_not_found();
+  if (claims->generation != s->token_generation) {
+    return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
+  }
+  return claims;
+}
+
+Result<Authn> Api::authenticate(const api::Route& route, const Request& req) const {
+  if (route.auth == api::Auth::kNone) return Authn{};
   auto authz = req.find(http::field::authorization);
   if (authz != req.end()) {
-    if (auth::check_bearer(authz->value(), api_key_)) return {};
+    if (auth::check_bearer(authz->value(), api_key_)) return Authn{};
     return make_error(Errc::kUnauthenticated, "unauthenticated", "the API key is not valid");
   }
-  if (route.auth == api::Auth::kCdpToken || route.auth == api::Auth::kViewToken) {
-    auto t = route.query.find("token");
-    if (t == route.query.end()) {
-      return make_error(Errc::kUnauthenticated, "unauthenticated",
-                        "send Authorization: Bearer <api key> or a token= capability");
-    }
-    auto claims = route.auth == api::Auth::kCdpToken
-                      ? tokens_.verify(t->second, route.session_id, "cdp")
-                      : tokens_.verify(t->second, route.session_id, {"view", "control"});
-    if (!claims) return claims.error();
-    auto s = sessions_.find(route.session_id);
-    if (s && claims->generation != s->token_generation) {
-      return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
-    }
-    return {};
+  const auto& scopes = api::token_scopes(route.auth);
+  if (scopes.empty()) {
+    return make_error(Errc::kUnauthenticated, "unauthenticated",
+                      "send Authorization: Bearer <api key>");
   }
-  return make_error(Errc::kUnauthenticated, "unauthenticated",
-                    "send Authorization: Bearer <api key>");
+  auto t = route.query.find("token");
+  if (t == route.query.end()) {
+    return make_error(Errc::kUnauthenticated, "unauthenticated",
+                      "send Authorization: Bearer <api key> or a token= capability");
+  }
+  auto claims = check_token(t->second, route.session_id, scopes);
+  if (!claims) return claims.error();
+  return Authn{true, std::move(*claims)};
 }
 
 std::string Api::base_url(const Request& req, bool websocket) const {
@@ -77,7 +87,7 @@ std::string Api::base_url(const Request& req, bool websocket) const {
     std::string h = host != req.end() && plain_host(host->value())
                         ? std::string(host->value())
                         : config_.listen_host + ":" + std::to_string(config_.listen_port);
-    base = "http://" + h;
+    base = (config_.tls() ? "https://" : "http://") + h;
   }
   if (websocket) {
     if (base.rfind("https://", 0) == 0) return "wss://" + base.substr(8);
@@ -187,6 +197,16 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
       co_return co_await discovery(route, req);
+    case RouteId::kMintToken:
+      co_return mint_token(route, req);
+    case RouteId::kRevokeTokens:
+      co_return revoke_tokens(route);
+    case RouteId::kCreatePreview:
+      co_return create_preview(route, req);
+    case RouteId::kListPreviews:
+      co_return list_previews(route, req);
+    case RouteId::kDeletePreview:
+      co_return delete_preview(route);
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
     case RouteId::kFrames:
@@ -196,6 +216,45 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
                                "this endpoint takes a WebSocket upgrade");
   }
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
+}
+
+Response Api::mint_token(const api::Route& route, const Request& req) {
+  auto j = parse_object(req.body());
+  if (!j) return error_response(j.error());
+  if (auto r = reject_unknown(*j, {"scope", "ttl_s"}); !r) return error_response(r.error());
+  auto scope_field = j->find("scope");
+  if (scope_field == j->end()) return error_response(invalid_field("scope", "is required"));
+  auto scope = read_string(*scope_field, "scope", 32);
+  if (!scope) return error_response(scope.error());
+  if (!auth::parse_scope(*scope)) {
+    return error_response(
+        invalid_field("scope", "must be cdp, view, control or preview:<port 1-65535>"));
+  }
+  int64_t ttl = std::min<int64_t>(3600, config_.max_token_ttl_s);
+  if (auto f = j->find("ttl_s"); f != j->end()) {
+    auto n = read_int(*f, "ttl_s", 1, config_.max_token_ttl_s);
+    if (!n) return error_response(n.error());
+    ttl = *n;
+  }
+  auto s = sessions_.find(route.session_id);
+  if (!s) return error_response(session_not_found());
+  // Never past the session's end: a token must not outlive what it opens.
+  int64_t exp = std::min(tokens_.clock().unix_seconds() + ttl, s->record().expires_at);
+  return json_response(http::status::created,
+                       {{"token", tokens_.issue(s->id(), *scope, exp, s->token_generation)},
+                        {"scope", *scope},
+                        {"session_id", s->id()},
+                        {"expires_at", format_rfc3339(exp)}});
+}
+
+Response Api::revoke_tokens(const api::Route& route) {
+  auto gen = sessions_.revoke_tokens(route.session_id);
+  if (!gen) return error_response(gen.error());
+  size_t closed = connections_.close_session(route.session_id);
+  log()->info("session {}: closed {} token-authenticated connections", route.session_id, closed);
+  return json_response(http::status::ok, {{"session_id", route.session_id},
+                                          {"revoked", true},
+                                          {"closed_connections", closed}});
 }
 
 net::awaitable<Response> Api::create(const Request& req) {
@@ -254,10 +313,10 @@ net::awaitable<Response> Api::discovery(const api::Route& route, const Request& 
   co_return out;
 }
 
-net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
-                                         net::ip::tcp::socket socket, beast::flat_buffer buffer) {
+net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& authn, Request req,
+                                         ClientStream socket, beast::flat_buffer buffer) {
   if (route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg) {
-    co_await frames(route, std::move(req), std::move(socket));
+    co_await frames(route, authn, std::move(req), std::move(socket));
     co_return;
   }
   auto fail = [&](Response res) -> net::awaitable<void> {
@@ -265,6 +324,7 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
     boost::system::error_code ec;
     co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
     socket.shutdown(net::socket_base::shutdown_both, ec);
+    socket.close(ec);
   };
   if (!beast::websocket::is_upgrade(req)) {
     co_await fail(error_response(http::status::bad_request, "websocket_required",
@@ -272,7 +332,7 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
     co_return;
   }
   if (route.id == api::RouteId::kVnc) {
-    co_await vnc(route, std::move(req), std::move(socket));
+    co_await vnc(route, authn, std::move(req), std::move(socket));
     co_return;
   }
   auto s = sessions_.find(route.session_id);
@@ -297,6 +357,19 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
     co_return;
   }
   log()->debug("session {}: CDP client attached to {}", id, path);
+  // Token-authenticated bridges close when the session's tokens are revoked. The registration
+  // lives in this frame, so it ends with the bridge; the closer only touches the socket's handle.
+  auth::TokenConnections::Registration reg;
+  if (authn.by_token) {
+    reg = connections_.add({id, "", std::nullopt},
+                           [client = socket.socket().native_handle(),
+                            up = tunnel->stream.native_handle()] {
+                             // shutdown() rather than close(): the fds stay owned by the pump,
+                             // which then reads EOF both ways and ends.
+                             ::shutdown(client, SHUT_RDWR);
+                             ::shutdown(up, SHUT_RDWR);
+                           });
+  }
   co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
                        std::move(tunnel->stream), std::move(tunnel->buffer));
   log()->debug("session {}: CDP client detached", id);
@@ -306,21 +379,14 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
 
 namespace cabin::http_api {
 
-vnc::RfbAccess Api::vnc_access(const api::Route& route, const Request& req) const {
-  // Only called after authenticate() passed: the API key, or a valid view/control token.
-  if (req.find(http::field::authorization) != req.end()) return vnc::RfbAccess::kControl;
-  auto t = route.query.find("token");
-  if (t == route.query.end()) return vnc::RfbAccess::kView;
-  auto claims = tokens_.decode(t->second);
-  return claims && claims->scope == "control" ? vnc::RfbAccess::kControl : vnc::RfbAccess::kView;
-}
-
-net::awaitable<void> Api::vnc(const api::Route& route, Request req, net::ip::tcp::socket socket) {
+net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Request req,
+                              ClientStream socket) {
   auto fail = [&](Response res) -> net::awaitable<void> {
     res.keep_alive(false);
     boost::system::error_code ec;
     co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
     socket.shutdown(net::socket_base::shutdown_both, ec);
+    socket.close(ec);
   };
   auto s = sessions_.find(route.session_id);
   if (!s || s->record().status != "running") {
@@ -333,7 +399,15 @@ net::awaitable<void> Api::vnc(const api::Route& route, Request req, net::ip::tcp
     co_return;
   }
   const std::string id = s->id();
-  const vnc::RfbAccess access = vnc_access(route, req);
+  // Passed authenticate(): the API key (full control), or a valid view or control token.
+  const vnc::RfbAccess access = !authn.by_token || authn.claims.scope == "control"
+                                    ? vnc::RfbAccess::kControl
+                                    : vnc::RfbAccess::kView;
+  auth::TokenConnections::Registration reg;
+  if (authn.by_token) {
+    reg = connections_.add({id, "", std::nullopt},
+                           [fd = socket.socket().native_handle()] { ::shutdown(fd, SHUT_RDWR); });
+  }
   s.reset();  // a viewer must not keep an ended session alive
   const char* mode = access == vnc::RfbAccess::kControl ? "control" : "view";
   log()->info("session {}: RFB viewer attached ({})", id, mode);

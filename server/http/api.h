@@ -12,9 +12,12 @@
 #include <string>
 
 #include "server/api/router.h"
+#include "server/auth/token_connections.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
 #include "server/http/frames.h"
+#include "server/http/client_stream.h"
+#include "server/preview/previews.h"
 #include "server/http/responses.h"
 #include "server/sessions/session_manager.h"
 #include "vnc/rfb_filter.h"
@@ -25,43 +28,70 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 using Request = http::request<http::string_body>;
 
+// Who a request was let in by.
+struct Authn {
+  bool by_token = false;  // a capability token (else the API key, or nothing for kNone)
+  auth::TokenClaims claims;  // when by_token
+};
+
 class Api {
  public:
   Api(const ServerConfig& config, sessions::SessionManager& sessions,
-      const auth::TokenService& tokens, std::string api_key)
-      : config_(config), sessions_(sessions), tokens_(tokens), api_key_(std::move(api_key)) {}
+      const auth::TokenService& tokens, auth::TokenConnections& connections,
+      preview::Previews& previews, std::string api_key)
+      : config_(config),
+        sessions_(sessions),
+        tokens_(tokens),
+        connections_(connections),
+        previews_(previews),
+        api_key_(std::move(api_key)) {}
 
   // Authenticates the routed request. kNone routes always pass.
-  Result<void> authenticate(const api::Route& route, const Request& req) const;
+  Result<Authn> authenticate(const api::Route& route, const Request& req) const;
+  // Checks a token for a live session: signature, expiry, session, one of `scopes`, and the
+  // session's current generation (revocation).
+  Result<auth::TokenClaims> check_token(std::string_view token, const std::string& session_id,
+                                        const std::vector<std::string_view>& scopes) const;
 
   // Handles every non-upgrade route.
   net::awaitable<Response> handle(const api::Route& route, const Request& req);
 
   // Handles a WebSocket upgrade route; takes the connection. Answers errors itself.
-  net::awaitable<void> handle_upgrade(const api::Route& route, Request req,
-                                      net::ip::tcp::socket socket, beast::flat_buffer buffer);
+  net::awaitable<void> handle_upgrade(const api::Route& route, const Authn& authn, Request req,
+                                      ClientStream stream, beast::flat_buffer buffer);
 
  private:
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
   std::string base_url(const Request& req, bool websocket) const;
   std::string cdp_token(const sessions::Session& s) const;
   std::string scoped_token(const sessions::Session& s, const std::string& scope) const;
-  vnc::RfbAccess vnc_access(const api::Route& route, const Request& req) const;
   // GET /v1/sessions/{id}/vnc: the RFB WebSocket, filtered by the caller's access.
-  net::awaitable<void> vnc(const api::Route& route, Request req, net::ip::tcp::socket socket);
+  net::awaitable<void> vnc(const api::Route& route, const Authn& authn, Request req,
+                           ClientStream socket);
 
   net::awaitable<Response> create(const Request& req);
   net::awaitable<Response> exec(const api::Route& route, const Request& req);
   net::awaitable<Response> computer(const api::Route& route, const Request& req);
   net::awaitable<Response> screenshot(const api::Route& route);
   // GET /frames (WebSocket) and /frames.mjpeg; takes the connection.
-  net::awaitable<void> frames(const api::Route& route, Request req, net::ip::tcp::socket socket);
+  net::awaitable<void> frames(const api::Route& route, const Authn& authn, Request req,
+                              ClientStream socket);
   net::awaitable<Response> discovery(const api::Route& route, const Request& req);
   Response info() const;
+  Response mint_token(const api::Route& route, const Request& req);
+  Response revoke_tokens(const api::Route& route);
+  // preview_api.cpp
+  nlohmann::json preview_json(const preview::Grant& g, const sessions::Session& s,
+                              const Request& req) const;
+  Response create_preview(const api::Route& route, const Request& req);
+  Response list_previews(const api::Route& route, const Request& req);
+  Response delete_preview(const api::Route& route);
 
   const ServerConfig& config_;
   sessions::SessionManager& sessions_;
   const auth::TokenService& tokens_;
+  auth::TokenConnections& connections_;
+  preview::Previews& previews_;
   std::string api_key_;
   FrameHub frame_hub_;
 };

@@ -4,13 +4,15 @@
 #include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
 // clang-format on
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <boost/asio/redirect_error.hpp>
-#include <cctype>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
+#include <cctype>
 
 #include "common/computer_actions.h"
 #include "server/api/computer_wire.h"
@@ -72,7 +74,8 @@ net::awaitable<Response> Api::screenshot(const api::Route& route) {
   out.set(http::field::content_type, type->value());
   out.set(http::field::cache_control, "no-store");
   // The agent's grab and encode times, passed on when they look like what it sends.
-  if (auto t = res->find("Server-Timing"); t != res->end() && t->value().size() <= 128 &&
+  if (auto t = res->find("Server-Timing");
+      t != res->end() && t->value().size() <= 128 &&
       std::all_of(t->value().begin(), t->value().end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == ';' || c == '=' || c == '.' ||
                c == ',' || c == ' ';
@@ -84,8 +87,8 @@ net::awaitable<Response> Api::screenshot(const api::Route& route) {
   co_return out;
 }
 
-net::awaitable<void> Api::frames(const api::Route& route, Request req,
-                                 net::ip::tcp::socket socket) {
+net::awaitable<void> Api::frames(const api::Route& route, const Authn& authn, Request req,
+                                 ClientStream socket) {
   const bool mjpeg = route.id == api::RouteId::kFramesMjpeg;
   auto refuse = [&](const Error& e) -> net::awaitable<void> {
     auto res = error_response(e);
@@ -93,6 +96,7 @@ net::awaitable<void> Api::frames(const api::Route& route, Request req,
     boost::system::error_code ec;
     co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
     socket.shutdown(net::socket_base::shutdown_both, ec);
+    socket.close(ec);
   };
   if (!mjpeg && !beast::websocket::is_upgrade(req)) {
     co_await refuse(make_error(Errc::kInvalidArgument, "websocket_required",
@@ -108,6 +112,13 @@ net::awaitable<void> Api::frames(const api::Route& route, Request req,
   if (!q) {
     co_await refuse(q.error());
     co_return;
+  }
+  // A viewer let in by a token goes when the session's tokens are revoked: shutdown() ends its
+  // reads and writes, and the viewer's coroutines then finish on their own.
+  auth::TokenConnections::Registration reg;
+  if (authn.by_token) {
+    reg = connections_.add({s->id(), "", std::nullopt},
+                           [fd = socket.socket().native_handle()] { ::shutdown(fd, SHUT_RDWR); });
   }
   if (mjpeg) {
     co_await frame_hub_.serve_mjpeg(std::move(s), std::move(q->agent_query), std::move(socket));

@@ -127,7 +127,7 @@ class Viewing {
 // The viewers' readers: they only notice the client leaving, and wake the writer then. Free
 // functions with by-value parameters, not capturing lambdas: GCC 12 mishandles the captures of
 // lambda coroutines spawned this way (they get destroyed twice).
-net::awaitable<void> watch_websocket(beast::websocket::stream<net::ip::tcp::socket>& ws,
+net::awaitable<void> watch_websocket(beast::websocket::stream<ClientStream>& ws,
                                      std::shared_ptr<bool> gone, std::shared_ptr<FrameFeed> feed) {
   beast::flat_buffer in;
   boost::system::error_code ec;
@@ -139,7 +139,7 @@ net::awaitable<void> watch_websocket(beast::websocket::stream<net::ip::tcp::sock
   feed->changed.notify_all();
 }
 
-net::awaitable<void> watch_socket(net::ip::tcp::socket& socket, std::shared_ptr<bool> gone,
+net::awaitable<void> watch_socket(ClientStream& socket, std::shared_ptr<bool> gone,
                                   std::shared_ptr<FrameFeed> feed) {
   std::array<char, 512> buf;
   boost::system::error_code ec;
@@ -150,7 +150,7 @@ net::awaitable<void> watch_socket(net::ip::tcp::socket& socket, std::shared_ptr<
   feed->changed.notify_all();
 }
 
-net::awaitable<void> refuse(net::ip::tcp::socket& socket, const Error& e) {
+net::awaitable<void> refuse(ClientStream& socket, const Error& e) {
   auto res = error_response(e);
   res.keep_alive(false);
   boost::system::error_code ec;
@@ -194,7 +194,7 @@ net::awaitable<Result<std::shared_ptr<FrameFeed>>> FrameHub::join(
 net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
                                                std::string agent_query, std::string format, int fps,
                                                http::request<http::string_body> req,
-                                               net::ip::tcp::socket socket) {
+                                               ClientStream socket) {
   auto joined = co_await join(session, agent_query);
   const std::string id = session->id();
   session.reset();  // a viewer must not keep an ended session alive
@@ -206,7 +206,7 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   Viewing viewing(feed);
 
   namespace websocket = beast::websocket;
-  websocket::stream<net::ip::tcp::socket> ws(std::move(socket));
+  websocket::stream<ClientStream> ws(std::move(socket));
   ws.read_message_max(4096);  // viewers have nothing to say beyond control frames
   ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   ws.set_option(websocket::stream_base::decorator(
@@ -247,7 +247,7 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
 }
 
 net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::string agent_query,
-                                           net::ip::tcp::socket socket) {
+                                           ClientStream socket) {
   auto joined = co_await join(session, agent_query);
   session.reset();
   if (!joined) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "server/http/client_stream.h"
 #include "server/http/responses.h"
 #include "server/sessions/session.h"
 
@@ -34,11 +35,10 @@ class FrameHub {
   // frames, so equal queries share a feed. `format` is "png" or "jpeg", for the hello message.
   net::awaitable<void> serve_websocket(sessions::SessionPtr session, std::string agent_query,
                                        std::string format, int fps,
-                                       http::request<http::string_body> req,
-                                       net::ip::tcp::socket socket);
+                                       http::request<http::string_body> req, ClientStream socket);
   // The MJPEG viewer: answers 200 and writes one JPEG part per frame until the client leaves.
   net::awaitable<void> serve_mjpeg(sessions::SessionPtr session, std::string agent_query,
-                                   net::ip::tcp::socket socket);
+                                   ClientStream socket);
 
   // Feeds open now (for tests and /v1/info).
   size_t feeds() const { return feeds_.size(); }

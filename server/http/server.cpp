@@ -5,10 +5,13 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
 #include <array>
+#include <limits>
 
 #include "common/log.h"
 
@@ -42,17 +45,18 @@ Response parse_error_response(const boost::system::error_code& ec, const beast::
 
 // Closing with unread request bytes makes the kernel reset the connection, and the client may
 // lose the answer it was sent. So: half-close, then read and drop what is still coming, bounded.
-net::awaitable<void> linger(beast::tcp_stream& stream) {
+net::awaitable<void> linger(ClientStream& stream) {
   boost::system::error_code ec;
   stream.socket().shutdown(net::socket_base::shutdown_send, ec);
-  stream.expires_after(kLingerTimeout);
+  stream.tcp().expires_after(kLingerTimeout);
   std::array<char, 16384> sink;
   size_t drained = 0;
   while (!ec && drained < kMaxLingerBytes) {
-    drained += co_await stream.async_read_some(net::buffer(sink),
-                                               net::redirect_error(net::use_awaitable, ec));
+    // Raw TCP reads, under TLS too: the bytes are dropped unread.
+    drained += co_await stream.tcp().async_read_some(net::buffer(sink),
+                                                     net::redirect_error(net::use_awaitable, ec));
   }
-  stream.close();
+  stream.close(ec);
 }
 
 }  // namespace
@@ -83,8 +87,26 @@ net::awaitable<void> HttpServer::run() {
       log()->warn("accept: {}", ec.message());
       continue;
     }
-    net::co_spawn(ex_, serve(std::move(socket)), net::detached);
+    socket.set_option(net::ip::tcp::no_delay(true), ec);
+    if (tls_) {
+      net::co_spawn(ex_, accept_tls(std::move(socket)), net::detached);
+    } else {
+      net::co_spawn(ex_, serve(ClientStream(beast::tcp_stream(std::move(socket)))), net::detached);
+    }
   }
+}
+
+net::awaitable<void> HttpServer::accept_tls(net::ip::tcp::socket socket) {
+  auto tls = std::make_unique<ClientStream::Tls>(beast::tcp_stream(std::move(socket)), *tls_);
+  tls->next_layer().expires_after(kTlsHandshakeTimeout);
+  boost::system::error_code ec;
+  co_await tls->async_handshake(net::ssl::stream_base::server,
+                                net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    log()->debug("TLS handshake: {}", ec.message());
+    co_return;
+  }
+  co_await serve(ClientStream(std::move(tls)));
 }
 
 void HttpServer::stop() {
@@ -94,10 +116,8 @@ void HttpServer::stop() {
   for (auto& s : open_) s->close(ec);
 }
 
-net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
+net::awaitable<void> HttpServer::serve(ClientStream stream) {
   boost::system::error_code ec;
-  socket.set_option(net::ip::tcp::no_delay(true), ec);
-  beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   // Tracked by a shared handle to the stream's socket so stop() can close it.
   auto handle = std::shared_ptr<net::ip::tcp::socket>(&stream.socket(), [](auto*) {});
@@ -107,53 +127,79 @@ net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
     std::shared_ptr<net::ip::tcp::socket> h;
     ~Untrack() { set.erase(h); }
   } untrack{open_, handle};
+  preview::ConnectionState preview_state;
+  preview_state.before_take = [&] { untrack.set.erase(handle); };
 
   bool first = true;
   for (;;) {
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(kMaxHeaderBytes);
-    parser.body_limit(kMaxBodyBytes);
-    stream.expires_after(first && buffer.size() == 0 ? kReadTimeout : kIdleTimeout);
+    // The header first: preview requests stream their bodies, API requests read them whole.
+    http::request_parser<http::empty_body> header;
+    header.header_limit(kMaxHeaderBytes);
+    // Previews stream bodies of any size; the API's limit is checked below. (Not boost::none:
+    // Beast 1.74 compares a length with an empty optional as "over the limit".)
+    header.body_limit((std::numeric_limits<std::uint64_t>::max)());
+    stream.tcp().expires_after(first && buffer.size() == 0 ? kReadTimeout : kIdleTimeout);
     first = false;
-    co_await http::async_read(stream, buffer, parser, net::redirect_error(net::use_awaitable, ec));
+    co_await http::async_read_header(stream, buffer, header,
+                                     net::redirect_error(net::use_awaitable, ec));
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
         ec == net::error::operation_aborted || ec == net::error::connection_reset ||
         ec == net::error::eof || stopping_) {
       break;
     }
+    if (!ec && previews_.claims(header.get())) {
+      stream.tcp().expires_never();  // the proxy streams; revocation and expiry close it
+      auto outcome = co_await previews_.serve(stream, buffer, header, preview_state);
+      if (outcome == preview::Outcome::kTaken) co_return;
+      if (outcome == preview::Outcome::kClose || stopping_) {
+        co_await linger(stream);
+        co_return;
+      }
+      continue;
+    }
+    std::optional<http::request_parser<http::string_body>> parser;
+    if (!ec && header.content_length().value_or(0) > kMaxBodyBytes) ec = http::error::body_limit;
+    if (!ec) {
+      parser.emplace(std::move(header));
+      parser->body_limit(kMaxBodyBytes);
+      stream.tcp().expires_after(kReadTimeout);
+      co_await http::async_read(stream, buffer, *parser,
+                                net::redirect_error(net::use_awaitable, ec));
+    }
     if (ec) {
       auto res = parse_error_response(ec, buffer);
       res.keep_alive(false);
-      stream.expires_after(kLingerTimeout);
+      stream.tcp().expires_after(kLingerTimeout);
       co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
       co_await linger(stream);
       co_return;
     }
-    auto req = parser.release();
+    auto req = parser->release();
     auto route = api::route(req.method_string(), req.target());
     Response res;
+    Result<Authn> authed = Authn{};
     if (!route) {
       res = error_response(route.error());
-    } else if (auto authed = api_.authenticate(*route, req); !authed) {
+    } else if (authed = api_.authenticate(*route, req); !authed) {
       res = error_response(authed.error());
     } else if (api::takes_connection(route->id)) {
-      stream.expires_never();
+      stream.tcp().expires_never();
       untrack.set.erase(handle);
-      co_await api_.handle_upgrade(*route, std::move(req), stream.release_socket(),
+      co_await api_.handle_upgrade(*route, *authed, std::move(req), std::move(stream),
                                    std::move(buffer));
       co_return;
     } else {
-      stream.expires_never();  // handlers bound their own waits (session start, exec timeout)
+      stream.tcp().expires_never();  // handlers bound their own waits (session start, exec timeout)
       res = co_await api_.handle(*route, req);
     }
     bool keep = req.keep_alive() && !stopping_;
     res.keep_alive(keep);
-    stream.expires_after(kReadTimeout);
+    stream.tcp().expires_after(kReadTimeout);
     co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
     if (ec || !keep) break;
   }
   stream.socket().shutdown(net::socket_base::shutdown_send, ec);
-  stream.close();
+  stream.close(ec);
 }
 
 }  // namespace cabin::http_api

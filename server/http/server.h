@@ -12,6 +12,12 @@
 
 #include "common/result.h"
 #include "server/http/api.h"
+#include "server/http/client_stream.h"
+#include "server/preview/preview_proxy.h"
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace cabin::http_api {
 
@@ -22,10 +28,14 @@ inline constexpr std::chrono::seconds kIdleTimeout{120};  // keep-alive between 
 // After refusing a request whose body is still arriving: how long and how much to drain.
 inline constexpr std::chrono::seconds kLingerTimeout{5};
 inline constexpr size_t kMaxLingerBytes = 64 * 1024 * 1024;
+inline constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 
 class HttpServer {
  public:
-  HttpServer(net::any_io_executor ex, Api& api) : ex_(std::move(ex)), api_(api), acceptor_(ex_) {}
+  // tls: serve HTTPS with this context; null: plain HTTP.
+  HttpServer(net::any_io_executor ex, Api& api, preview::PreviewProxy& previews,
+             std::shared_ptr<net::ssl::context> tls = nullptr)
+      : ex_(std::move(ex)), api_(api), previews_(previews), tls_(std::move(tls)), acceptor_(ex_) {}
 
   // Binds and listens; port 0 picks a free port (see port()).
   Result<void> listen(const std::string& host, uint16_t port);
@@ -35,10 +45,13 @@ class HttpServer {
   void stop();
 
  private:
-  net::awaitable<void> serve(net::ip::tcp::socket socket);
+  net::awaitable<void> accept_tls(net::ip::tcp::socket socket);
+  net::awaitable<void> serve(ClientStream stream);
 
   net::any_io_executor ex_;
   Api& api_;
+  preview::PreviewProxy& previews_;
+  std::shared_ptr<net::ssl::context> tls_;
   net::ip::tcp::acceptor acceptor_;
   // Live connections, so stop() can close them; entries remove themselves.
   std::set<std::shared_ptr<net::ip::tcp::socket>> open_;

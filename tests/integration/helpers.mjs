@@ -52,7 +52,7 @@ export function withDeadline(promise, ms, what) {
 // cabind
 
 // Starts build/bin/cabind on a free loopback port with fresh state and run directories.
-// Resolves once it prints its "listening on" line. The returned object has `base` (http URL),
+// Resolves once it prints its "listening on" line. The returned object has `base` (http or https URL),
 // `port`, `key`, `runDir`, `stateDir`, `api()`, `createSession()`, `deleteSession()`,
 // `stop()` and `logTail()`.
 // Pass `stateDir`, `runDir` and `key` of an earlier server to restart on its state.
@@ -98,7 +98,7 @@ export async function startCabind({
 
   const listening = new Promise((resolve, reject) => {
     out.on('line', (line) => {
-      const m = /^cabind \S+ listening on (http:\/\/127\.0\.0\.1:(\d+))$/.exec(line);
+      const m = /^cabind \S+ listening on (https?:\/\/127\.0\.0\.1:(\d+))$/.exec(line);
       if (m) resolve({ base: m[1], port: Number(m[2]) });
     });
     exited.then(({ code, signal }) =>
@@ -224,7 +224,11 @@ export async function api(base, defaultKey, method, p, body, opts = {}) {
     payload = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
     headers['content-type'] ??= 'application/json';
   }
-  const res = await fetch(base + p, { method, headers, body: payload, redirect: 'manual' });
+  const res = await fetch(base + p, { method, headers, body: payload, redirect: 'manual' })
+    .catch((err) => {
+      // undici hides why in `cause` (a reset, a closed keep-alive connection...).
+      throw new Error(`${method} ${redact(p)}: ${err.message}: ${err.cause?.code ?? ''} ${err.cause?.message ?? ''}`);
+    });
   const text = await res.text();
   let json = null;
   try {
@@ -341,11 +345,12 @@ function dechunk(s) {
 // `body` and `json` when the server answers the upgrade with an HTTP response instead.
 // `onMessage` is attached before the socket opens: a message sent right behind the server's
 // 101 is delivered before a listener attached after the promise resolves could see it.
+// `ca`: certificates to trust for wss:// (a self-signed cabind).
 export function wsOpen(url, {
-  headers = {}, timeoutMs = 10000, maxPayload = 256 << 20, onMessage,
+  headers = {}, timeoutMs = 10000, maxPayload = 256 << 20, onMessage, ca,
 } = {}) {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers, maxPayload, perMessageDeflate: false });
+    const ws = new WebSocket(url, { headers, maxPayload, perMessageDeflate: false, ...(ca ? { ca } : {}) });
     if (onMessage) ws.on('message', onMessage);
     const timer = setTimeout(() => {
       ws.terminate();

@@ -1,0 +1,30 @@
+// The backend both proxies front in the preview benchmark: a small answer and a large streamed
+// one. Runs on the host behind nginx and inside a sandbox behind Cabin's preview proxy.
+// Usage: node preview_backend.mjs PORT
+import http from 'node:http';
+
+const SMALL = Buffer.from('hello, preview\n');
+const CHUNK = Buffer.alloc(256 << 10, 120);
+
+http.createServer({ keepAliveTimeout: 60000 }, (req, res) => {
+  const big = /^\/big\/(\d+)$/.exec(req.url);
+  if (big) {
+    let left = Number(big[1]);
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': left });
+    const more = () => {
+      while (left > 0) {
+        const n = Math.min(left, CHUNK.length);
+        left -= n;
+        if (!res.write(n === CHUNK.length ? CHUNK : CHUNK.subarray(0, n))) {
+          res.once('drain', more);
+          return;
+        }
+      }
+      res.end();
+    };
+    more();
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'text/plain', 'content-length': SMALL.length });
+  res.end(SMALL);
+}).listen(Number(process.argv[2]), '127.0.0.1');

@@ -1,0 +1,97 @@
+// The preview endpoints of the control API: POST/GET/DELETE /v1/sessions/{id}/previews.
+#include "common/json_fields.h"
+#include "common/log.h"
+#include "server/http/api.h"
+#include "server/preview/preview_request.h"
+
+namespace cabin::http_api {
+namespace {
+
+using nlohmann::json;
+
+Error session_gone() {
+  return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
+}
+
+}  // namespace
+
+json Api::preview_json(const preview::Grant& g, const sessions::Session& s,
+                       const Request& req) const {
+  std::string token = tokens_.issue(s.id(), auth::preview_scope(g.port), g.expires_at,
+                                    s.token_generation);
+  std::string query = "?" + std::string(preview::kTokenParam) + "=" + token;
+  std::string path_url = base_url(req, false) + std::string(preview::kPathPrefix) + g.id + "/";
+  json j = {{"id", g.id},
+            {"session_id", g.session_id},
+            {"port", g.port},
+            {"created_at", format_rfc3339(g.created_at)},
+            {"expires_at", format_rfc3339(g.expires_at)},
+            {"path_url", path_url + query}};
+  if (!config_.preview_domain.empty()) {
+    // Same scheme and port as the base URL, on the preview's own host.
+    std::string base = base_url(req, false);
+    size_t scheme_end = base.find("://") + 3;
+    std::string authority = base.substr(scheme_end);
+    std::string port;
+    if (size_t colon = authority.rfind(':');
+        colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+      port = authority.substr(colon);
+    }
+    std::string host_url = base.substr(0, scheme_end) +
+                           preview::preview_host(g.port, g.session_id, config_.preview_domain) +
+                           port + "/";
+    j["host_url"] = host_url + query;
+    j["url"] = j["host_url"];
+  } else {
+    j["url"] = j["path_url"];
+  }
+  return j;
+}
+
+Response Api::create_preview(const api::Route& route, const Request& req) {
+  auto j = parse_object(req.body());
+  if (!j) return error_response(j.error());
+  if (auto r = reject_unknown(*j, {"port", "ttl_s"}); !r) return error_response(r.error());
+  auto port_field = j->find("port");
+  if (port_field == j->end()) return error_response(invalid_field("port", "is required"));
+  auto port = read_int(*port_field, "port", 1, 65535);
+  if (!port) return error_response(port.error());
+  int64_t ttl = std::min<int64_t>(3600, config_.max_token_ttl_s);
+  if (auto f = j->find("ttl_s"); f != j->end()) {
+    auto n = read_int(*f, "ttl_s", 1, config_.max_token_ttl_s);
+    if (!n) return error_response(n.error());
+    ttl = *n;
+  }
+  auto s = sessions_.find(route.session_id);
+  if (!s) return error_response(session_gone());
+  previews_.prune([this](const std::string& id) { return sessions_.find(id) != nullptr; });
+  int64_t exp = std::min(tokens_.clock().unix_seconds() + ttl, s->record().expires_at);
+  std::optional<preview::Grant> replaced;
+  auto g = previews_.create(s->id(), static_cast<int>(*port), exp, &replaced);
+  if (!g) return error_response(g.error());
+  if (replaced) connections_.close_tag(s->id(), replaced->id);
+  logger("api")->info("session {}: preview {} of port {} until {}", s->id(), g->id, g->port,
+                      format_rfc3339(g->expires_at));
+  return json_response(http::status::created, preview_json(*g, *s, req));
+}
+
+Response Api::list_previews(const api::Route& route, const Request& req) {
+  auto s = sessions_.find(route.session_id);
+  if (!s) return error_response(session_gone());
+  json list = json::array();
+  for (const auto& g : previews_.list(s->id())) list.push_back(preview_json(g, *s, req));
+  return json_response(http::status::ok, {{"previews", list}});
+}
+
+Response Api::delete_preview(const api::Route& route) {
+  auto g = previews_.remove(route.session_id, route.preview_id);
+  if (!g) {
+    return error_response(http::status::not_found, "preview_not_found",
+                          "no preview with that id in this session");
+  }
+  size_t closed = connections_.close_tag(g->session_id, g->id);
+  return json_response(http::status::ok,
+                       {{"id", g->id}, {"deleted", true}, {"closed_connections", closed}});
+}
+
+}  // namespace cabin::http_api

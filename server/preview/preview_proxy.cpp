@@ -1,0 +1,447 @@
+#include "server/preview/preview_proxy.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include <array>
+#include <limits>
+#include <vector>
+
+#include "common/log.h"
+#include "common/pump.h"
+#include "server/http/responses.h"
+#include "server/preview/preview_request.h"
+
+namespace cabin::preview {
+namespace {
+
+using http_api::ClientStream;
+using http_api::error_response;
+using http_api::Response;
+
+const auto& log() {
+  static auto l = logger("preview");
+  return l;
+}
+
+constexpr size_t kMaxUpstreamHeader = 16 * 1024;
+constexpr size_t kRelayChunk = 64 * 1024;
+
+bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
+
+// Hop-by-hop fields (RFC 9110 7.6.1) and what Cabin sets itself; removed in both directions.
+void strip_hop_by_hop(http::fields& f, bool keep_upgrade) {
+  std::vector<std::string> named;
+  for (auto it = f.find(http::field::connection); it != f.end() && it->name() == http::field::connection;
+       ++it) {
+    for (auto tok : http::token_list{it->value()}) {
+      if (!(keep_upgrade && iequals(tok, "upgrade"))) named.emplace_back(tok);
+    }
+  }
+  for (const auto& n : named) f.erase(n);
+  for (auto name : {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
+                    http::field::proxy_authorization, http::field::proxy_authenticate,
+                    http::field::te, http::field::trailer, http::field::transfer_encoding,
+                    http::field::content_length}) {
+    f.erase(name);
+  }
+  if (!keep_upgrade) f.erase(http::field::upgrade);
+}
+
+// Reads body pieces from `in` as they come and writes each one to `out` at once: nothing is
+// buffered beyond one piece, so large bodies and event streams flow through.
+template <bool isRequest, typename In, typename Out>
+net::awaitable<boost::system::error_code> relay_body(In& in, beast::flat_buffer& in_buf,
+                                                     http::parser<isRequest, http::buffer_body>& p,
+                                                     Out& out, char* buffer) {
+  http::serializer<isRequest, http::buffer_body> sr{p.get()};
+  struct {
+    char* ptr;
+    char* data() const { return ptr; }
+    size_t size() const { return kRelayChunk; }
+  } buf{buffer};
+  boost::system::error_code ec;
+  bool header_sent = false;
+  for (;;) {
+    if (!p.is_done()) {
+      p.get().body().data = buf.data();
+      p.get().body().size = buf.size();
+      co_await http::async_read_some(in, in_buf, p, net::redirect_error(net::use_awaitable, ec));
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) co_return ec;
+      size_t n = buf.size() - p.get().body().size;
+      if (n == 0 && !p.is_done()) {
+        // Nothing to pass on yet (a chunk header, or a stream that starts slowly). An empty
+        // piece would read as the last chunk, so only the header goes out, once.
+        if (!header_sent) {
+          sr.split(true);
+          co_await http::async_write_header(out, sr, net::redirect_error(net::use_awaitable, ec));
+          if (ec) co_return ec;
+          header_sent = true;
+        }
+        continue;
+      }
+      p.get().body().data = buf.data();
+      p.get().body().size = n;
+      p.get().body().more = !p.is_done();
+    } else {
+      p.get().body().data = nullptr;
+      p.get().body().size = 0;
+      p.get().body().more = false;
+    }
+    co_await http::async_write(out, sr, net::redirect_error(net::use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return ec;
+    header_sent = true;
+    if (sr.is_done()) co_return ec;
+  }
+}
+
+std::string cookie_header(const std::string& token, const std::string& path, int64_t max_age,
+                          bool secure) {
+  return std::string(kCookieName) + "=" + token + "; Path=" + path +
+         "; Max-Age=" + std::to_string(std::max<int64_t>(max_age, 0)) +
+         "; HttpOnly; SameSite=Lax" + (secure ? "; Secure" : "");
+}
+
+}  // namespace
+
+bool PreviewProxy::allowed_api_host(const std::string& host) const {
+  if (is_ip_literal(host) || host == "localhost") return true;
+  if (!config_.public_url.empty()) {
+    std::string_view u = config_.public_url;
+    u.remove_prefix(u.find("://") + 3);
+    auto name = host_name(u.substr(0, u.find('/')));
+    if (name && *name == host) return true;
+  }
+  return false;
+}
+
+bool PreviewProxy::claims(const http::request_header<>& h) const {
+  if (!config_.preview_domain.empty()) {
+    if (auto host = h.find(http::field::host); host != h.end()) {
+      auto name = host_name(host->value());
+      if (name && name->size() > config_.preview_domain.size() &&
+          name->compare(name->size() - config_.preview_domain.size(), std::string::npos,
+                        config_.preview_domain) == 0 &&
+          (*name)[name->size() - config_.preview_domain.size() - 1] == '.') {
+        return true;
+      }
+    }
+  }
+  return h.target().substr(0, kPathPrefix.size()) == kPathPrefix;
+}
+
+net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_buffer& buffer,
+                                            http::request_parser<http::empty_body>& header,
+                                            ConnectionState& state) {
+  boost::system::error_code ec;
+  const auto& h = header.get();
+  const bool has_body = header.chunked() || header.content_length().value_or(0) > 0;
+  const bool client_keep = h.keep_alive();
+  const unsigned client_version = h.version();
+  auto answer = [&](Response res) -> net::awaitable<Outcome> {
+    // A body the request still carries is never read here: the connection closes after.
+    bool keep = client_keep && !has_body;
+    res.keep_alive(keep);
+    co_await http::async_write(client, res, net::redirect_error(net::use_awaitable, ec));
+    co_return ec || !keep ? Outcome::kClose : Outcome::kKeepAlive;
+  };
+
+  // 1. Which preview, on which host.
+  auto host_field = h.find(http::field::host);
+  auto host = host_field == h.end() ? std::nullopt : host_name(host_field->value());
+  if (!host) {
+    co_return co_await answer(error_response(http::status::bad_request, "bad_host",
+                                             "the Host header is missing or malformed"));
+  }
+  if (auto r = check_target(h.target()); !r) co_return co_await answer(error_response(r.error()));
+  std::optional<HostAddress> by_host = parse_preview_host(*host, config_.preview_domain);
+  std::optional<Grant> grant;
+  std::string prefix;           // path-based: "/preview/<id>"
+  std::string upstream_target;  // what the app sees
+  if (by_host) {
+    grant = previews_.find_port(by_host->session_id, by_host->port);
+    upstream_target = std::string(h.target());
+  } else {
+    if (!allowed_api_host(*host)) {
+      // A name this server is not configured for: DNS rebinding, or a misrouted request.
+      co_return co_await answer(error_response(
+          http::status::misdirected_request, "unknown_host",
+          "this server does not serve previews for host " + host->substr(0, 64)));
+    }
+    auto addr = parse_preview_path(h.target());
+    if (!addr) co_return co_await answer(error_response(addr.error()));
+    prefix = std::string(kPathPrefix) + addr->preview_id;
+    if (addr->bare) {
+      // "/preview/<id>?q" → "/preview/<id>/?q", so relative links resolve under the prefix.
+      Response res{http::status::permanent_redirect, 11};
+      std::string_view t = h.target();
+      res.set(http::field::location, prefix + "/" + std::string(t.substr(prefix.size())));
+      res.set(http::field::cache_control, "no-store");
+      res.prepare_payload();
+      co_return co_await answer(std::move(res));
+    }
+    grant = previews_.find(addr->preview_id);
+    upstream_target = addr->upstream_target;
+  }
+  auto session = grant ? sessions_.find(grant->session_id) : nullptr;
+  if (!grant || !session) {
+    co_return co_await answer(error_response(http::status::not_found, "preview_not_found",
+                                             "no live preview at this address"));
+  }
+  const std::string scope = auth::preview_scope(grant->port);
+  auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
+    auto claims = tokens_.verify(token, grant->session_id, scope);
+    if (!claims) return claims.error();
+    if (claims->generation != session->token_generation) {
+      return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
+    }
+    return claims;
+  };
+  const std::string cookie_path = by_host ? "/" : prefix + "/";
+
+  // 2. A token in the URL becomes a cookie, and the URL loses it.
+  auto split = take_token(h.target());
+  if (split.token) {
+    auto claims = check(*split.token);
+    if (!claims) co_return co_await answer(error_response(claims.error()));
+    if (h.method() != http::verb::get && h.method() != http::verb::head) {
+      co_return co_await answer(error_response(http::status::bad_request, "token_in_url",
+                                               "open the preview URL with GET first"));
+    }
+    Response res{http::status::found, 11};
+    res.set(http::field::location, split.target);
+    res.set(http::field::set_cookie,
+            cookie_header(*split.token, cookie_path,
+                          claims->expires_at - tokens_.clock().unix_seconds(), client.is_tls()));
+    res.set(http::field::cache_control, "no-store");
+    res.set("Referrer-Policy", "no-referrer");
+    res.prepare_payload();
+    co_return co_await answer(std::move(res));
+  }
+  std::string cookie_token;
+  std::vector<std::string> kept_cookies;
+  for (auto it = h.find(http::field::cookie); it != h.end() && it->name() == http::field::cookie;
+       ++it) {
+    std::string rest = strip_cookie(it->value(), kCookieName, &cookie_token);
+    if (!rest.empty()) kept_cookies.push_back(std::move(rest));
+  }
+  if (cookie_token.empty()) {
+    co_return co_await answer(error_response(
+        http::status::unauthorized, "unauthenticated",
+        "open the preview URL with its token (cabin_token=) to get a preview cookie"));
+  }
+  auto claims = check(cookie_token);
+  if (!claims) co_return co_await answer(error_response(claims.error()));
+  if (auto te = h.find(http::field::transfer_encoding);
+      te != h.end() && (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
+    co_return co_await answer(error_response(http::status::bad_request, "bad_transfer_encoding",
+                                             "only Transfer-Encoding: chunked is accepted"));
+  }
+
+  // 3. Connections that a token let in close on revocation, deletion and expiry.
+  state.fds->client = client.socket().native_handle();
+  if (state.fds->stale) {
+    state.upstream.reset();
+    state.fds->upstream = -1;
+    state.fds->stale = false;
+  }
+  if (auto reg = state.registrations.find(grant->id);
+      reg == state.registrations.end() || !reg->second.active()) {
+    int64_t left = std::min(claims->expires_at, grant->expires_at) - tokens_.clock().unix_seconds();
+    state.registrations[grant->id] =
+        connections_.add({grant->session_id, grant->id, std::chrono::seconds(left)},
+                         [fds = state.fds] {
+                           if (fds->busy) {
+                             if (fds->client >= 0) ::shutdown(fds->client, SHUT_RDWR);
+                             if (fds->upstream >= 0) ::shutdown(fds->upstream, SHUT_RDWR);
+                           } else {
+                             fds->stale = true;
+                           }
+                         });
+  }
+
+  // 4. The request as the app gets it.
+  const bool websocket = beast::websocket::is_upgrade(h);
+  const bool expect_continue =
+      h.count(http::field::expect) && iequals(h[http::field::expect], "100-continue");
+  const std::string original_host(host_field->value());
+  const bool head = h.method() == http::verb::head;
+  http::request_parser<http::buffer_body> req{std::move(header)};
+  req.body_limit((std::numeric_limits<std::uint64_t>::max)());
+  auto& out = req.get();
+  strip_hop_by_hop(out, websocket);
+  for (auto f : {http::field::cookie, http::field::expect, http::field::forwarded}) out.erase(f);
+  for (auto name : {"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Prefix",
+                    "X-Forwarded-Port", "X-Real-IP"}) {
+    out.erase(name);
+  }
+  for (auto& c : kept_cookies) out.insert(http::field::cookie, c);
+  out.target(upstream_target);
+  out.version(11);
+  out.set(http::field::host, "127.0.0.1:" + std::to_string(grant->port));
+  if (state.client_ip.empty()) {
+    state.client_ip = client.socket().remote_endpoint(ec).address().to_string();
+  }
+  const std::string& client_ip = state.client_ip;
+  const char* proto = client.is_tls() ? "https" : "http";
+  out.set("X-Forwarded-For", client_ip);
+  out.set("X-Forwarded-Proto", proto);
+  out.set("X-Forwarded-Host", original_host);
+  if (!prefix.empty()) out.set("X-Forwarded-Prefix", prefix);
+  out.set(http::field::forwarded, "for=\"" + client_ip + "\";host=\"" + original_host +
+                                      "\";proto=" + proto);
+  if (req.chunked()) {
+    out.set(http::field::transfer_encoding, "chunked");
+  } else if (req.content_length()) {
+    out.set(http::field::content_length, std::to_string(*req.content_length()));
+  }
+  if (websocket) {
+    out.set(http::field::connection, "Upgrade");
+    out.set(http::field::upgrade, "websocket");
+  }
+
+  // 5. The upstream connection: kept from the last request to the same grant, else a new one.
+  if (state.upstream && state.upstream_grant != grant->id) state.upstream.reset();
+  if (!state.upstream) {
+    auto t = co_await session->agent().connect(grant->port);
+    if (!t) {
+      co_return co_await answer(error_response(
+          http::status::bad_gateway, "preview_unreachable",
+          "nothing answers on port " + std::to_string(grant->port) + " in the sandbox"));
+    }
+    state.upstream.emplace(std::move(*t));
+    state.upstream_grant = grant->id;
+    // Beast reads at most the buffer's free capacity: a buffer left at its first size would
+    // turn a large body into thousands of small reads.
+    state.upstream->buffer.reserve(kRelayChunk);
+  }
+  session.reset();  // a proxied connection must not keep an ended session alive
+  state.fds->upstream = state.upstream->stream.native_handle();
+  state.fds->busy = true;
+  auto& up = *state.upstream;
+  if (expect_continue) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    co_await net::async_write(client, net::buffer(kContinue.data(), kContinue.size()),
+                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return Outcome::kClose;
+  }
+  if (!state.relay_buffer) {
+    state.relay_buffer.reset(new char[kRelayChunk]);
+    buffer.reserve(kRelayChunk);  // the client side too, for uploads
+  }
+  ec = co_await relay_body(client, buffer, req, up.stream, state.relay_buffer.get());
+  if (ec) {
+    log()->debug("preview {}: request relay ended: {}", grant->id, ec.message());
+    state.upstream.reset();
+    state.fds->upstream = -1;
+    if (ec == net::error::eof || ec == http::error::partial_message) co_return Outcome::kClose;
+    // Nothing of an answer has been sent yet.
+    co_return co_await answer(error_response(http::status::bad_gateway, "preview_unreachable",
+                                             "the app closed the connection: " + ec.message()));
+  }
+
+  // 6. The answer, as it comes.
+  std::optional<http::response_parser<http::buffer_body>> parsed;
+  for (;;) {
+    parsed.emplace();
+    parsed->header_limit(kMaxUpstreamHeader);
+    parsed->body_limit((std::numeric_limits<std::uint64_t>::max)());
+    if (head) parsed->skip(true);
+    co_await http::async_read_header(up.stream, up.buffer, *parsed,
+                                     net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    int status = parsed->get().result_int();
+    // Interim answers (103 Early Hints) are not passed on.
+    if (status < 100 || status >= 200 || status == 101) break;
+  }
+  auto& res = *parsed;
+  if (ec) {
+    state.upstream.reset();
+    state.fds->upstream = -1;
+    co_return co_await answer(error_response(http::status::bad_gateway, "preview_bad_answer",
+                                             "the app's answer is not HTTP/1.1: " + ec.message()));
+  }
+  auto& rh = res.get();
+  if (websocket && rh.result() == http::status::switching_protocols) {
+    strip_hop_by_hop(rh, true);
+    rh.set(http::field::connection, "Upgrade");
+    rh.set(http::field::upgrade, "websocket");
+    http::response<http::empty_body> up_answer{rh};
+    co_await http::async_write(client, up_answer, net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return Outcome::kClose;
+    if (buffer.size() > 0) {
+      co_await net::async_write(up.stream, buffer.data(),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+    if (!ec && up.buffer.size() > 0) {
+      co_await net::async_write(client, up.buffer.data(),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+    if (ec) co_return Outcome::kClose;
+    if (state.before_take) state.before_take();
+    log()->debug("preview {}: WebSocket open", grant->id);
+    co_await pump(std::move(client), std::move(up.stream));
+    state.upstream.reset();
+    co_return Outcome::kTaken;
+  }
+  const bool up_keep = res.keep_alive() && !res.need_eof();
+  const bool eof_body = res.need_eof() && !head;
+  const bool chunked = res.chunked();
+  auto length = res.content_length();
+  bool keep = client_keep && !(eof_body && client_version < 11) && !websocket;
+  for (auto it = rh.find(http::field::set_cookie); it != rh.end();) {
+    if (it->name() != http::field::set_cookie) break;
+    if (sets_cookie(it->value(), kCookieName)) {
+      it = rh.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  strip_hop_by_hop(rh, false);
+  if (!prefix.empty()) {
+    std::vector<std::string> cookies;
+    for (auto it = rh.find(http::field::set_cookie);
+         it != rh.end() && it->name() == http::field::set_cookie; ++it) {
+      cookies.push_back(rewrite_cookie_path(it->value(), prefix));
+    }
+    rh.erase(http::field::set_cookie);
+    for (auto& c : cookies) rh.insert(http::field::set_cookie, c);
+    for (auto f : {http::field::location, http::field::content_location}) {
+      if (auto it = rh.find(f); it != rh.end()) {
+        rh.set(f, rewrite_location(it->value(), prefix, grant->port));
+      }
+    }
+  }
+  if (!head && (chunked || (eof_body && keep))) {
+    // An answer that ends at EOF upstream is chunked towards the client, which keeps its
+    // connection.
+    rh.set(http::field::transfer_encoding, "chunked");
+  } else if (length) {
+    rh.set(http::field::content_length, std::to_string(*length));
+  }
+  rh.version(11);  // Cabin speaks HTTP/1.1 to the client whatever the app speaks
+  rh.keep_alive(keep);
+  ec = co_await relay_body(up.stream, up.buffer, res, client, state.relay_buffer.get());
+  if (ec || !up_keep) {
+    state.upstream.reset();
+    state.fds->upstream = -1;
+  }
+  if (ec) {
+    log()->debug("preview {}: answer relay ended: {}", grant->id, ec.message());
+    co_return Outcome::kClose;
+  }
+  state.fds->busy = false;
+  co_return keep ? Outcome::kKeepAlive : Outcome::kClose;
+}
+
+}  // namespace cabin::preview

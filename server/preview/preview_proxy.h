@@ -1,0 +1,94 @@
+// PreviewProxy: serves port previews, /preview/<id>/... and p-<port>-<session>.<domain>: checks
+// the Host, the grant and the token or cookie, then relays HTTP/1.1 (streamed both ways) and
+// WebSocket upgrades to 127.0.0.1:<port> inside the sandbox.
+#pragma once
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "server/auth/token_connections.h"
+#include "server/auth/tokens.h"
+#include "server/config.h"
+#include "server/http/client_stream.h"
+#include "server/preview/previews.h"
+#include "server/sessions/agent_client.h"
+#include "server/sessions/session_manager.h"
+
+namespace cabin::preview {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+enum class Outcome {
+  kKeepAlive,  // the next request may follow on the connection
+  kClose,      // answered; close (after draining what the client still sends)
+  kTaken,      // the connection became a WebSocket tunnel and has ended
+};
+
+// What revocation, deletion or expiry does to a connection: one busy with the grant (a request
+// in flight, a stream, a WebSocket) is shut down; an idle keep-alive one only drops its upstream
+// connection, since its next request is checked anyway (and in path-based mode the same client
+// connection may carry API requests).
+struct ConnectionFds {
+  int client = -1;
+  int upstream = -1;
+  bool busy = false;
+  bool stale = false;  // the upstream belongs to a revoked grant: drop it before the next request
+};
+
+// What one client connection keeps between its requests.
+struct ConnectionState {
+  std::string upstream_grant;  // the grant whose upstream connection is kept alive
+  std::optional<sessions::Tunnel> upstream;
+  std::shared_ptr<ConnectionFds> fds = std::make_shared<ConnectionFds>();
+  std::map<std::string, auth::TokenConnections::Registration> registrations;  // by grant id
+  std::function<void()> before_take;  // called before the connection becomes a tunnel
+  std::string client_ip;              // learnt once per connection
+  // One relay buffer per connection, uninitialised: allocating and zeroing 64 KiB per request
+  // and direction was a fifth of the proxy's CPU time.
+  std::unique_ptr<char[]> relay_buffer;
+};
+
+class PreviewProxy {
+ public:
+  PreviewProxy(const ServerConfig& config, sessions::SessionManager& sessions,
+               const auth::TokenService& tokens, auth::TokenConnections& connections,
+               Previews& previews)
+      : config_(config),
+        sessions_(sessions),
+        tokens_(tokens),
+        connections_(connections),
+        previews_(previews) {}
+
+  // Whether the request is the proxy's: its Host is under the preview domain, or its target
+  // starts with /preview/.
+  bool claims(const http::request_header<>& h) const;
+
+  // Serves one request whose header `header` has read (its body is still unread).
+  net::awaitable<Outcome> serve(http_api::ClientStream& client, beast::flat_buffer& buffer,
+                                http::request_parser<http::empty_body>& header,
+                                ConnectionState& state);
+
+  // Names a path-based preview's Host header may carry: IP literals, localhost, the public URL's
+  // host. Anything else (a DNS name an attacker points at this server) is refused.
+  bool allowed_api_host(const std::string& host) const;
+
+ private:
+  const ServerConfig& config_;
+  sessions::SessionManager& sessions_;
+  const auth::TokenService& tokens_;
+  auth::TokenConnections& connections_;
+  Previews& previews_;
+};
+
+}  // namespace cabin::preview

@@ -1,0 +1,127 @@
+// The preview attack matrix: every row is refused with the right status and reaches nothing in
+// the sandbox (the app counts every request it gets).
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+import { rawHttp, useCabind, waitFor } from './helpers.mjs';
+import { DOMAIN, hostRequest, openPreview, startApps } from './preview_helpers.mjs';
+
+const ctx = useCabind({ args: ['--preview-domain', DOMAIN] });
+
+test('attack matrix: refused with the right status, nothing forwarded', async () => {
+  const server = ctx.server;
+  const { session } = await startApps(server);
+  const other = await server.createSession({});
+  const pv = await openPreview(server, session.id, 8000, 'path');
+  const hostPv = await openPreview(server, session.id, 8000, 'host');
+  // Creating the host preview replaced the path one of the same port: open it again.
+  const pv2 = await openPreview(server, session.id, 8000, 'path');
+  const target = `${pv2.prefix}/echo`;
+  const h = server.hostPort;
+  const mint = async (id, scope, ttl_s = 600) => {
+    const r = await server.api('POST', `/v1/sessions/${id}/tokens`, { scope, ttl_s });
+    assert.equal(r.status, 201, r.text);
+    return r.json.token;
+  };
+  const withCookie = (token) => `GET ${target} HTTP/1.1\r\nHost: ${h}\r\nCookie: cabin_preview=${token}\r\n\r\n`;
+  const count = async () => {
+    const r = await rawHttp(server.port, `GET ${pv2.prefix}/__count HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\nConnection: close\r\n\r\n`);
+    assert.equal(r.status, 200, r.text);
+    return r.json.seen;
+  };
+  assert.equal((await rawHttp(server.port, withCookie(pv2.cookie.split('=')[1]))).status, 200,
+               'the baseline request passes');
+  void pv;
+  void hostPv;
+
+  const expiring = await mint(session.id, 'preview:8000', 1);
+  await waitFor(async () => (await rawHttp(server.port, withCookie(expiring))).status === 401,
+                { what: 'the 1 s token to expire', timeoutMs: 5000, intervalMs: 200 });
+  const before = await count();
+  const valid = pv2.cookie.split('=')[1];
+  const flipped = valid.slice(0, -1) + (valid.endsWith('A') ? 'B' : 'A');
+  const rows = [
+    ['no token', `GET ${target} HTTP/1.1\r\nHost: ${h}\r\n\r\n`, 401, 'unauthenticated'],
+    ['expired', withCookie(expiring), 401, 'token_expired'],
+    ['tampered signature', withCookie(flipped), 401, 'invalid_token'],
+    ['another session', withCookie(await mint(other.id, 'preview:8000')), 401, 'invalid_token'],
+    ['another port', withCookie(await mint(session.id, 'preview:8001')), 403, 'token_scope'],
+    ['another scope (view)', withCookie(await mint(session.id, 'view')), 403, 'token_scope'],
+    ['another scope (control)', withCookie(await mint(session.id, 'control')), 403, 'token_scope'],
+    ['token in the URL of another session',
+     `GET ${target}?cabin_token=${await mint(other.id, 'preview:8000')} HTTP/1.1\r\nHost: ${h}\r\n\r\n`,
+     401, 'invalid_token'],
+    ['Host: evil.example', `GET ${target} HTTP/1.1\r\nHost: evil.example\r\nCookie: ${pv2.cookie}\r\n\r\n`,
+     421, 'unknown_host'],
+    ['Host: evil.example on a host preview',
+     `GET /echo HTTP/1.1\r\nHost: p-8000-${session.id.slice(4)}.evil.example\r\nCookie: ${hostPv.cookie}\r\n\r\n`,
+     404, null],
+    ['absolute-form target',
+     `GET http://127.0.0.1:8000/echo HTTP/1.1\r\nHost: ${hostPv.host}\r\nCookie: ${hostPv.cookie}\r\n\r\n`,
+     400, 'bad_target'],
+    ['absolute-form target to the preview host',
+     `GET http://${hostPv.host}/echo HTTP/1.1\r\nHost: ${hostPv.host}\r\nCookie: ${hostPv.cookie}\r\n\r\n`,
+     400, 'bad_target'],
+    ['Content-Length and Transfer-Encoding',
+     `POST ${target} HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n`,
+     400, 'bad_request'],
+    ['two different Content-Lengths',
+     `POST ${target} HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\nContent-Length: 5\r\nContent-Length: 30\r\n\r\nhello`,
+     400, 'bad_request'],
+    ['Transfer-Encoding other than chunked',
+     `POST ${target} HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n`,
+     400, 'bad_transfer_encoding'],
+    ['chunked, then identity',
+     `POST ${target} HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n`,
+     400, 'bad_transfer_encoding'],
+    ['dot segments', `GET ${pv2.prefix}/../../v1/info HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\n\r\n`, 400, 'bad_target'],
+    ['encoded dot segments', `GET ${pv2.prefix}/%2e%2E/x HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\n\r\n`, 400, 'bad_target'],
+    ['encoded slash', `GET ${pv2.prefix}/a%2f..%2fb HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\n\r\n`, 400, 'bad_target'],
+    ['backslash', `GET ${pv2.prefix}/..\\..\\x HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\n\r\n`, 400, null],
+    ['traversal before the id', `GET /preview/../v1/info HTTP/1.1\r\nHost: ${h}\r\n\r\n`, 400, 'bad_target'],
+    ['oversized headers', `GET ${target} HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\nX-Big: ${'a'.repeat(20000)}\r\n\r\n`, 431, 'headers_too_large'],
+    ['oversized URL', `GET ${pv2.prefix}/${'a'.repeat(20000)} HTTP/1.1\r\nHost: ${h}\r\n\r\n`, 414, 'uri_too_long'],
+    ['long URL over the preview limit', `GET ${pv2.prefix}/${'a'.repeat(9000)} HTTP/1.1\r\nHost: ${h}\r\nCookie: ${pv2.cookie}\r\n\r\n`, 400, 'bad_target'],
+  ];
+  for (const [name, head, status, code] of rows) {
+    const r = await rawHttp(server.port, head);
+    assert.equal(r.status, status, `${name}: ${r.status} ${r.text}`);
+    if (code) assert.equal(r.json?.error?.code, code, `${name}: ${r.text}`);
+  }
+  // Host-based: a preview host only serves under the configured domain and for a live grant.
+  const wrongPort = await hostRequest(server.port, `p-8999-${session.id.slice(4)}.${DOMAIN}`, '/echo',
+                                      { cookie: hostPv.cookie });
+  assert.equal(wrongPort.status, 404);
+
+  // Revoked, then replayed: the cookie and the URL's token both stop working.
+  const rv = await server.api('POST', `/v1/sessions/${session.id}/tokens/revoke`);
+  assert.equal(rv.status, 200);
+  for (const head of [withCookie(valid), `GET ${target}?cabin_token=${pv2.token} HTTP/1.1\r\nHost: ${h}\r\n\r\n`]) {
+    const r = await rawHttp(server.port, head);
+    assert.equal(r.status, 401, r.text);
+    assert.equal(r.json.error.code, 'token_revoked');
+  }
+
+  // A signing key removed: its tokens stop verifying.
+  const keysDir = path.join(server.stateDir, 'keys');
+  const fresh = await openPreview(server, session.id, 8000, 'path');
+  const oldKey = fs.readdirSync(keysDir).find((f) => /^token-.*\.key$/.test(f));
+  fs.writeFileSync(path.join(keysDir, 'token-k5000000000.key'), randomBytes(32).toString('hex'));
+  fs.rmSync(path.join(keysDir, oldKey));
+  process.kill(server.pid, 'SIGHUP');
+  const removed = await waitFor(async () => {
+    const r = await rawHttp(server.port, `GET ${fresh.prefix}/echo HTTP/1.1\r\nHost: ${h}\r\nCookie: ${fresh.cookie}\r\n\r\n`);
+    return r.status === 401 ? r : null;
+  }, { what: 'the removed key to stop verifying' });
+  assert.equal(removed.json.error.code, 'invalid_token');
+
+  const again = await openPreview(server, session.id, 8000, 'path');
+  const r = await rawHttp(server.port, `GET ${again.prefix}/__count HTTP/1.1\r\nHost: ${h}\r\nCookie: ${again.cookie}\r\n\r\n`);
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.seen, before, 'a refused request reached the app');
+  await server.deleteSession(other.id);
+  await server.deleteSession(session.id);
+});
