@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { BIN_DIR, Cdp, removeTree, startCabind, withDeadline } from './helpers.mjs';
+import { BIN_DIR, Cdp, removeTree, startCabind, waitFor, withDeadline, wsOpen } from './helpers.mjs';
 
 const cleanup = [];
 after(async () => {
@@ -72,11 +72,28 @@ test('--tls-self-signed: verified HTTPS and WSS, https URLs, Secure preview cook
   assert.equal(first.status, 302);
   assert.match(first.headers['set-cookie'][0], /; HttpOnly; SameSite=Lax; Secure$/);
 
+  // The screen's frame stream and the live view's RFB bridge work over wss too, and a viewer let
+  // in by a token goes with the revocation below.
+  const tok = await request(`${server.base}/v1/sessions/${s.id}/tokens`, { ca, method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: { scope: 'view', ttl_s: 600 } });
+  assert.equal(tok.status, 201, tok.text);
+  const wsBase = `wss://127.0.0.1:${server.port}/v1/sessions/${s.id}`;
+  let frames = 0;
+  const viewer = await wsOpen(`${wsBase}/frames?fps=5&token=${tok.json.token}`, {
+    ca, onMessage: (d, binary) => { if (binary) frames++; } });
+  const viewerClosed = new Promise((r) => viewer.once('close', r));
+  await waitFor(() => frames >= 1, { what: 'a frame over wss' });
+  let rfb = '';
+  const vnc = await wsOpen(`${wsBase}/vnc?token=${tok.json.token}`, {
+    ca, onMessage: (d) => { rfb += d.toString('latin1'); } });
+  await waitFor(() => rfb.startsWith('RFB 003.'), { what: 'the RFB greeting over wss' });
+  vnc.close();
+
   // Revocation closes the bridge under TLS as well.
   const closed = cdp.closed;
   const rv = await request(`${server.base}/v1/sessions/${s.id}/tokens/revoke`, { ca, method: 'POST', headers: auth });
   assert.equal(rv.status, 200, rv.text);
   await withDeadline(closed, 5000, 'the TLS CDP bridge to close');
+  await withDeadline(viewerClosed, 5000, 'the token-authenticated frame viewer to close');
   const del = await request(`${server.base}/v1/sessions/${s.id}`, { ca, method: 'DELETE', headers: auth });
   assert.equal(del.status, 200);
 });
