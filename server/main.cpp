@@ -21,6 +21,7 @@
 #include "server/drivers/namespace/namespace_driver.h"
 #include "server/http/api.h"
 #include "server/http/server.h"
+#include "server/http/static_files.h"
 #include "server/sessions/session_manager.h"
 #include "server/store/session_store.h"
 
@@ -109,7 +110,16 @@ int main(int argc, char** argv) {
   mc.pids_max = cfg.sandbox_pids_max;
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
 
-  http_api::Api api(cfg, manager, tokens, api_key->key);
+  // The web UI is optional: without a build the API runs and / says what is missing.
+  http_api::StaticFiles ui;
+  if (auto loaded = http_api::StaticFiles::load(cfg.web_ui_dir); loaded) {
+    ui = std::move(*loaded);
+    log->info("web UI: {} files from {}", ui.size(), cfg.web_ui_dir.string());
+  } else {
+    log->warn("web UI: {}", loaded.error().message);
+  }
+
+  http_api::Api api(cfg, manager, tokens, api_key->key, ui);
   http_api::HttpServer server(ioc.get_executor(), api);
   if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
   if (cfg.listen_host != "127.0.0.1" && cfg.listen_host != "::1") {

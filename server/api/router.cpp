@@ -106,6 +106,12 @@ Result<Route> route(std::string_view method, std::string_view target) {
 
   const size_t n = seg.size();
   if (n == 1 && seg[0] == "healthz") return want("GET", RouteId::kHealthz, Auth::kNone);
+  if (n == 0) return want("GET", RouteId::kConsolePage, Auth::kNone);
+  if (seg[0] == "ui") {
+    if (n != 2 || !valid_asset_name(seg[1])) return not_found();
+    r.asset = std::string(seg[1]);
+    return want("GET", RouteId::kUiAsset, Auth::kNone);
+  }
   if (n < 2 || seg[0] != "v1") return not_found();
   if (n == 2 && seg[1] == "info") return want("GET", RouteId::kInfo, Auth::kApiKey);
   if (seg[1] != "sessions") return not_found();
@@ -129,6 +135,11 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 4 && sub == "screenshot") return want("GET", RouteId::kScreenshot, Auth::kApiKey);
   if (n == 4 && sub == "logs") return want("GET", RouteId::kLogs, Auth::kApiKey);
   if (n == 4 && sub == "cdp") return want("GET", RouteId::kCdpBrowser, Auth::kCdpToken);
+  if (sub == "live") {
+    if (n == 4) return want("GET", RouteId::kLivePage, Auth::kViewToken);
+    if (n == 5 && seg[4] == "status") return want("GET", RouteId::kLiveStatus, Auth::kViewToken);
+    return not_found();
+  }
   if (sub == "json") {
     if (n == 4 || (n == 5 && seg[4] == "list")) {
       return want("GET", RouteId::kJsonList, Auth::kCdpToken);

@@ -24,12 +24,17 @@ enum class RouteId {
   kCdpPage,        // WebSocket: /devtools/page/{target}
   kJsonVersion,
   kJsonList,
+  kConsolePage,    // GET /: the web console (static; its API calls carry the key)
+  kUiAsset,        // GET /ui/{name}: a built script or stylesheet
+  kLivePage,       // GET: the live view page
+  kLiveStatus,     // GET: what a live-view token allows, and whether the session runs
 };
 
 enum class Auth {
-  kNone,       // /healthz only
+  kNone,       // /healthz and the web UI's static files
   kApiKey,     // control API
   kCdpToken,   // a `cdp` capability token in ?token=, or the API key
+  kViewToken,  // a `view` or `control` capability token in ?token=, or the API key
 };
 
 struct Route {
@@ -37,6 +42,7 @@ struct Route {
   Auth auth = Auth::kApiKey;
   std::string session_id;
   std::string target_id;
+  std::string asset;  // kUiAsset: a plain file name (valid_asset_name)
   std::map<std::string, std::string> query;  // decoded
 };
 

@@ -6,6 +6,8 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
+#include <span>
+
 #include "cdp-bridge/bridge.h"
 #include "server/auth/api_key.h"
 #include "cdp-bridge/discovery.h"
@@ -46,13 +48,25 @@ Result<void> Api::authenticate(const api::Route& route, const Request& req) cons
     if (auth::check_bearer(authz->value(), api_key_)) return {};
     return make_error(Errc::kUnauthenticated, "unauthenticated", "the API key is not valid");
   }
-  if (route.auth == api::Auth::kCdpToken) {
+  if (route.auth == api::Auth::kCdpToken || route.auth == api::Auth::kViewToken) {
     auto t = route.query.find("token");
     if (t == route.query.end()) {
       return make_error(Errc::kUnauthenticated, "unauthenticated",
                         "send Authorization: Bearer <api key> or a token= capability");
     }
-    auto claims = tokens_.verify(t->second, route.session_id, "cdp");
+    // The scopes the route accepts; a token of any other is refused naming the first.
+    static constexpr std::string_view kCdp[] = {"cdp"};
+    static constexpr std::string_view kView[] = {"view", "control"};
+    std::span<const std::string_view> scopes =
+        route.auth == api::Auth::kViewToken ? std::span<const std::string_view>(kView)
+                                            : std::span<const std::string_view>(kCdp);
+    std::string scope(scopes.front());
+    if (auto decoded = tokens_.decode(t->second); decoded) {
+      for (auto sc : scopes) {
+        if (decoded->scope == sc) scope = std::string(sc);
+      }
+    }
+    auto claims = tokens_.verify(t->second, route.session_id, scope);
     if (!claims) return claims.error();
     auto s = sessions_.find(route.session_id);
     if (s && claims->generation != s->token_generation) {
@@ -83,10 +97,12 @@ std::string Api::base_url(const Request& req, bool websocket) const {
   return base;
 }
 
-std::string Api::cdp_token(const sessions::Session& s) const {
+std::string Api::cdp_token(const sessions::Session& s) const { return scoped_token(s, "cdp"); }
+
+std::string Api::scoped_token(const sessions::Session& s, const std::string& scope) const {
   int64_t exp = std::min(tokens_.clock().unix_seconds() + config_.cdp_token_ttl_s,
                          s.record().expires_at);
-  return tokens_.issue(s.id(), "cdp", exp, s.token_generation);
+  return tokens_.issue(s.id(), scope, exp, s.token_generation);
 }
 
 json Api::session_json(const store::SessionRecord& r, const Request& req) const {
@@ -107,8 +123,50 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     std::string token = cdp_token(*s);
     j["cdp_url"] = ws + "/cdp?token=" + token;
     j["json_version_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/json/version";
+    j["live_view_url"] =
+        base_url(req, false) + "/v1/sessions/" + r.id + "/live?token=" + scoped_token(*s, "view");
   }
   return j;
+}
+
+Response Api::ui_file(std::string_view name, const Request& req, PageCache cache) const {
+  const StaticFile* f = ui_.find(name);
+  if (!f) {
+    if (ui_.size() == 0) {
+      return error_response(http::status::service_unavailable, "web_ui_unavailable",
+                            "this cabind has no web UI build (scripts/setup builds it)");
+    }
+    return error_response(http::status::not_found, "not_found", "no such file");
+  }
+  auto inm = req.find(http::field::if_none_match);
+  return static_response(*f, inm == req.end() ? std::string_view{} : inm->value(), cache);
+}
+
+Response Api::live_status(const api::Route& route, const Request& req) const {
+  auto r = sessions_.record(route.session_id);
+  if (!r) return error_response(session_not_found());
+  if (r->status != "running" && r->status != "starting") {
+    std::string why = r->end_reason.empty() ? r->status : r->end_reason;
+    return error_response(make_error(Errc::kNotFound, "session_ended", "the session ended: " + why));
+  }
+  // authenticate() has checked the token (or the key, which may do everything).
+  std::string scope = "control";
+  json expires = nullptr;
+  if (req.find(http::field::authorization) == req.end()) {
+    auto t = route.query.find("token");
+    if (t != route.query.end()) {
+      if (auto claims = tokens_.decode(t->second); claims) {
+        scope = claims->scope;
+        expires = format_rfc3339(claims->expires_at);
+      }
+    }
+  }
+  return json_response(http::status::ok, {{"id", r->id},
+                                          {"status", r->status},
+                                          {"scope", scope},
+                                          {"expires_at", expires},
+                                          {"resolution", {{"width", r->width},
+                                                          {"height", r->height}}}});
 }
 
 Response Api::info() const {
@@ -178,6 +236,19 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
       co_return co_await discovery(route, req);
+    case RouteId::kConsolePage:
+      co_return ui_file("index.html", req, PageCache::kRevalidate);
+    case RouteId::kUiAsset:
+      // Pages only under their own routes: /ui/ serves the hashed assets.
+      if (route.asset.size() > 5 && route.asset.substr(route.asset.size() - 5) == ".html") {
+        co_return error_response(http::status::not_found, "not_found", "no such file");
+      }
+      co_return ui_file(route.asset, req, PageCache::kRevalidate);
+    case RouteId::kLivePage:
+      // The page is static; its token travels in the URL, so no cache keeps the page.
+      co_return ui_file("live.html", req, PageCache::kNoStore);
+    case RouteId::kLiveStatus:
+      co_return live_status(route, req);
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
       co_return error_response(http::status::bad_request, "websocket_required",

@@ -15,6 +15,7 @@
 #include "server/auth/tokens.h"
 #include "server/config.h"
 #include "server/http/responses.h"
+#include "server/http/static_files.h"
 #include "server/sessions/session_manager.h"
 
 namespace cabin::http_api {
@@ -26,8 +27,12 @@ using Request = http::request<http::string_body>;
 class Api {
  public:
   Api(const ServerConfig& config, sessions::SessionManager& sessions,
-      const auth::TokenService& tokens, std::string api_key)
-      : config_(config), sessions_(sessions), tokens_(tokens), api_key_(std::move(api_key)) {}
+      const auth::TokenService& tokens, std::string api_key, const StaticFiles& ui)
+      : config_(config),
+        sessions_(sessions),
+        tokens_(tokens),
+        api_key_(std::move(api_key)),
+        ui_(ui) {}
 
   // Authenticates the routed request. kNone routes always pass.
   Result<void> authenticate(const api::Route& route, const Request& req) const;
@@ -43,6 +48,8 @@ class Api {
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
   std::string base_url(const Request& req, bool websocket) const;
   std::string cdp_token(const sessions::Session& s) const;
+  // A capability token for `scope`, valid for --cdp-token-ttl-s and never past the session's end.
+  std::string scoped_token(const sessions::Session& s, const std::string& scope) const;
 
   net::awaitable<Response> create(const Request& req);
   net::awaitable<Response> exec(const api::Route& route, const Request& req);
@@ -50,11 +57,14 @@ class Api {
   net::awaitable<Response> screenshot(const api::Route& route);
   net::awaitable<Response> discovery(const api::Route& route, const Request& req);
   Response info() const;
+  Response ui_file(std::string_view name, const Request& req, PageCache cache) const;
+  Response live_status(const api::Route& route, const Request& req) const;
 
   const ServerConfig& config_;
   sessions::SessionManager& sessions_;
   const auth::TokenService& tokens_;
   std::string api_key_;
+  const StaticFiles& ui_;
 };
 
 }  // namespace cabin::http_api

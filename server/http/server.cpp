@@ -135,7 +135,12 @@ net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
     if (!route) {
       res = error_response(route.error());
     } else if (auto authed = api_.authenticate(*route, req); !authed) {
-      res = error_response(authed.error());
+      // A refused live view link is opened by a person: they get a page that says why.
+      if (route->id == api::RouteId::kLivePage) {
+        res = error_page(authed.error());
+      } else {
+        res = error_response(authed.error());
+      }
     } else if (route->id == api::RouteId::kCdpBrowser || route->id == api::RouteId::kCdpPage) {
       stream.expires_never();
       untrack.set.erase(handle);
