@@ -15,6 +15,9 @@
 
 namespace cabin::agent_protocol {
 
+// The RFB (VNC) server's port on the sandbox's loopback; cabind reaches it through the agent.
+inline constexpr uint16_t kRfbPort = 5900;
+
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxArgBytes = 128 * 1024;
 inline constexpr size_t kMaxEnv = 4096;

@@ -50,6 +50,8 @@ ParsedConfig parse_config(int argc, char** argv) {
   c.bin_dir = self_dir();
 
   CLI::App app{"cabind: browser and computer-use sandboxes behind one authenticated server"};
+  app.footer("Subcommands:\n  cabind vnc-forward SESSION [--port P] [--server URL]\n"
+             "      a local port for a native VNC client (cabind vnc-forward --help)");
   app.set_config("--config", "", "read options from a TOML or INI file");
   std::string listen = "127.0.0.1:8080";
   std::string state_dir = c.state_dir.string(), run_dir = c.run_dir.string();

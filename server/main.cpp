@@ -24,6 +24,7 @@
 #include "server/http/static_files.h"
 #include "server/sessions/session_manager.h"
 #include "server/store/session_store.h"
+#include "server/vnc_forward.h"
 
 namespace net = boost::asio;
 using namespace cabin;
@@ -38,6 +39,9 @@ int fail(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "vnc-forward") {
+    return run_vnc_forward(argc - 1, argv + 1);
+  }
   auto parsed = parse_config(argc, argv);
   if (parsed.exit) {
     (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";

@@ -140,6 +140,8 @@ struct Capturer::Impl {
     c.origin = {ci->x - ci->xhot, ci->y - ci->yhot};
     c.width = ci->width;
     c.height = ci->height;
+    c.hotspot = {ci->xhot, ci->yhot};
+    c.serial = ci->cursor_serial;
     c.argb.resize(static_cast<size_t>(c.width) * c.height);
     // XFixes stores each pixel in an unsigned long (64 bits here); the ARGB is the low 32.
     for (size_t i = 0; i < c.argb.size(); ++i) c.argb[i] = static_cast<uint32_t>(ci->pixels[i]);

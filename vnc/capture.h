@@ -17,6 +17,8 @@ struct CursorImage {
   Point origin;  // screen position of the image's top-left pixel (pointer minus hotspot)
   int width = 0;
   int height = 0;
+  Point hotspot;        // the pointer's pixel inside the image
+  uint64_t serial = 0;  // changes whenever the pointer's shape changes
   std::vector<uint32_t> argb;
 };
 

@@ -2,6 +2,9 @@
 
 #include <X11/Xlib.h>
 #include <X11/extensions/Xdamage.h>
+#include <X11/extensions/Xfixes.h>
+
+#include <utility>
 
 #include "vnc/x11_detail.h"
 
@@ -11,6 +14,8 @@ struct DamageTracker::Impl {
   detail::DisplayImpl* d = nullptr;
   Damage damage = 0;
   int event_base = 0;
+  int xfixes_event_base = -1;  // >= 0 when cursor changes are watched
+  bool cursor_changed = false;
 
   ~Impl() {
     if (damage != 0 && !d->lost) {
@@ -20,7 +25,7 @@ struct DamageTracker::Impl {
   }
 };
 
-Result<DamageTracker> DamageTracker::create(Display& display) {
+Result<DamageTracker> DamageTracker::create(Display& display, DamageOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->d = &display.impl();
   detail::DisplayImpl& d = *impl->d;
@@ -37,6 +42,17 @@ Result<DamageTracker> DamageTracker::create(Display& display) {
   if (auto s = d.sync("XDamageCreate"); !s) {
     impl->damage = 0;
     return s.error();
+  }
+  if (options.watch_cursor) {
+    int fx_event = 0, fx_error = 0;
+    if (!XFixesQueryExtension(d.dpy, &fx_event, &fx_error)) {
+      return make_error(Errc::kUnavailable, "no_xfixes", "the X server lacks XFixes");
+    }
+    int fmajor = 0, fminor = 0;
+    XFixesQueryVersion(d.dpy, &fmajor, &fminor);
+    XFixesSelectCursorInput(d.dpy, d.root, XFixesDisplayCursorNotifyMask);
+    if (auto s = d.sync("XFixesSelectCursorInput"); !s) return s.error();
+    impl->xfixes_event_base = fx_event;
   }
   return DamageTracker(std::move(impl));
 }
@@ -58,6 +74,9 @@ bool DamageTracker::take_damage() {
     XNextEvent(d.dpy, &ev);
     if (ev.type == impl_->event_base + XDamageNotify) {
       damaged = true;
+    } else if (impl_->xfixes_event_base >= 0 &&
+               ev.type == impl_->xfixes_event_base + XFixesCursorNotify) {
+      impl_->cursor_changed = true;
     } else if (ev.type == MappingNotify) {
       XRefreshKeyboardMapping(&ev.xmapping);
     }
@@ -69,6 +88,13 @@ bool DamageTracker::take_damage() {
     XFlush(d.dpy);
   }
   return damaged;
+}
+
+DamageTracker::Changes DamageTracker::take_changes() {
+  Changes c;
+  c.screen = take_damage();
+  c.cursor = std::exchange(impl_->cursor_changed, false);
+  return c;
 }
 
 }  // namespace cabin::vnc

@@ -15,9 +15,13 @@ namespace cabin::vnc {
 //
 // It drains every event queued on the Display's connection; nothing else in vnc/ consumes
 // events, and keyboard-mapping notices among them are applied to Xlib's cache here.
+struct DamageOptions {
+  bool watch_cursor = false;  // also report pointer shape changes (XFixes cursor notify)
+};
+
 class DamageTracker {
  public:
-  static Result<DamageTracker> create(Display& display);
+  static Result<DamageTracker> create(Display& display, DamageOptions options = {});
 
   DamageTracker(DamageTracker&&) noexcept;
   DamageTracker& operator=(DamageTracker&&) noexcept;
@@ -30,6 +34,13 @@ class DamageTracker {
   // Does not block.
   // A change that lands while this runs is reported by this call or the next, never lost.
   bool take_damage();
+
+  struct Changes {
+    bool screen = false;
+    bool cursor = false;  // the pointer's shape changed (only with watch_cursor)
+  };
+  // take_damage() plus cursor changes; a cursor change seen by take_damage() waits here.
+  Changes take_changes();
 
  private:
   struct Impl;

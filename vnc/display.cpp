@@ -84,6 +84,11 @@ Error lost_error(const std::string& display_name) {
 
 }  // namespace detail
 
+void init_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] { XInitThreads(); });
+}
+
 Result<Display> Display::open(std::string_view name) {
   detail::install_handlers_once();
   std::string n(name);
@@ -122,5 +127,17 @@ Size Display::size() const { return impl_->size; }
 int Display::fd() const { return ConnectionNumber(impl_->dpy); }
 bool Display::lost() const { return impl_->lost; }
 Result<void> Display::sync() { return impl_->sync("sync"); }
+
+Result<Size> Display::query_size() {
+  if (auto a = impl_->check_alive(); !a) return a.error();
+  ::Window root = 0;
+  int x = 0, y = 0;
+  unsigned w = 0, h = 0, border = 0, depth = 0;
+  if (!XGetGeometry(impl_->dpy, impl_->root, &root, &x, &y, &w, &h, &border, &depth)) {
+    if (auto a = impl_->check_alive(); !a) return a.error();
+    return make_error(Errc::kInternal, "x_error", "XGetGeometry on the root window failed");
+  }
+  return Size{static_cast<int>(w), static_cast<int>(h)};
+}
 
 }  // namespace cabin::vnc

@@ -20,6 +20,10 @@ struct DisplayImpl;
 //
 // A lost connection (the X server died) never ends the process, as Xlib's default handler
 // would: the Display marks itself lost and every later call returns kUnavailable.
+// Lets several threads each use their own Display (Xlib's shared state gets locks). Call once,
+// before any other Xlib call in the process.
+void init_threads();
+
 class Display {
  public:
   // `name` as in $DISPLAY (":99"); empty means $DISPLAY.
@@ -30,8 +34,11 @@ class Display {
   ~Display();
 
   const std::string& name() const;
-  // Size of the default screen's root window, read when opened (Xvfb screens do not resize).
+  // Size of the default screen's root window, read when opened. Capture objects are sized from
+  // it, so a screen that changes size (RandR) needs a new Display.
   Size size() const;
+  // The root window's size now (one round trip), to notice a resize.
+  Result<Size> query_size();
   // The connection's socket: readable when events (damage) arrive. Owned by the Display.
   int fd() const;
   // True once the connection to the server broke.

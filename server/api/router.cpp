@@ -135,6 +135,7 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 4 && sub == "screenshot") return want("GET", RouteId::kScreenshot, Auth::kApiKey);
   if (n == 4 && sub == "logs") return want("GET", RouteId::kLogs, Auth::kApiKey);
   if (n == 4 && sub == "cdp") return want("GET", RouteId::kCdpBrowser, Auth::kCdpToken);
+  if (n == 4 && sub == "vnc") return want("GET", RouteId::kVnc, Auth::kViewToken);
   if (sub == "live") {
     if (n == 4) return want("GET", RouteId::kLivePage, Auth::kViewToken);
     if (n == 5 && seg[4] == "status") return want("GET", RouteId::kLiveStatus, Auth::kViewToken);

@@ -28,6 +28,7 @@ enum class RouteId {
   kUiAsset,        // GET /ui/{name}: a built script or stylesheet
   kLivePage,       // GET: the live view page
   kLiveStatus,     // GET: what a live-view token allows, and whether the session runs
+  kVnc,            // WebSocket carrying RFB (the live view, vnc-forward)
 };
 
 enum class Auth {

@@ -122,10 +122,21 @@ Result<TokenClaims> TokenService::decode(std::string_view token) const {
 
 Result<TokenClaims> TokenService::verify(std::string_view token, std::string_view session_id,
                                          std::string_view scope) const {
+  return verify(token, session_id, {scope});
+}
+
+Result<TokenClaims> TokenService::verify(std::string_view token, std::string_view session_id,
+                                         std::initializer_list<std::string_view> scopes) const {
   auto claims = decode(token);
   if (!claims) return claims;
   if (claims->session_id != session_id) return invalid("token belongs to another session");
-  if (claims->scope != scope) return invalid("token scope is not " + std::string(scope));
+  bool allowed = false;
+  std::string names;
+  for (std::string_view s : scopes) {
+    allowed = allowed || claims->scope == s;
+    names += (names.empty() ? "" : " or ") + std::string(s);
+  }
+  if (!allowed) return invalid("token scope is not " + names);
   if (clock_.unix_seconds() >= claims->expires_at) {
     return make_error(Errc::kUnauthenticated, "token_expired", "token has expired");
   }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -40,6 +41,10 @@ class TokenService {
   // The caller compares claims.generation with the session's current generation.
   Result<TokenClaims> verify(std::string_view token, std::string_view session_id,
                              std::string_view scope) const;
+
+  // The same, accepting any of `scopes` ("view" or "control" for the live view).
+  Result<TokenClaims> verify(std::string_view token, std::string_view session_id,
+                             std::initializer_list<std::string_view> scopes) const;
 
   // Parses and checks the signature only.
   Result<TokenClaims> decode(std::string_view token) const;

@@ -9,6 +9,7 @@
 #include <span>
 
 #include "cdp-bridge/bridge.h"
+#include "vnc/rfb_bridge.h"
 #include "server/auth/api_key.h"
 #include "cdp-bridge/discovery.h"
 #include "common/agent_protocol.h"
@@ -54,19 +55,9 @@ Result<void> Api::authenticate(const api::Route& route, const Request& req) cons
       return make_error(Errc::kUnauthenticated, "unauthenticated",
                         "send Authorization: Bearer <api key> or a token= capability");
     }
-    // The scopes the route accepts; a token of any other is refused naming the first.
-    static constexpr std::string_view kCdp[] = {"cdp"};
-    static constexpr std::string_view kView[] = {"view", "control"};
-    std::span<const std::string_view> scopes =
-        route.auth == api::Auth::kViewToken ? std::span<const std::string_view>(kView)
-                                            : std::span<const std::string_view>(kCdp);
-    std::string scope(scopes.front());
-    if (auto decoded = tokens_.decode(t->second); decoded) {
-      for (auto sc : scopes) {
-        if (decoded->scope == sc) scope = std::string(sc);
-      }
-    }
-    auto claims = tokens_.verify(t->second, route.session_id, scope);
+    auto claims = route.auth == api::Auth::kCdpToken
+                      ? tokens_.verify(t->second, route.session_id, "cdp")
+                      : tokens_.verify(t->second, route.session_id, {"view", "control"});
     if (!claims) return claims.error();
     auto s = sessions_.find(route.session_id);
     if (s && claims->generation != s->token_generation) {
@@ -123,6 +114,7 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     std::string token = cdp_token(*s);
     j["cdp_url"] = ws + "/cdp?token=" + token;
     j["json_version_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/json/version";
+    j["vnc_url"] = ws + "/vnc?token=" + scoped_token(*s, "view");
     j["live_view_url"] =
         base_url(req, false) + "/v1/sessions/" + r.id + "/live?token=" + scoped_token(*s, "view");
   }
@@ -251,6 +243,7 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
       co_return live_status(route, req);
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
+    case RouteId::kVnc:
       co_return error_response(http::status::bad_request, "websocket_required",
                                "this endpoint takes a WebSocket upgrade");
   }
@@ -326,6 +319,10 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
                                  "this endpoint takes a WebSocket upgrade"));
     co_return;
   }
+  if (route.id == api::RouteId::kVnc) {
+    co_await vnc(route, std::move(req), std::move(socket));
+    co_return;
+  }
   auto s = sessions_.find(route.session_id);
   if (!s || s->record().status != "running") {
     co_await fail(error_response(session_not_found()));
@@ -351,6 +348,50 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
   co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
                        std::move(tunnel->stream), std::move(tunnel->buffer));
   log()->debug("session {}: CDP client detached", id);
+}
+
+}  // namespace cabin::http_api
+
+namespace cabin::http_api {
+
+vnc::RfbAccess Api::vnc_access(const api::Route& route, const Request& req) const {
+  // Only called after authenticate() passed: the API key, or a valid view/control token.
+  if (req.find(http::field::authorization) != req.end()) return vnc::RfbAccess::kControl;
+  auto t = route.query.find("token");
+  if (t == route.query.end()) return vnc::RfbAccess::kView;
+  auto claims = tokens_.decode(t->second);
+  return claims && claims->scope == "control" ? vnc::RfbAccess::kControl : vnc::RfbAccess::kView;
+}
+
+net::awaitable<void> Api::vnc(const api::Route& route, Request req, net::ip::tcp::socket socket) {
+  auto fail = [&](Response res) -> net::awaitable<void> {
+    res.keep_alive(false);
+    boost::system::error_code ec;
+    co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
+    socket.shutdown(net::socket_base::shutdown_both, ec);
+  };
+  auto s = sessions_.find(route.session_id);
+  if (!s || s->record().status != "running") {
+    co_await fail(error_response(session_not_found()));
+    co_return;
+  }
+  auto tunnel = co_await s->agent().connect(agent_protocol::kRfbPort);
+  if (!tunnel) {
+    co_await fail(error_response(tunnel.error()));
+    co_return;
+  }
+  const std::string id = s->id();
+  const vnc::RfbAccess access = vnc_access(route, req);
+  s.reset();  // a viewer must not keep an ended session alive
+  const char* mode = access == vnc::RfbAccess::kControl ? "control" : "view";
+  log()->info("session {}: RFB viewer attached ({})", id, mode);
+  auto stats = co_await vnc::serve_rfb_websocket(std::move(socket), std::move(req),
+                                                 std::move(tunnel->stream),
+                                                 std::move(tunnel->buffer), access, {});
+  log()->info("session {}: RFB viewer detached ({}): {} bytes out, {} in, {} of {} messages "
+              "dropped; {}",
+              id, mode, stats.bytes_to_client, stats.bytes_to_sandbox, stats.dropped,
+              stats.messages, stats.close_reason);
 }
 
 }  // namespace cabin::http_api

@@ -17,6 +17,7 @@
 #include "server/http/responses.h"
 #include "server/http/static_files.h"
 #include "server/sessions/session_manager.h"
+#include "vnc/rfb_filter.h"
 
 namespace cabin::http_api {
 
@@ -50,6 +51,9 @@ class Api {
   std::string cdp_token(const sessions::Session& s) const;
   // A capability token for `scope`, valid for --cdp-token-ttl-s and never past the session's end.
   std::string scoped_token(const sessions::Session& s, const std::string& scope) const;
+  vnc::RfbAccess vnc_access(const api::Route& route, const Request& req) const;
+  // GET /v1/sessions/{id}/vnc: the RFB WebSocket, filtered by the caller's access.
+  net::awaitable<void> vnc(const api::Route& route, Request req, net::ip::tcp::socket socket);
 
   net::awaitable<Response> create(const Request& req);
   net::awaitable<Response> exec(const api::Route& route, const Request& req);

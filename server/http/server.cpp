@@ -141,7 +141,8 @@ net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
       } else {
         res = error_response(authed.error());
       }
-    } else if (route->id == api::RouteId::kCdpBrowser || route->id == api::RouteId::kCdpPage) {
+    } else if (route->id == api::RouteId::kCdpBrowser || route->id == api::RouteId::kCdpPage ||
+               route->id == api::RouteId::kVnc) {
       stream.expires_never();
       untrack.set.erase(handle);
       co_await api_.handle_upgrade(*route, std::move(req), stream.release_socket(),

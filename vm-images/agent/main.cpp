@@ -20,11 +20,14 @@
 #include <map>
 #include <string>
 
+#include "common/agent_protocol.h"
 #include "common/log.h"
 #include "vm-images/agent/agent_state.h"
 #include "vm-images/agent/http_server.h"
 #include "vm-images/agent/requests.h"
 #include "vm-images/agent/supervisor.h"
+#include "vnc/display.h"
+#include "vnc/rfb_server.h"
 
 namespace net = boost::asio;
 using namespace cabin::agent;
@@ -35,6 +38,7 @@ int main(int argc, char** argv) {
   SupervisorOptions sup;
   std::string log_level = "info";
   int startup_timeout_ms = 90000;
+  int rfb_port = cabin::agent_protocol::kRfbPort;
   const char* home_env = ::getenv("HOME");
   sup.home = home_env && *home_env ? home_env : "/tmp";
   app.add_option("--listen", listen_text, "unix:PATH or tcp:HOST:PORT")->required();
@@ -52,10 +56,14 @@ int main(int argc, char** argv) {
   app.add_option("--home", sup.home, "HOME for Chromium (profile in HOME/chromium)");
   app.add_option("--startup-timeout-ms", startup_timeout_ms, "limit for reaching ready")
       ->check(CLI::Range(1000, 600000));
+  app.add_option("--rfb-port", rfb_port, "RFB (VNC) server port on 127.0.0.1 (0: none)")
+      ->check(CLI::Range(0, 65535));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
   CLI11_PARSE(app, argc, argv);
   sup.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
 
+  // The RFB server uses Xlib on its own thread, beside the Desktop's connection on this one.
+  cabin::vnc::init_threads();
   cabin::set_log_level(log_level);
   auto log = cabin::logger("agent");
 
@@ -104,6 +112,19 @@ int main(int argc, char** argv) {
     log->info("listening on {}", listen_text);
   }
 
+  // The live view's RFB server runs on a thread of its own (see vnc/rfb_server.h for why it is
+  // not on this io_context); it starts as soon as the display exists.
+  std::unique_ptr<cabin::vnc::RfbServer> rfb;
+  if (rfb_port != 0) {
+    sup.on_display = [&rfb, rfb_port](const std::string& display) -> cabin::Result<void> {
+      auto s = cabin::vnc::RfbServer::start(
+          {.display = display, .port = static_cast<uint16_t>(rfb_port)});
+      if (!s) return cabin::make_error(s.error().errc, s.error().code,
+                                       "RFB server: " + s.error().message);
+      rfb = std::move(*s);
+      return {};
+    };
+  }
   Supervisor supervisor(io.get_executor(), sup, state);
   net::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
@@ -130,6 +151,7 @@ int main(int argc, char** argv) {
       },
       net::detached);
   io.run();
+  rfb.reset();
   log->info("exit {}", exit_code);
   return exit_code;
 }

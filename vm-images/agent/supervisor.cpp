@@ -250,6 +250,12 @@ net::awaitable<Result<void>> Supervisor::start_children() {
     co_return stop_or_fail();
   }
   state_.set_display(*display_);
+  if (opts_.on_display) {
+    if (auto r = opts_.on_display(*display_); !r) {
+      fail(r.error().message);
+      co_return stop_or_fail();
+    }
+  }
   log->info("Xvfb on display {} after {} ms", *display_,
             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
 

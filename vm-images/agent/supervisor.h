@@ -11,6 +11,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +40,9 @@ struct SupervisorOptions {
   std::chrono::milliseconds startup_timeout{90000};
   std::chrono::milliseconds poll_interval{10};
   std::chrono::milliseconds stop_grace{3000};  // SIGTERM, then SIGKILL after this
+  // Called once Xvfb is up, before Chromium starts (the live view's RFB server); an error fails
+  // the start like a child that would not start.
+  std::function<Result<void>(const std::string& display)> on_display;
 };
 
 // auto: Chromium's sandbox stays on unless it cannot work (running as root) or the environment

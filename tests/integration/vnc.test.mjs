@@ -1,0 +1,467 @@
+// The live view's RFB path end to end: a small RFB client written here (Raw encoding only) reads
+// the sandbox's screen through GET /v1/sessions/{id}/vnc and through `cabind vnc-forward`;
+// control tokens type and click into the page, view tokens cannot; bad tokens and malformed
+// RFB are refused.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import readline from 'node:readline';
+import { after, before, describe, test } from 'node:test';
+import zlib from 'node:zlib';
+
+import { chromium } from 'playwright-core';
+import WebSocket from 'ws';
+
+import { BIN_DIR, useCabind, waitFor, withDeadline, wsOpen } from './helpers.mjs';
+
+const ctx = useCabind();
+const W = 1024;
+const H = 700;
+const BOX = [0, 200, 100]; // rgb of the page's box
+
+const PAGE = `<!doctype html><title>vnc</title>
+<style>body{margin:0;background:#fff} #box{position:absolute;left:60px;top:50px;width:300px;
+height:200px;background:rgb(${BOX.join(',')})}</style><div id=box></div>
+<script>
+window.log = [];
+for (const t of ['mousedown','mouseup','keydown']) addEventListener(t, (e) => window.log.push(
+  {type: e.type, x: e.screenX, y: e.screenY, button: e.button, key: e.key}), true);
+</script>`;
+
+// Capability tokens as cabind signs them (server/auth/tokens.cpp), with its key from the state
+// directory, so tests can make expired, other-session and other-scope tokens.
+function mintToken(stateDir, sessionId, scope, expiresAt, generation = 0) {
+  const dir = path.join(stateDir, 'keys');
+  const file = fs.readdirSync(dir).filter((f) => /^token-.+\.key$/.test(f)).sort().pop();
+  const kid = file.slice('token-'.length, -'.key'.length);
+  const key = fs.readFileSync(path.join(dir, file), 'utf8').trim();
+  const payload = `${sessionId}~${scope}~${expiresAt}~${kid}~${generation}`;
+  const mac = createHmac('sha256', key).update(`cabin-token-v1\0${payload}`).digest();
+  return `${Buffer.from(payload).toString('base64url')}.${mac.toString('base64url')}`;
+}
+const inAnHour = () => Math.floor(Date.now() / 1000) + 3600;
+
+// ---------------------------------------------------------------------------------------------
+// A minimal RFB 3.8 client: security None, 32-bit pixels (r<<16 g<<8 b), Raw rectangles.
+
+class RfbClient {
+  constructor(send, close) {
+    this.send = send;
+    this.closeTransport = close;
+    this.buf = Buffer.alloc(0);
+    this.waiter = null;
+    this.closed = null; // {code, reason} once the transport ended
+  }
+  push(data) {
+    this.buf = Buffer.concat([this.buf, data]);
+    this.wake();
+  }
+  end(info) {
+    this.closed = info;
+    this.wake();
+  }
+  wake() {
+    const w = this.waiter;
+    this.waiter = null;
+    w?.();
+  }
+  async read(n, timeoutMs = 15000) {
+    const deadline = Date.now() + timeoutMs;
+    while (this.buf.length < n) {
+      if (this.closed) throw Object.assign(new Error('RFB connection closed'), this.closed);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`RFB: no ${n} bytes within ${timeoutMs} ms`);
+      await new Promise((resolve) => {
+        this.waiter = resolve;
+        setTimeout(resolve, left);
+      });
+    }
+    const out = this.buf.subarray(0, n);
+    this.buf = this.buf.subarray(n);
+    return out;
+  }
+
+  static ws(socket) {
+    const c = new RfbClient((b) => socket.send(b), () => socket.close());
+    socket.on('message', (d) => c.push(Buffer.from(d)));
+    socket.on('close', (code, reason) => c.end({ code, reason: String(reason) }));
+    return c;
+  }
+  static tcp(socket) {
+    const c = new RfbClient((b) => socket.write(b), () => socket.destroy());
+    socket.on('data', (d) => c.push(d));
+    socket.on('close', () => c.end({ code: null, reason: 'tcp closed' }));
+    socket.on('error', () => {});
+    return c;
+  }
+
+  async handshake() {
+    assert.equal(String(await this.read(12)), 'RFB 003.008\n');
+    this.send(Buffer.from('RFB 003.008\n'));
+    const n = (await this.read(1))[0];
+    const types = [...(await this.read(n))];
+    assert.ok(types.includes(1), `security types ${types} lack None`);
+    this.send(Buffer.from([1]));
+    assert.equal((await this.read(4)).readUInt32BE(0), 0, 'security result');
+    this.send(Buffer.from([1])); // shared
+    const init = await this.read(24);
+    this.width = init.readUInt16BE(0);
+    this.height = init.readUInt16BE(2);
+    this.name = String(await this.read(init.readUInt32BE(20)));
+    this.fb = Buffer.alloc(this.width * this.height * 4);
+    const pf = Buffer.alloc(20);
+    pf[0] = 0;
+    Buffer.from([32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0]).copy(pf, 4);
+    this.send(pf);
+    const enc = Buffer.alloc(8);
+    enc[0] = 2;
+    enc.writeUInt16BE(1, 2);
+    enc.writeInt32BE(0, 4); // Raw only
+    this.send(enc);
+  }
+  request(incremental = false) {
+    const m = Buffer.alloc(10);
+    m[0] = 3;
+    m[1] = incremental ? 1 : 0;
+    m.writeUInt16BE(this.width, 6);
+    m.writeUInt16BE(this.height, 8);
+    this.send(m);
+  }
+  // Reads messages until one framebuffer update is applied.
+  async update() {
+    for (;;) {
+      const type = (await this.read(1))[0];
+      if (type === 3) {
+        const h = await this.read(7);
+        await this.read(h.readUInt32BE(3));
+        continue;
+      }
+      if (type === 2) continue;
+      assert.equal(type, 0, `server message type ${type}`);
+      const n = (await this.read(3)).readUInt16BE(1);
+      for (let i = 0; i < n; i++) {
+        const r = await this.read(12);
+        const [x, y, w, h] = [0, 2, 4, 6].map((o) => r.readUInt16BE(o));
+        assert.equal(r.readInt32BE(8), 0, 'only Raw rectangles were asked for');
+        const px = await this.read(w * h * 4);
+        for (let row = 0; row < h; row++) {
+          px.copy(this.fb, ((y + row) * this.width + x) * 4, row * w * 4, (row + 1) * w * 4);
+        }
+      }
+      return n;
+    }
+  }
+  async fullFrame() {
+    this.request(false);
+    await this.update();
+  }
+  rgb(x, y) {
+    const o = (y * this.width + x) * 4;
+    return [this.fb[o + 2], this.fb[o + 1], this.fb[o]];
+  }
+  pointer(mask, x, y) {
+    const m = Buffer.alloc(6);
+    m[0] = 5;
+    m[1] = mask;
+    m.writeUInt16BE(x, 2);
+    m.writeUInt16BE(y, 4);
+    this.send(m);
+  }
+  key(down, keysym) {
+    const m = Buffer.alloc(8);
+    m[0] = 4;
+    m[1] = down ? 1 : 0;
+    m.writeUInt32BE(keysym, 4);
+    this.send(m);
+  }
+  cutText(text) {
+    const t = Buffer.from(text, 'latin1');
+    const m = Buffer.alloc(8);
+    m[0] = 6;
+    m.writeUInt32BE(t.length, 4);
+    this.send(Buffer.concat([m, t]));
+  }
+  close() {
+    this.closeTransport();
+  }
+}
+
+async function wsViewer(url, opts = {}) {
+  const socket = await wsOpen(url, opts);
+  const c = RfbClient.ws(socket);
+  c.socket = socket;
+  await c.handshake();
+  return c;
+}
+
+// PNG (8-bit RGB or RGBA, as the screenshot endpoint writes) to {width, height, rgb(x, y)}.
+function decodePng(buf) {
+  let at = 8;
+  let width, height, channels;
+  const idat = [];
+  while (at < buf.length) {
+    const len = buf.readUInt32BE(at);
+    const type = String(buf.subarray(at + 4, at + 8));
+    const data = buf.subarray(at + 8, at + 8 + len);
+    if (type === 'IHDR') {
+      width = data.readUInt32BE(0);
+      height = data.readUInt32BE(4);
+      assert.equal(data[8], 8, 'bit depth');
+      channels = { 2: 3, 6: 4 }[data[9]];
+    } else if (type === 'IDAT') idat.push(data);
+    at += 12 + len;
+  }
+  const raw = zlib.inflateSync(Buffer.concat(idat));
+  const stride = width * channels;
+  const out = Buffer.alloc(stride * height);
+  for (let y = 0; y < height; y++) {
+    const f = raw[y * (stride + 1)];
+    for (let i = 0; i < stride; i++) {
+      const v = raw[y * (stride + 1) + 1 + i];
+      const a = i >= channels ? out[y * stride + i - channels] : 0;
+      const b = y > 0 ? out[(y - 1) * stride + i] : 0;
+      const c = i >= channels && y > 0 ? out[(y - 1) * stride + i - channels] : 0;
+      const p = a + b - c;
+      const pa = Math.abs(p - a), pb = Math.abs(p - b), pc = Math.abs(p - c);
+      const pred = [0, a, b, (a + b) >> 1, pa <= pb && pa <= pc ? a : pb <= pc ? b : c][f];
+      out[y * stride + i] = (v + pred) & 0xff;
+    }
+  }
+  return { width, height, rgb: (x, y) => [...out.subarray((y * width + x) * channels, (y * width + x) * channels + 3)] };
+}
+
+const near = (a, b, tol = 3) => a.every((v, i) => Math.abs(v - b[i]) <= tol);
+
+describe('live view over RFB', () => {
+  let s, browser, page, box;
+  const vncUrl = (token) =>
+    `ws://${ctx.server.hostPort}/v1/sessions/${s.id}/vnc?token=${encodeURIComponent(token)}`;
+  const pageLog = () => page.evaluate(() => window.log.splice(0));
+
+  before(async () => {
+    s = await ctx.server.createSession({ resolution: { width: W, height: H } });
+    browser = await chromium.connectOverCDP(s.cdp_url);
+    page = browser.contexts()[0].pages()[0];
+    await page.setContent(PAGE);
+    await page.bringToFront();
+    // The box's centre on the screen (the browser's toolbar is above the page).
+    box = await page.evaluate(() => {
+      const top = window.screenY + (window.outerHeight - window.innerHeight);
+      const left = window.screenX + (window.outerWidth - window.innerWidth);
+      return { x: left + 60 + 150, y: top + 50 + 100, left: left + 60, top: top + 50 };
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    if (s) await ctx.server.api('DELETE', `/v1/sessions/${s.id}`);
+  });
+
+  test('the create response carries a view-only vnc_url; it shows the page', async () => {
+    assert.match(s.vnc_url, new RegExp(`^ws://${ctx.server.hostPort}/v1/sessions/${s.id}/vnc\\?token=`));
+    const c = await wsViewer(s.vnc_url);
+    assert.equal(c.socket.protocol, '', 'no subprotocol asked, none answered');
+    assert.equal(c.width, W);
+    assert.equal(c.height, H);
+    assert.equal(c.name, 'Cabin');
+    // The page paints after setContent; wait until the box shows.
+    await waitFor(async () => {
+      await c.fullFrame();
+      return near(c.rgb(box.x, box.y), BOX);
+    }, { what: 'the box in the framebuffer', timeoutMs: 10000 });
+    assert.deepEqual(c.rgb(box.left + 5, box.top + 5), BOX);
+    assert.ok(near(c.rgb(box.left - 10, box.top + 5), [255, 255, 255]), 'white outside the box');
+    c.close();
+  });
+
+  test('noVNC\'s "binary" subprotocol is answered', async () => {
+    const socket = new WebSocket(s.vnc_url, ['binary'], { perMessageDeflate: false });
+    await new Promise((resolve, reject) => {
+      socket.once('open', resolve);
+      socket.once('error', reject);
+    });
+    assert.equal(socket.protocol, 'binary');
+    socket.close();
+  });
+
+  test('a control token clicks and types into the page', async () => {
+    const c = await wsViewer(vncUrl(mintToken(ctx.server.stateDir, s.id, 'control', inAnHour())));
+    await c.fullFrame();
+    await pageLog();
+    c.pointer(0, box.x, box.y);
+    c.pointer(1, box.x, box.y);
+    c.pointer(0, box.x, box.y);
+    c.key(true, 0x78); // x
+    c.key(false, 0x78);
+    const seen = [];
+    await waitFor(async () => {
+      seen.push(...(await pageLog()));
+      return seen.some((e) => e.type === 'keydown');
+    }, { what: 'the click and the key in the page', timeoutMs: 10000 });
+    const down = seen.find((e) => e.type === 'mousedown');
+    assert.ok(down, JSON.stringify(seen));
+    assert.deepEqual([down.x, down.y, down.button], [box.x, box.y, 0]);
+    assert.ok(seen.some((e) => e.type === 'mouseup'));
+    assert.equal(seen.find((e) => e.type === 'keydown').key, 'x');
+    c.close();
+  });
+
+  test('the API key gets control too', async () => {
+    const c = await wsViewer(`ws://${ctx.server.hostPort}/v1/sessions/${s.id}/vnc`,
+                             { headers: { authorization: `Bearer ${ctx.server.key}` } });
+    await pageLog();
+    c.key(true, 0x6b); // k
+    c.key(false, 0x6b);
+    await waitFor(async () => (await pageLog()).some((e) => e.key === 'k'),
+                  { what: 'the key from an API-key viewer', timeoutMs: 10000 });
+    c.close();
+  });
+
+  test('a view token watches but its clicks and keys never reach the page', async () => {
+    const viewer = await wsViewer(vncUrl(mintToken(ctx.server.stateDir, s.id, 'view', inAnHour())));
+    await viewer.fullFrame();
+    assert.ok(near(viewer.rgb(box.x + 40, box.y + 40), BOX));
+    await pageLog();
+    viewer.pointer(0, box.x, box.y);
+    viewer.pointer(1, box.x, box.y);
+    viewer.pointer(0, box.x, box.y);
+    viewer.key(true, 0x76); // v
+    viewer.key(false, 0x76);
+    viewer.cutText('from a viewer');
+    // An update answered after the input proves cabind read (and dropped) the input first.
+    viewer.request(false);
+    await viewer.update();
+    // Then a marker key from a control viewer: once the page has it, anything the view viewer
+    // had got through would have arrived before it.
+    const ctl = await wsViewer(vncUrl(mintToken(ctx.server.stateDir, s.id, 'control', inAnHour())));
+    ctl.key(true, 0x7a); // z
+    ctl.key(false, 0x7a);
+    const seen = [];
+    await waitFor(async () => {
+      seen.push(...(await pageLog()));
+      return seen.some((e) => e.key === 'z');
+    }, { what: 'the marker key', timeoutMs: 10000 });
+    assert.deepEqual(seen.filter((e) => e.key !== 'z'), [], 'the view viewer\'s input arrived');
+    // The viewer is still connected and served.
+    viewer.request(false);
+    assert.ok((await viewer.update()) > 0);
+    viewer.close();
+    ctl.close();
+  });
+
+  test('expired, other-session, wrong-scope and missing tokens are refused', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const refused = async (url, status, code) => {
+      const err = await wsOpen(url).then((ws) => { ws.close(); return null; }, (e) => e);
+      assert.ok(err, `${url} was accepted`);
+      assert.equal(err.status, status, err.message);
+      assert.equal(err.json?.error?.code, code, err.body);
+    };
+    await refused(vncUrl(mintToken(ctx.server.stateDir, s.id, 'control', now - 1)), 401,
+                  'token_expired');
+    await refused(vncUrl(mintToken(ctx.server.stateDir, 'ses_aaaaaaaaaaaaaaaaaaaa', 'view',
+                                   inAnHour())), 401, 'invalid_token');
+    const cdpToken = new URL(s.cdp_url).searchParams.get('token');
+    await refused(vncUrl(cdpToken), 401, 'invalid_token');
+    await refused(`ws://${ctx.server.hostPort}/v1/sessions/${s.id}/vnc`, 401, 'unauthenticated');
+    await refused(vncUrl(mintToken(ctx.server.stateDir, s.id, 'view', inAnHour(), 7)), 401,
+                  'token_revoked');
+  });
+
+  test('malformed RFB closes that one connection with 1008, others carry on', async () => {
+    const token = mintToken(ctx.server.stateDir, s.id, 'control', inAnHour());
+    const good = await wsViewer(vncUrl(token));
+    const cases = [
+      ['unknown message type', Buffer.from([7, 0, 0, 0])],
+      ['huge cut text', Buffer.from([6, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff])],
+      ['too many encodings', Buffer.from([2, 0, 0xff, 0xff])],
+    ];
+    for (const [what, bytes] of cases) {
+      const bad = await wsViewer(vncUrl(token));
+      bad.send(bytes);
+      const closed = await withDeadline(new Promise((resolve) => {
+        if (bad.closed) resolve(bad.closed);
+        bad.socket.once('close', (code, reason) => resolve({ code, reason: String(reason) }));
+      }), 10000, `close after ${what}`);
+      assert.equal(closed.code, 1008, what);
+      assert.match(closed.reason, /RFB|ClientCutText|SetEncodings/, what);
+    }
+    // A client that is not RFB at all.
+    const raw = await wsOpen(vncUrl(token));
+    const closedRaw = new Promise((resolve) => raw.once('close', (code) => resolve(code)));
+    raw.send(Buffer.from('GET / HTTP/1.1\r\n\r\n'));
+    assert.equal(await withDeadline(closedRaw, 10000, 'close after a non-RFB client'), 1008);
+    good.request(false);
+    assert.ok((await good.update()) > 0, 'the other viewer is still served');
+    good.close();
+  });
+
+  test('cabind vnc-forward carries a native client to a framebuffer that matches the screen',
+       async () => {
+    const child = spawn(path.join(BIN_DIR, 'cabind'),
+                        ['vnc-forward', s.id, '--port', '0', '--server', ctx.server.base],
+                        { env: { ...process.env, CABIN_API_KEY: ctx.server.key },
+                          stdio: ['ignore', 'pipe', 'pipe'] });
+    const stderr = [];
+    child.stderr.on('data', (d) => stderr.push(String(d)));
+    try {
+      const line = await withDeadline(new Promise((resolve) => {
+        readline.createInterface({ input: child.stdout }).once('line', resolve);
+      }), 10000, 'vnc-forward to listen');
+      const port = Number(/^forwarding 127\.0\.0\.1:(\d+) to session /.exec(line)?.[1]);
+      assert.ok(port > 0, line);
+      const sock = net.connect(port, '127.0.0.1');
+      await new Promise((resolve, reject) => {
+        sock.once('connect', resolve);
+        sock.once('error', reject);
+      });
+      const c = RfbClient.tcp(sock);
+      await c.handshake();
+      assert.equal(c.width, W);
+      assert.equal(c.height, H);
+      // Take the pointer off the page's content, then compare with a screenshot.
+      c.pointer(0, W - 2, H - 2);
+      let diff = Infinity;
+      await waitFor(async () => {
+        await c.fullFrame();
+        const res = await fetch(`${ctx.server.base}/v1/sessions/${s.id}/screenshot`,
+                                { headers: { authorization: `Bearer ${ctx.server.key}` } });
+        assert.equal(res.status, 200);
+        const png = decodePng(Buffer.from(await res.arrayBuffer()));
+        assert.equal(png.width, W);
+        diff = 0;
+        for (let y = 0; y < H; y += 2) {
+          for (let x = 0; x < W; x += 2) if (!near(c.rgb(x, y), png.rgb(x, y), 0)) diff++;
+        }
+        // The RFB picture has the pointer drawn in (a Raw-only client has no cursor
+        // encoding); the screenshot does not.
+        return diff <= 32 * 32;
+      }, { what: 'the forwarded framebuffer to match the screenshot', timeoutMs: 15000 });
+      assert.ok(diff <= 32 * 32, `${diff} sampled pixels differ`);
+      assert.deepEqual(c.rgb(box.left + 5, box.top + 5), BOX);
+      c.close();
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+    assert.ok(!stderr.join('').includes('refused'), stderr.join(''));
+  });
+
+  test('vnc-forward needs an API key and a session id', async () => {
+    const run = (args, env) => new Promise((resolve) => {
+      const ch = spawn(path.join(BIN_DIR, 'cabind'), ['vnc-forward', ...args],
+                       { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      let err = '';
+      ch.stderr.on('data', (d) => { err += d; });
+      ch.once('exit', (code) => resolve({ code, err }));
+    });
+    const noKey = await run([s.id, '--port', '0'], {});
+    assert.equal(noKey.code, 2);
+    assert.match(noKey.err, /CABIN_API_KEY/);
+    const badId = await run(['../x', '--port', '0'], { CABIN_API_KEY: 'k' });
+    assert.equal(badId.code, 2);
+    assert.match(badId.err, /session id/);
+  });
+});
