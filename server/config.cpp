@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <charconv>
 
 namespace cabin {
@@ -90,6 +91,23 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{31} * 86400))->capture_default_str();
   app.add_option("--cdp-token-ttl-s", c.cdp_token_ttl_s, "lifetime of cdp_url tokens")
       ->check(CLI::Range(int64_t{10}, int64_t{86400}))->capture_default_str();
+  app.add_option("--max-token-ttl-s", c.max_token_ttl_s,
+                 "longest lifetime of a minted token or a preview")
+      ->check(CLI::Range(int64_t{10}, int64_t{31} * 86400))->capture_default_str();
+  app.add_flag("--rotate-token-key", c.rotate_token_key,
+               "add a new token signing key to <state-dir>/keys before starting; older keys keep "
+               "verifying until their files are removed");
+  std::string tls_cert, tls_key;
+  app.add_option("--tls-cert", tls_cert, "PEM certificate chain: serve HTTPS")
+      ->envname("CABIN_TLS_CERT");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert")->envname("CABIN_TLS_KEY");
+  app.add_flag("--tls-self-signed", c.tls_self_signed,
+               "serve HTTPS with a self-signed pair kept in <state-dir>/tls (development)");
+  app.add_flag("--allow-plain-http", c.allow_plain_http,
+               "allow plain HTTP on a non-loopback listener (behind a TLS-terminating proxy)");
+  app.add_option("--preview-domain", c.preview_domain,
+                 "wildcard domain for host-based previews (p-<port>-<session>.<domain>)")
+      ->envname("CABIN_PREVIEW_DOMAIN");
   app.add_option("--sandbox-memory-mb", c.sandbox_memory_mb, "memory limit per sandbox")
       ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20))->capture_default_str();
   app.add_option("--sandbox-pids-max", c.sandbox_pids_max, "process limit per sandbox")
@@ -121,6 +139,33 @@ ParsedConfig parse_config(int argc, char** argv) {
     return out;
   }
   if (c.default_timeout_s > c.max_timeout_s) c.default_timeout_s = c.max_timeout_s;
+  auto usage = [&](std::string msg) {
+    out.exit = true;
+    out.exit_code = 2;
+    out.message = std::move(msg);
+    return out;
+  };
+  if (tls_cert.empty() != tls_key.empty()) return usage("--tls-cert and --tls-key go together");
+  if (!tls_cert.empty() && c.tls_self_signed) {
+    return usage("--tls-self-signed and --tls-cert exclude each other");
+  }
+  if (!tls_cert.empty()) {
+    c.tls_cert = std::filesystem::absolute(tls_cert);
+    c.tls_key = std::filesystem::absolute(tls_key);
+  }
+  if (!c.public_url.empty() && c.public_url.rfind("https://", 0) != 0 &&
+      c.public_url.rfind("http://", 0) != 0) {
+    return usage("--public-url must start with http:// or https://");
+  }
+  for (char& ch : c.preview_domain) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (!c.preview_domain.empty()) {
+    bool ok = c.preview_domain.size() <= 200 && c.preview_domain.front() != '.' &&
+              c.preview_domain.back() != '.' && c.preview_domain.find("..") == std::string::npos;
+    for (char ch : c.preview_domain) {
+      ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '.');
+    }
+    if (!ok) return usage("--preview-domain: expected a DNS name such as preview.example.com");
+  }
   c.state_dir = std::filesystem::absolute(state_dir);
   c.run_dir = std::filesystem::absolute(run_dir);
   c.bin_dir = std::filesystem::absolute(bin_dir);

@@ -26,6 +26,16 @@ struct ServerConfig {
   int64_t default_timeout_s = 3600;
   int64_t max_timeout_s = 86400;
   int64_t cdp_token_ttl_s = 3600;
+  int64_t max_token_ttl_s = 86400;  // POST /tokens and previews: the longest ttl_s allowed
+  bool rotate_token_key = false;    // write a new signing key at start (old ones keep verifying)
+  // TLS: both set, or tls_self_signed (a pair generated into <state-dir>/tls on first use).
+  std::filesystem::path tls_cert;
+  std::filesystem::path tls_key;
+  bool tls_self_signed = false;
+  bool allow_plain_http = false;  // plain HTTP beyond loopback
+  // Host-based previews: https://p-<port>-<session>.<preview_domain>/; empty: path-based only.
+  std::string preview_domain;
+  bool tls() const { return !tls_cert.empty() || tls_self_signed; }
   uint64_t sandbox_memory_mb = 2048;
   int sandbox_pids_max = 2048;
   std::string chromium_sandbox = "auto";  // auto | on | off

@@ -11,6 +11,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include "common/log.h"
@@ -59,10 +60,18 @@ int main(int argc, char** argv) {
 
   auto api_key = auth::load_or_create_api_key(cfg.state_dir, std::getenv("CABIN_API_KEY"));
   if (!api_key) return fail(api_key.error().message);
-  auto keys = auth::TokenService::load_or_create_keys(cfg.state_dir / "keys");
+  const auto keys_dir = cfg.state_dir / "keys";
+  if (cfg.rotate_token_key) {
+    auto kid = auth::TokenService::add_key(keys_dir);
+    if (!kid) return fail(kid.error().message);
+    log->info("token signing key {} added; it signs from now on", *kid);
+  }
+  auto keys = auth::TokenService::load_or_create_keys(keys_dir);
   if (!keys) return fail(keys.error().message);
   SystemClock clock;
+  const size_t key_count = keys->size();
   auth::TokenService tokens(std::move(*keys), clock);
+  log->info("token signing key {}; {} keys verify", tokens.signing_key_id(), key_count);
 
   auto store = store::SessionStore::open((cfg.state_dir / "cabin.db").string());
   if (!store) return fail(store.error().message);
@@ -123,7 +132,8 @@ int main(int argc, char** argv) {
     log->warn("web UI: {}", loaded.error().message);
   }
 
-  http_api::Api api(cfg, manager, tokens, api_key->key, ui);
+  auth::TokenConnections token_connections(ioc.get_executor());
+  http_api::Api api(cfg, manager, tokens, token_connections, api_key->key, ui);
   http_api::HttpServer server(ioc.get_executor(), api);
   if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
   if (cfg.listen_host != "127.0.0.1" && cfg.listen_host != "::1") {
@@ -142,10 +152,27 @@ int main(int argc, char** argv) {
   }
   std::cout << std::flush;
 
+  // SIGHUP re-reads the signing keys: rotation and removal without a restart.
+  net::signal_set hup(ioc, SIGHUP);
+  std::function<void(boost::system::error_code, int)> on_hup =
+      [&](boost::system::error_code ec, int) {
+        if (ec) return;
+        auto reloaded = auth::TokenService::load_or_create_keys(keys_dir);
+        if (!reloaded) {
+          log->error("SIGHUP: keeping the current keys: {}", reloaded.error().message);
+        } else {
+          size_t n = reloaded->size();
+          tokens.set_keys(std::move(*reloaded));
+          log->info("SIGHUP: token keys reloaded; {} signs, {} verify", tokens.signing_key_id(), n);
+        }
+        hup.async_wait(on_hup);
+      };
+  hup.async_wait(on_hup);
   net::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code, int sig) {
     log->info("signal {}: shutting down", sig);
     server.stop();
+    hup.cancel();
     net::co_spawn(
         ioc,
         [&]() -> net::awaitable<void> {

@@ -4,12 +4,14 @@
 
 namespace cabin::api {
 
-std::string new_session_id() {
+namespace {
+
+std::string random_id(std::string_view prefix) {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
   std::string raw = random_bytes(kSessionIdRandomChars);
-  std::string id(kSessionIdPrefix);
+  std::string id(prefix);
   // 252 = 7 * 36: values past it would bias the alphabet, so they are redrawn.
-  for (size_t i = 0; id.size() < kSessionIdPrefix.size() + kSessionIdRandomChars; ++i) {
+  for (size_t i = 0; id.size() < prefix.size() + kSessionIdRandomChars; ++i) {
     if (i == raw.size()) {
       raw = random_bytes(kSessionIdRandomChars);
       i = 0;
@@ -20,14 +22,21 @@ std::string new_session_id() {
   return id;
 }
 
-bool valid_session_id(std::string_view id) {
-  if (id.size() != kSessionIdPrefix.size() + kSessionIdRandomChars) return false;
-  if (id.substr(0, kSessionIdPrefix.size()) != kSessionIdPrefix) return false;
-  for (char c : id.substr(kSessionIdPrefix.size())) {
+bool valid_id(std::string_view id, std::string_view prefix) {
+  if (id.size() != prefix.size() + kSessionIdRandomChars) return false;
+  if (id.substr(0, prefix.size()) != prefix) return false;
+  for (char c : id.substr(prefix.size())) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
   }
   return true;
 }
+
+}  // namespace
+
+std::string new_session_id() { return random_id(kSessionIdPrefix); }
+bool valid_session_id(std::string_view id) { return valid_id(id, kSessionIdPrefix); }
+std::string new_preview_id() { return random_id(kPreviewIdPrefix); }
+bool valid_preview_id(std::string_view id) { return valid_id(id, kPreviewIdPrefix); }
 
 bool valid_target_id(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;

@@ -12,6 +12,10 @@ inline constexpr size_t kSessionIdRandomChars = 20;  // [a-z0-9], ~103 bits
 
 std::string new_session_id();
 bool valid_session_id(std::string_view id);
+// Preview ids: "prv_" and 20 of [a-z0-9]; they name a preview in paths (/preview/<id>/).
+inline constexpr std::string_view kPreviewIdPrefix = "prv_";
+std::string new_preview_id();
+bool valid_preview_id(std::string_view id);
 // Chromium target ids are 32 upper-case hex digits; accept [A-Za-z0-9] up to 64.
 bool valid_target_id(std::string_view id);
 // Web UI file names under /ui/: [A-Za-z0-9._-], at most 128, no leading dot.

@@ -61,6 +61,19 @@ Result<std::map<std::string, std::string>> parse_query(std::string_view q) {
 
 }  // namespace
 
+const std::vector<std::string_view>& token_scopes(Auth auth) {
+  static const std::vector<std::string_view> none, cdp{"cdp"}, view{"view", "control"},
+      control{"control"};
+  switch (auth) {
+    case Auth::kCdpToken: return cdp;
+    case Auth::kViewToken: return view;
+    case Auth::kControlToken: return control;
+    case Auth::kNone:
+    case Auth::kApiKey: return none;
+  }
+  return none;
+}
+
 Result<std::string> percent_decode(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -140,6 +153,23 @@ Result<Route> route(std::string_view method, std::string_view target) {
     if (n == 4) return want("GET", RouteId::kLivePage, Auth::kViewToken);
     if (n == 5 && seg[4] == "status") return want("GET", RouteId::kLiveStatus, Auth::kViewToken);
     return not_found();
+  }
+  if (sub == "tokens") {
+    if (n == 4) return want("POST", RouteId::kMintToken, Auth::kApiKey);
+    if (n == 5 && seg[4] == "revoke") return want("POST", RouteId::kRevokeTokens, Auth::kApiKey);
+    return not_found();
+  }
+  if (sub == "previews") {
+    if (n == 4) {
+      if (method == "POST") return want("POST", RouteId::kCreatePreview, Auth::kApiKey);
+      if (method == "GET") return want("GET", RouteId::kListPreviews, Auth::kApiKey);
+      return method_not_allowed("GET or POST");
+    }
+    if (n == 5 && valid_preview_id(seg[4])) {
+      r.preview_id = std::string(seg[4]);
+      return want("DELETE", RouteId::kDeletePreview, Auth::kApiKey);
+    }
+    return make_error(Errc::kNotFound, "preview_not_found", "no preview with that id");
   }
   if (sub == "json") {
     if (n == 4 || (n == 5 && seg[4] == "list")) {

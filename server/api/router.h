@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -29,14 +30,26 @@ enum class RouteId {
   kLivePage,       // GET: the live view page
   kLiveStatus,     // GET: what a live-view token allows, and whether the session runs
   kVnc,            // WebSocket carrying RFB (the live view, vnc-forward)
+  kMintToken,      // POST /tokens {scope, ttl_s}
+  kRevokeTokens,   // POST /tokens/revoke
+  kCreatePreview,  // POST /previews {port, ttl_s}
+  kListPreviews,   // GET /previews
+  kDeletePreview,  // DELETE /previews/{preview}
 };
 
+// What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but
+// kNone; token routes also accept a capability token in ?token= whose scope is one of
+// token_scopes(auth).
 enum class Auth {
-  kNone,       // /healthz and the web UI's static files
-  kApiKey,     // control API
-  kCdpToken,   // a `cdp` capability token in ?token=, or the API key
-  kViewToken,  // a `view` or `control` capability token in ?token=, or the API key
+  kNone,          // /healthz and the web UI's static files
+  kApiKey,        // control API
+  kCdpToken,      // a `cdp` token
+  kViewToken,     // a `view` or `control` token: watching
+  kControlToken,  // a `control` token: watching and input
 };
+
+// The token scopes a route with this auth accepts; empty for kNone and kApiKey.
+const std::vector<std::string_view>& token_scopes(Auth auth);
 
 struct Route {
   RouteId id;
@@ -44,6 +57,7 @@ struct Route {
   std::string session_id;
   std::string target_id;
   std::string asset;  // kUiAsset: a plain file name (valid_asset_name)
+  std::string preview_id;
   std::map<std::string, std::string> query;  // decoded
 };
 

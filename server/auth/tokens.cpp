@@ -1,6 +1,8 @@
 #include "server/auth/tokens.h"
 
 #include <charconv>
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <vector>
 
@@ -44,7 +46,53 @@ std::string mac(const std::string& key, std::string_view payload) {
   return hmac_sha256(key, data);
 }
 
+Result<std::string> write_key(const std::filesystem::path& dir, const std::string& kid) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path path = dir / ("token-" + kid + ".key");
+  fs::path tmp = dir / (".token-" + kid + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write, ec);
+    out << random_hex(32) << "\n";
+    if (!out) return make_error(Errc::kInternal, "state_dir", "cannot write " + tmp.string());
+  }
+  // Renamed into place so a concurrent load never sees a half-written key.
+  fs::rename(tmp, path, ec);
+  if (ec) return make_error(Errc::kInternal, "state_dir", "cannot write " + path.string());
+  return kid;
+}
+
+// Key ids are "k" and ten digits (a creation time), so string order is age order.
+std::string next_key_id(const std::map<std::string, std::string>& existing) {
+  int64_t n = std::chrono::duration_cast<std::chrono::seconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  for (const auto& [kid, _] : existing) {
+    int64_t v = 0;
+    if (kid.size() == 11 && kid[0] == 'k' && parse_number(std::string_view(kid).substr(1), v)) {
+      n = std::max(n, v + 1);
+    }
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "k%010lld", static_cast<long long>(n));
+  return buf;
+}
+
 }  // namespace
+
+std::optional<int> parse_scope(std::string_view scope) {
+  if (scope == "cdp" || scope == "view" || scope == "control") return 0;
+  constexpr std::string_view kPreview = "preview:";
+  if (scope.substr(0, kPreview.size()) != kPreview) return std::nullopt;
+  std::string_view digits = scope.substr(kPreview.size());
+  int port = 0;
+  if (digits.empty() || digits.size() > 5 || digits[0] == '0' || !parse_number(digits, port) ||
+      port < 1 || port > 65535) {
+    return std::nullopt;
+  }
+  return port;
+}
 
 TokenService::TokenService(std::map<std::string, std::string> keys, const Clock& clock)
     : keys_(std::move(keys)), clock_(clock) {}
@@ -70,20 +118,17 @@ Result<std::map<std::string, std::string>> TokenService::load_or_create_keys(
     keys[kid] = hex;
   }
   if (keys.empty()) {
-    std::string kid = "k" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                               std::chrono::system_clock::now().time_since_epoch())
-                                               .count());
-    std::string secret = random_hex(32);
-    fs::path path = dir / ("token-" + kid + ".key");
-    {
-      std::ofstream out(path);
-      out << secret << "\n";
-      if (!out) return make_error(Errc::kInternal, "state_dir", "cannot write " + path.string());
-    }
-    fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write, ec);
-    keys[kid] = secret;
+    auto kid = write_key(dir, next_key_id(keys));
+    if (!kid) return kid.error();
+    return load_or_create_keys(dir);
   }
   return keys;
+}
+
+Result<std::string> TokenService::add_key(const std::filesystem::path& dir) {
+  auto existing = load_or_create_keys(dir);
+  if (!existing) return existing.error();
+  return write_key(dir, next_key_id(*existing));
 }
 
 std::string TokenService::issue(const std::string& session_id, const std::string& scope,
@@ -122,21 +167,22 @@ Result<TokenClaims> TokenService::decode(std::string_view token) const {
 
 Result<TokenClaims> TokenService::verify(std::string_view token, std::string_view session_id,
                                          std::string_view scope) const {
-  return verify(token, session_id, {scope});
+  return verify_any(token, session_id, {scope});
 }
 
-Result<TokenClaims> TokenService::verify(std::string_view token, std::string_view session_id,
-                                         std::initializer_list<std::string_view> scopes) const {
+Result<TokenClaims> TokenService::verify_any(std::string_view token, std::string_view session_id,
+                                             const std::vector<std::string_view>& scopes) const {
   auto claims = decode(token);
   if (!claims) return claims;
   if (claims->session_id != session_id) return invalid("token belongs to another session");
-  bool allowed = false;
-  std::string names;
-  for (std::string_view s : scopes) {
-    allowed = allowed || claims->scope == s;
-    names += (names.empty() ? "" : " or ") + std::string(s);
+  bool scope_ok = false;
+  for (auto s : scopes) scope_ok = scope_ok || claims->scope == s;
+  if (!scope_ok) {
+    std::string want;
+    for (auto s : scopes) want += (want.empty() ? "" : " or ") + std::string(s);
+    return make_error(Errc::kPermissionDenied, "token_scope",
+                      "token scope " + claims->scope + " does not allow this; it needs " + want);
   }
-  if (!allowed) return invalid("token scope is not " + names);
   if (clock_.unix_seconds() >= claims->expires_at) {
     return make_error(Errc::kUnauthenticated, "token_expired", "token has expired");
   }

@@ -3,10 +3,11 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <initializer_list>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
@@ -25,6 +26,12 @@ struct TokenClaims {
 // Tokens longer than this are refused before any parsing.
 inline constexpr size_t kMaxTokenLength = 512;
 
+// Scopes: "cdp" (the CDP bridge and discovery), "view" (watch: frames, live view, vnc read-only),
+// "control" (view plus input), "preview:<port>" (one port preview). Ports are 1..65535 in
+// canonical decimal. Returns the port for a preview scope, 0 for the others, nullopt if invalid.
+std::optional<int> parse_scope(std::string_view scope);
+inline std::string preview_scope(int port) { return "preview:" + std::to_string(port); }
+
 class TokenService {
  public:
   // keys: key id -> secret (at least 32 bytes). The greatest key id signs; all verify.
@@ -33,6 +40,14 @@ class TokenService {
   // Loads every `token-<kid>.key` in dir, creating one when there is none.
   static Result<std::map<std::string, std::string>> load_or_create_keys(
       const std::filesystem::path& dir);
+  // Rotation: writes a new key whose id sorts after every existing one, so it signs from the next
+  // load on; the old keys keep verifying until their files are removed. Returns the new key id.
+  static Result<std::string> add_key(const std::filesystem::path& dir);
+
+  // Replaces the key set (SIGHUP re-reads the key directory). keys must not be empty.
+  void set_keys(std::map<std::string, std::string> keys) { keys_ = std::move(keys); }
+  // The id of the signing key.
+  const std::string& signing_key_id() const { return keys_.rbegin()->first; }
 
   std::string issue(const std::string& session_id, const std::string& scope, int64_t expires_at,
                     uint32_t generation) const;
@@ -41,10 +56,9 @@ class TokenService {
   // The caller compares claims.generation with the session's current generation.
   Result<TokenClaims> verify(std::string_view token, std::string_view session_id,
                              std::string_view scope) const;
-
-  // The same, accepting any of `scopes` ("view" or "control" for the live view).
-  Result<TokenClaims> verify(std::string_view token, std::string_view session_id,
-                             std::initializer_list<std::string_view> scopes) const;
+  // As verify, accepting any one of `scopes`.
+  Result<TokenClaims> verify_any(std::string_view token, std::string_view session_id,
+                                 const std::vector<std::string_view>& scopes) const;
 
   // Parses and checks the signature only.
   Result<TokenClaims> decode(std::string_view token) const;

@@ -1,5 +1,7 @@
 #include "server/http/api.h"
 
+#include <sys/socket.h>
+
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -13,6 +15,7 @@
 #include "server/auth/api_key.h"
 #include "cdp-bridge/discovery.h"
 #include "common/agent_protocol.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 
 namespace cabin::http_api {
@@ -29,6 +32,11 @@ Error session_not_found() {
   return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
 }
 
+Error session_ended(const store::SessionRecord& r) {
+  return make_error(Errc::kNotFound, "session_ended",
+                    "the session ended: " + (r.end_reason.empty() ? r.status : r.end_reason));
+}
+
 // A Host header is echoed into URLs only when it is a plain host[:port].
 bool plain_host(std::string_view h) {
   if (h.empty() || h.size() > 255) return false;
@@ -42,31 +50,43 @@ bool plain_host(std::string_view h) {
 
 }  // namespace
 
-Result<void> Api::authenticate(const api::Route& route, const Request& req) const {
-  if (route.auth == api::Auth::kNone) return {};
+Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::string& session_id,
+                                           const std::vector<std::string_view>& scopes) const {
+  auto claims = tokens_.verify_any(token, session_id, scopes);
+  if (!claims) return claims.error();
+  auto s = sessions_.find(session_id);
+  if (!s) {
+    // Say so when the token's session has ended, rather than that it never was.
+    auto r = sessions_.record(session_id);
+    if (r && r->ended_at != 0) return session_ended(*r);
+    return session_not_found();
+  }
+  if (claims->generation != s->token_generation) {
+    return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
+  }
+  return claims;
+}
+
+Result<Authn> Api::authenticate(const api::Route& route, const Request& req) const {
+  if (route.auth == api::Auth::kNone) return Authn{};
   auto authz = req.find(http::field::authorization);
   if (authz != req.end()) {
-    if (auth::check_bearer(authz->value(), api_key_)) return {};
+    if (auth::check_bearer(authz->value(), api_key_)) return Authn{};
     return make_error(Errc::kUnauthenticated, "unauthenticated", "the API key is not valid");
   }
-  if (route.auth == api::Auth::kCdpToken || route.auth == api::Auth::kViewToken) {
-    auto t = route.query.find("token");
-    if (t == route.query.end()) {
-      return make_error(Errc::kUnauthenticated, "unauthenticated",
-                        "send Authorization: Bearer <api key> or a token= capability");
-    }
-    auto claims = route.auth == api::Auth::kCdpToken
-                      ? tokens_.verify(t->second, route.session_id, "cdp")
-                      : tokens_.verify(t->second, route.session_id, {"view", "control"});
-    if (!claims) return claims.error();
-    auto s = sessions_.find(route.session_id);
-    if (s && claims->generation != s->token_generation) {
-      return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
-    }
-    return {};
+  const auto& scopes = api::token_scopes(route.auth);
+  if (scopes.empty()) {
+    return make_error(Errc::kUnauthenticated, "unauthenticated",
+                      "send Authorization: Bearer <api key>");
   }
-  return make_error(Errc::kUnauthenticated, "unauthenticated",
-                    "send Authorization: Bearer <api key>");
+  auto t = route.query.find("token");
+  if (t == route.query.end()) {
+    return make_error(Errc::kUnauthenticated, "unauthenticated",
+                      "send Authorization: Bearer <api key> or a token= capability");
+  }
+  auto claims = check_token(t->second, route.session_id, scopes);
+  if (!claims) return claims.error();
+  return Authn{true, std::move(*claims)};
 }
 
 std::string Api::base_url(const Request& req, bool websocket) const {
@@ -137,10 +157,7 @@ Response Api::ui_file(std::string_view name, const Request& req, PageCache cache
 Response Api::live_status(const api::Route& route, const Request& req) const {
   auto r = sessions_.record(route.session_id);
   if (!r) return error_response(session_not_found());
-  if (r->status != "running" && r->status != "starting") {
-    std::string why = r->end_reason.empty() ? r->status : r->end_reason;
-    return error_response(make_error(Errc::kNotFound, "session_ended", "the session ended: " + why));
-  }
+  if (r->status != "running" && r->status != "starting") return error_response(session_ended(*r));
   // authenticate() has checked the token (or the key, which may do everything).
   std::string scope = "control";
   json expires = nullptr;
@@ -241,6 +258,14 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
       co_return ui_file("live.html", req, PageCache::kNoStore);
     case RouteId::kLiveStatus:
       co_return live_status(route, req);
+    case RouteId::kMintToken:
+      co_return mint_token(route, req);
+    case RouteId::kRevokeTokens:
+      co_return revoke_tokens(route);
+    case RouteId::kCreatePreview:
+    case RouteId::kListPreviews:
+    case RouteId::kDeletePreview:
+      co_return error_response(http::status::not_found, "not_found", "no such endpoint");
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
     case RouteId::kVnc:
@@ -248,6 +273,45 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
                                "this endpoint takes a WebSocket upgrade");
   }
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
+}
+
+Response Api::mint_token(const api::Route& route, const Request& req) {
+  auto j = parse_object(req.body());
+  if (!j) return error_response(j.error());
+  if (auto r = reject_unknown(*j, {"scope", "ttl_s"}); !r) return error_response(r.error());
+  auto scope_field = j->find("scope");
+  if (scope_field == j->end()) return error_response(invalid_field("scope", "is required"));
+  auto scope = read_string(*scope_field, "scope", 32);
+  if (!scope) return error_response(scope.error());
+  if (!auth::parse_scope(*scope)) {
+    return error_response(
+        invalid_field("scope", "must be cdp, view, control or preview:<port 1-65535>"));
+  }
+  int64_t ttl = std::min<int64_t>(3600, config_.max_token_ttl_s);
+  if (auto f = j->find("ttl_s"); f != j->end()) {
+    auto n = read_int(*f, "ttl_s", 1, config_.max_token_ttl_s);
+    if (!n) return error_response(n.error());
+    ttl = *n;
+  }
+  auto s = sessions_.find(route.session_id);
+  if (!s) return error_response(session_not_found());
+  // Never past the session's end: a token must not outlive what it opens.
+  int64_t exp = std::min(tokens_.clock().unix_seconds() + ttl, s->record().expires_at);
+  return json_response(http::status::created,
+                       {{"token", tokens_.issue(s->id(), *scope, exp, s->token_generation)},
+                        {"scope", *scope},
+                        {"session_id", s->id()},
+                        {"expires_at", format_rfc3339(exp)}});
+}
+
+Response Api::revoke_tokens(const api::Route& route) {
+  auto gen = sessions_.revoke_tokens(route.session_id);
+  if (!gen) return error_response(gen.error());
+  size_t closed = connections_.close_session(route.session_id);
+  log()->info("session {}: closed {} token-authenticated connections", route.session_id, closed);
+  return json_response(http::status::ok, {{"session_id", route.session_id},
+                                          {"revoked", true},
+                                          {"closed_connections", closed}});
 }
 
 net::awaitable<Response> Api::create(const Request& req) {
@@ -306,7 +370,7 @@ net::awaitable<Response> Api::discovery(const api::Route& route, const Request& 
   co_return out;
 }
 
-net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
+net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& authn, Request req,
                                          net::ip::tcp::socket socket, beast::flat_buffer buffer) {
   auto fail = [&](Response res) -> net::awaitable<void> {
     res.keep_alive(false);
@@ -345,6 +409,18 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, Request req,
     co_return;
   }
   log()->debug("session {}: CDP client attached to {}", id, path);
+  // Token-authenticated bridges close when the session's tokens are revoked. The registration
+  // lives in this frame, so it ends with the bridge; the closer only touches the socket's handle.
+  auth::TokenConnections::Registration reg;
+  if (authn.by_token) {
+    reg = connections_.add({id, "", std::nullopt},
+                           [client = socket.native_handle(), up = tunnel->stream.native_handle()] {
+                             // shutdown() rather than close(): the fds stay owned by the pump,
+                             // which then reads EOF both ways and ends.
+                             ::shutdown(client, SHUT_RDWR);
+                             ::shutdown(up, SHUT_RDWR);
+                           });
+  }
   co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
                        std::move(tunnel->stream), std::move(tunnel->buffer));
   log()->debug("session {}: CDP client detached", id);

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "server/api/router.h"
+#include "server/auth/token_connections.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
 #include "server/http/responses.h"
@@ -25,24 +26,36 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 using Request = http::request<http::string_body>;
 
+// Who a request was let in by.
+struct Authn {
+  bool by_token = false;  // a capability token (else the API key, or nothing for kNone)
+  auth::TokenClaims claims;  // when by_token
+};
+
 class Api {
  public:
   Api(const ServerConfig& config, sessions::SessionManager& sessions,
-      const auth::TokenService& tokens, std::string api_key, const StaticFiles& ui)
+      const auth::TokenService& tokens, auth::TokenConnections& connections, std::string api_key,
+      const StaticFiles& ui)
       : config_(config),
         sessions_(sessions),
         tokens_(tokens),
+        connections_(connections),
         api_key_(std::move(api_key)),
         ui_(ui) {}
 
   // Authenticates the routed request. kNone routes always pass.
-  Result<void> authenticate(const api::Route& route, const Request& req) const;
+  Result<Authn> authenticate(const api::Route& route, const Request& req) const;
+  // Checks a token for a live session: signature, expiry, session, one of `scopes`, and the
+  // session's current generation (revocation).
+  Result<auth::TokenClaims> check_token(std::string_view token, const std::string& session_id,
+                                        const std::vector<std::string_view>& scopes) const;
 
   // Handles every non-upgrade route.
   net::awaitable<Response> handle(const api::Route& route, const Request& req);
 
   // Handles a WebSocket upgrade route; takes the connection. Answers errors itself.
-  net::awaitable<void> handle_upgrade(const api::Route& route, Request req,
+  net::awaitable<void> handle_upgrade(const api::Route& route, const Authn& authn, Request req,
                                       net::ip::tcp::socket socket, beast::flat_buffer buffer);
 
  private:
@@ -63,10 +76,13 @@ class Api {
   Response info() const;
   Response ui_file(std::string_view name, const Request& req, PageCache cache) const;
   Response live_status(const api::Route& route, const Request& req) const;
+  Response mint_token(const api::Route& route, const Request& req);
+  Response revoke_tokens(const api::Route& route);
 
   const ServerConfig& config_;
   sessions::SessionManager& sessions_;
   const auth::TokenService& tokens_;
+  auth::TokenConnections& connections_;
   std::string api_key_;
   const StaticFiles& ui_;
 };

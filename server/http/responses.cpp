@@ -49,7 +49,9 @@ std::string_view headline(std::string_view code) {
   if (code == "token_revoked") return "This link has been revoked.";
   if (code == "invalid_token") return "This link is not valid.";
   if (code == "unauthenticated") return "This link has no token.";
+  if (code == "token_scope") return "This link does not open this page.";
   if (code == "session_not_found") return "This session does not exist.";
+  if (code == "session_ended") return "This session has ended.";
   return "This page cannot be shown.";
 }
 

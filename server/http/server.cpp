@@ -132,9 +132,10 @@ net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
     auto req = parser.release();
     auto route = api::route(req.method_string(), req.target());
     Response res;
+    Result<Authn> authed = Authn{};
     if (!route) {
       res = error_response(route.error());
-    } else if (auto authed = api_.authenticate(*route, req); !authed) {
+    } else if (authed = api_.authenticate(*route, req); !authed) {
       // A refused live view link is opened by a person: they get a page that says why.
       if (route->id == api::RouteId::kLivePage) {
         res = error_page(authed.error());
@@ -145,7 +146,7 @@ net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
                route->id == api::RouteId::kVnc) {
       stream.expires_never();
       untrack.set.erase(handle);
-      co_await api_.handle_upgrade(*route, std::move(req), stream.release_socket(),
+      co_await api_.handle_upgrade(*route, *authed, std::move(req), stream.release_socket(),
                                    std::move(buffer));
       co_return;
     } else {

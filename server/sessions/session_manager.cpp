@@ -230,6 +230,17 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, std::string status, st
   log()->info("session {}: {} ({})", rec.id, status, reason);
 }
 
+Result<uint32_t> SessionManager::revoke_tokens(const std::string& id) {
+  SessionPtr s = find(id);
+  if (!s) return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
+  uint32_t next = s->token_generation + 1;
+  if (auto r = store_.set_token_generation(id, next); !r) return r.error();
+  s->token_generation = next;
+  s->mutable_record().token_generation = next;
+  log()->info("session {}: tokens revoked (generation {})", id, next);
+  return next;
+}
+
 std::optional<std::vector<std::string>> SessionManager::output(const std::string& id) const {
   if (auto it = live_.find(id); it != live_.end()) return it->second->sandbox().recent_output();
   if (config_.logs_dir.empty() || !store_.get(id)) return std::nullopt;

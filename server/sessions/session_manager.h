@@ -57,6 +57,9 @@ class SessionManager {
   // Ends every live session (staged: all sandboxes destroyed before returning).
   net::awaitable<void> shutdown();
   size_t live_count() const { return live_.size(); }
+  // Invalidates every token of a live session by bumping its generation (kept in the store).
+  // Returns the new generation; kNotFound if the session is not live.
+  Result<uint32_t> revoke_tokens(const std::string& id);
   // The newest output lines of a session: live from its sandbox, ended from the logs dir.
   // nullopt when the session is unknown or nothing was kept.
   std::optional<std::vector<std::string>> output(const std::string& id) const;

@@ -32,7 +32,7 @@ class Stmt {
 
 constexpr const char* kColumns =
     "id, driver, status, end_reason, width, height, start_url, timeout_s, created_at, "
-    "expires_at, ended_at";
+    "expires_at, ended_at, token_generation";
 
 SessionRecord read_row(const Stmt& s) {
   SessionRecord r;
@@ -47,6 +47,7 @@ SessionRecord read_row(const Stmt& s) {
   r.created_at = s.integer(8);
   r.expires_at = s.integer(9);
   r.ended_at = s.integer(10);
+  r.token_generation = static_cast<uint32_t>(s.integer(11));
   return r;
 }
 
@@ -75,6 +76,11 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
       " expires_at INTEGER NOT NULL, ended_at INTEGER NOT NULL DEFAULT 0);"
       "CREATE INDEX IF NOT EXISTS sessions_created ON sessions(created_at);");
   if (!r) return r.error();
+  // Databases of earlier versions lack the generation column.
+  if (!Stmt(db, "SELECT token_generation FROM sessions LIMIT 0").ok()) {
+    r = store->exec("ALTER TABLE sessions ADD COLUMN token_generation INTEGER NOT NULL DEFAULT 0;");
+    if (!r) return r.error();
+  }
   return store;
 }
 
@@ -92,12 +98,13 @@ Result<void> SessionStore::exec(const char* sql) {
 
 Result<void> SessionStore::insert(const SessionRecord& r) {
   Stmt s(db_, (std::string("INSERT INTO sessions (") + kColumns +
-               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
                   .c_str());
   if (!s.ok()) return db_error(db_, "prepare insert");
   s.bind(1, r.id).bind(2, r.driver).bind(3, r.status).bind(4, r.end_reason);
   s.bind(5, int64_t{r.width}).bind(6, int64_t{r.height}).bind(7, r.start_url);
   s.bind(8, r.timeout_s).bind(9, r.created_at).bind(10, r.expires_at).bind(11, r.ended_at);
+  s.bind(12, int64_t{r.token_generation});
   if (s.step() != SQLITE_DONE) return db_error(db_, "insert");
   return {};
 }
@@ -107,6 +114,14 @@ Result<void> SessionStore::set_status(const std::string& id, const std::string& 
   Stmt s(db_, "UPDATE sessions SET status = ?2, end_reason = ?3, ended_at = ?4 WHERE id = ?1");
   if (!s.ok()) return db_error(db_, "prepare update");
   s.bind(1, id).bind(2, status).bind(3, end_reason).bind(4, ended_at);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "update");
+  return {};
+}
+
+Result<void> SessionStore::set_token_generation(const std::string& id, uint32_t generation) {
+  Stmt s(db_, "UPDATE sessions SET token_generation = ?2 WHERE id = ?1");
+  if (!s.ok()) return db_error(db_, "prepare update");
+  s.bind(1, id).bind(2, int64_t{generation});
   if (s.step() != SQLITE_DONE) return db_error(db_, "update");
   return {};
 }

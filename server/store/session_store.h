@@ -26,6 +26,7 @@ struct SessionRecord {
   int64_t created_at = 0;  // unix seconds
   int64_t expires_at = 0;
   int64_t ended_at = 0;    // 0 while live
+  uint32_t token_generation = 0;  // bumped by revocation; tokens of older generations fail
 };
 
 class SessionStore {
@@ -39,6 +40,7 @@ class SessionStore {
   Result<void> insert(const SessionRecord& r);
   Result<void> set_status(const std::string& id, const std::string& status,
                           const std::string& end_reason, int64_t ended_at);
+  Result<void> set_token_generation(const std::string& id, uint32_t generation);
   std::optional<SessionRecord> get(const std::string& id);
   // Newest first; live ones only unless include_ended. At most `limit` rows.
   std::vector<SessionRecord> list(bool include_ended, int limit);

@@ -364,7 +364,7 @@ describe('live view over RFB', () => {
     await refused(vncUrl(mintToken(ctx.server.stateDir, 'ses_aaaaaaaaaaaaaaaaaaaa', 'view',
                                    inAnHour())), 401, 'invalid_token');
     const cdpToken = new URL(s.cdp_url).searchParams.get('token');
-    await refused(vncUrl(cdpToken), 401, 'invalid_token');
+    await refused(vncUrl(cdpToken), 403, 'token_scope');
     await refused(`ws://${ctx.server.hostPort}/v1/sessions/${s.id}/vnc`, 401, 'unauthenticated');
     await refused(vncUrl(mintToken(ctx.server.stateDir, s.id, 'view', inAnHour(), 7)), 401,
                   'token_revoked');

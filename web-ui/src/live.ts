@@ -58,6 +58,8 @@ function explain(err: ApiError): { state: 'error' | 'ended'; text: string } {
       return { state: 'error', text: 'This live view link has been revoked.' };
     case 'invalid_token':
       return { state: 'error', text: `This link is not valid for this session: ${err.message}.` };
+    case 'token_scope':
+      return { state: 'error', text: `This link does not open the live view: ${err.message}.` };
     case 'unauthenticated':
       return { state: 'error', text: 'This link has no token: open the full live view link.' };
     case 'session_not_found':

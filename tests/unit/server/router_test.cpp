@@ -44,6 +44,13 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"GET", "/v1/sessions/" + kSid + "/live/", RouteId::kLivePage, Auth::kViewToken},
            {"GET", "/v1/sessions/" + kSid + "/live/status?token=x", RouteId::kLiveStatus,
             Auth::kViewToken},
+           {"POST", "/v1/sessions/" + kSid + "/tokens", RouteId::kMintToken, Auth::kApiKey},
+           {"POST", "/v1/sessions/" + kSid + "/tokens/revoke", RouteId::kRevokeTokens,
+            Auth::kApiKey},
+           {"POST", "/v1/sessions/" + kSid + "/previews", RouteId::kCreatePreview, Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kSid + "/previews", RouteId::kListPreviews, Auth::kApiKey},
+           {"DELETE", "/v1/sessions/" + kSid + "/previews/prv_0123456789abcdefghij",
+            RouteId::kDeletePreview, Auth::kApiKey},
        }) {
     INFO(c.method << " " << c.target);
     auto r = route(c.method, c.target);
@@ -118,4 +125,23 @@ TEST_CASE("percent decoding rejects broken escapes") {
   CHECK_FALSE(percent_decode("%"));
   CHECK_FALSE(percent_decode("%4"));
   CHECK_FALSE(percent_decode("%g0"));
+}
+
+TEST_CASE("each token route names the scopes it accepts") {
+  using V = std::vector<std::string_view>;
+  CHECK(token_scopes(Auth::kNone).empty());
+  CHECK(token_scopes(Auth::kApiKey).empty());
+  CHECK(token_scopes(Auth::kCdpToken) == V{"cdp"});
+  CHECK(token_scopes(Auth::kViewToken) == V{"view", "control"});
+  CHECK(token_scopes(Auth::kControlToken) == V{"control"});
+  auto del = route("DELETE", "/v1/sessions/" + kSid + "/previews/prv_0123456789abcdefghij");
+  REQUIRE(del);
+  CHECK(del->preview_id == "prv_0123456789abcdefghij");
+  auto bad = route("DELETE", "/v1/sessions/" + kSid + "/previews/prv_short");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == "preview_not_found");
+  auto get_revoke = route("GET", "/v1/sessions/" + kSid + "/tokens/revoke");
+  REQUIRE_FALSE(get_revoke);
+  CHECK(get_revoke.error().errc == Errc::kMethodNotAllowed);
+  CHECK_FALSE(route("POST", "/v1/sessions/" + kSid + "/tokens/other"));
 }

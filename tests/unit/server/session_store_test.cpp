@@ -1,5 +1,9 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include "server/store/session_store.h"
 
 using namespace cabin::store;
@@ -43,4 +47,39 @@ TEST_CASE("the store keeps records and ends leftovers of an earlier run") {
   REQUIRE(ended == std::vector<std::string>{second.id});
   CHECK((*store)->get(second.id)->status == "ended");
   CHECK((*store)->list(false, 10).empty());
+}
+
+TEST_CASE("the token generation is stored, and older databases gain the column") {
+  auto path = std::filesystem::temp_directory_path() /
+              ("cabin-store-" + std::to_string(::getpid()) + ".db");
+  std::filesystem::remove(path);
+  {
+    // A database as earlier versions wrote it: no token_generation column.
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "CREATE TABLE sessions (id TEXT PRIMARY KEY, driver TEXT NOT NULL,"
+                         " status TEXT NOT NULL, end_reason TEXT NOT NULL DEFAULT '',"
+                         " width INTEGER NOT NULL, height INTEGER NOT NULL, start_url TEXT NOT NULL,"
+                         " timeout_s INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+                         " expires_at INTEGER NOT NULL, ended_at INTEGER NOT NULL DEFAULT 0);"
+                         "INSERT INTO sessions VALUES ('ses_aaaaaaaaaaaaaaaaaaaa', 'namespace',"
+                         " 'running', '', 1, 1, 'about:blank', 60, 1, 61, 0);",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  {
+    auto store = SessionStore::open(path.string());
+    REQUIRE(store);
+    auto old = (*store)->get("ses_aaaaaaaaaaaaaaaaaaaa");
+    REQUIRE(old);
+    CHECK(old->token_generation == 0);
+    REQUIRE((*store)->set_token_generation(old->id, 3));
+  }
+  auto reopened = SessionStore::open(path.string());
+  REQUIRE(reopened);
+  CHECK((*reopened)->get("ses_aaaaaaaaaaaaaaaaaaaa")->token_generation == 3);
+  std::filesystem::remove(path);
+  std::filesystem::remove(path.string() + "-wal");
+  std::filesystem::remove(path.string() + "-shm");
 }

@@ -83,6 +83,81 @@ TEST_CASE("rotated keys: the newest signs, old ones still verify until removed")
   CHECK_FALSE(removed.verify(old_token, kSid, "cdp"));
 }
 
+TEST_CASE("scopes: cdp, view, control and preview:<port> in canonical form") {
+  CHECK(auth::parse_scope("cdp") == 0);
+  CHECK(auth::parse_scope("view") == 0);
+  CHECK(auth::parse_scope("control") == 0);
+  CHECK(auth::parse_scope("preview:1") == 1);
+  CHECK(auth::parse_scope("preview:65535") == 65535);
+  for (const char* bad : {"", "CDP", "admin", "preview:", "preview:0", "preview:65536",
+                          "preview:080", "preview:8080x", "preview:-1", "preview: 80",
+                          "preview:99999999999999999999", "view:1"}) {
+    INFO(bad);
+    CHECK_FALSE(auth::parse_scope(bad));
+  }
+  CHECK(auth::preview_scope(8080) == "preview:8080");
+}
+
+TEST_CASE("verify_any accepts any listed scope; a wrong scope is 403, not 401") {
+  testing::FakeClock clock(1000);
+  TokenService svc(one_key(), clock);
+  auto control = svc.issue(kSid, "control", 2000, 0);
+  auto view = svc.issue(kSid, "view", 2000, 0);
+  CHECK(svc.verify_any(control, kSid, {"view", "control"}));
+  CHECK(svc.verify_any(view, kSid, {"view", "control"}));
+  auto denied = svc.verify_any(view, kSid, {"control"});
+  REQUIRE_FALSE(denied);
+  CHECK(denied.error().code == "token_scope");
+  CHECK(denied.error().errc == Errc::kPermissionDenied);
+  // A view token used as a preview token, and one port's preview token on another port.
+  CHECK_FALSE(svc.verify(view, kSid, "preview:8000"));
+  CHECK_FALSE(svc.verify(svc.issue(kSid, "preview:8000", 2000, 0), kSid, "preview:8001"));
+  // Expiry is checked after scope, at the instant, whatever the scope.
+  clock.set(1999);
+  CHECK(svc.verify_any(control, kSid, {"control"}));
+  clock.set(2000);
+  auto expired = svc.verify_any(control, kSid, {"control"});
+  REQUIRE_FALSE(expired);
+  CHECK(expired.error().code == "token_expired");
+}
+
+TEST_CASE("add_key rotates: the new key signs after a reload, the old verifies until removed") {
+  testing::FakeClock clock(1000);
+  auto dir = std::filesystem::temp_directory_path() / ("cabin-keys-" + random_hex(6));
+  auto first = TokenService::load_or_create_keys(dir);
+  REQUIRE(first);
+  TokenService svc(*first, clock);
+  std::string old_kid = svc.signing_key_id();
+  auto old_token = svc.issue(kSid, "cdp", 2000, 0);
+
+  auto kid = TokenService::add_key(dir);
+  REQUIRE(kid);
+  CHECK(*kid > old_kid);
+  auto both = TokenService::load_or_create_keys(dir);
+  REQUIRE(both);
+  CHECK(both->size() == 2);
+  svc.set_keys(*both);
+  CHECK(svc.signing_key_id() == *kid);
+  auto new_token = svc.issue(kSid, "cdp", 2000, 0);
+  CHECK(svc.verify(old_token, kSid, "cdp"));
+  CHECK(svc.verify(new_token, kSid, "cdp"));
+
+  std::filesystem::remove(dir / ("token-" + old_kid + ".key"));
+  auto only_new = TokenService::load_or_create_keys(dir);
+  REQUIRE(only_new);
+  svc.set_keys(*only_new);
+  CHECK_FALSE(svc.verify(old_token, kSid, "cdp"));
+  CHECK(svc.verify(new_token, kSid, "cdp"));
+  // Two rotations within one second still give increasing ids.
+  auto k2 = TokenService::add_key(dir);
+  auto k3 = TokenService::add_key(dir);
+  REQUIRE(k2);
+  REQUIRE(k3);
+  CHECK(*k3 > *k2);
+  CHECK(*k2 > *kid);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("signing keys are created once and reloaded") {
   auto dir = std::filesystem::temp_directory_path() / ("cabin-keys-" + random_hex(6));
   auto first = TokenService::load_or_create_keys(dir);
