@@ -1,12 +1,17 @@
 // The web UI end to end: cabind serving the built console and live view (types, caching, CSP,
 // nothing outside the build), and a real headless Chromium using them: sign in, create, list,
-// copy and delete sessions in the console; refused live view links say why.
+// copy and delete sessions in the console; the live view shows the sandbox's screen through
+// noVNC, a control link clicks and types into the sandbox's page and a view link cannot (cabind
+// drops its input even when the page is made to send it), screenshots, reconnection after a
+// dropped connection, and refused or ended links that say why.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { rawHttp, useCabind, waitFor } from './helpers.mjs';
+import { pngSize, rawHttp, useCabind, waitFor } from './helpers.mjs';
 
 const CHROMIUM_ARGS = ['--no-first-run', '--disable-background-networking',
                               '--disable-component-update', '--disable-sync'];
@@ -142,20 +147,20 @@ describe('live view links that cabind refuses', () => {
     const browser = await launchBrowser();
     try {
       const page = await browser.newPage();
-      for (const [token, code, words] of [
-        [null, 'unauthenticated', /no token/],
-        [otherToken, 'invalid_token', /not valid/],
-        [cdpToken, 'invalid_token', /not valid/],
-        [forged, 'invalid_token', /not valid/],
+      for (const [token, httpStatus, code, words] of [
+        [null, 401, 'unauthenticated', /no token/],
+        [otherToken, 401, 'invalid_token', /not valid/],
+        [cdpToken, 403, 'token_scope', /does not open/],
+        [forged, 401, 'invalid_token', /not valid/],
       ]) {
         const url = `${base}/v1/sessions/${s.id}/live` + (token ? `?token=${token}` : '');
         const res = await page.goto(url);
-        assert.equal(res.status(), 401, `${code}: status`);
+        assert.equal(res.status(), httpStatus, `${code}: status`);
         assert.match(await page.textContent('#error-title'), words);
         assert.equal(await page.textContent('#error-code'), code);
         const status = await fetch(`${base}/v1/sessions/${s.id}/live/status` +
                                    (token ? `?token=${token}` : ''));
-        assert.equal(status.status, 401);
+        assert.equal(status.status, httpStatus);
         assert.equal((await status.json()).error.code, code);
       }
       assert.match(await (await fetch(`${base}/v1/sessions/${s.id}/live?token=${otherToken}`)).text(),
@@ -179,9 +184,10 @@ describe('live view links that cabind refuses', () => {
     const browser = await launchBrowser();
     try {
       const page = await browser.newPage();
-      await page.goto(gone.live_view_url);
-      await page.waitForSelector('#conn-state[data-state=ended]');
-      assert.match(await page.textContent('#conn-state'), /session ended: deleted/);
+      const res = await page.goto(gone.live_view_url);
+      assert.equal(res.status(), 404);
+      assert.equal(await page.textContent('#error-title'), 'This session has ended.');
+      assert.equal(await page.textContent('#error-message'), 'the session ended: deleted');
     } finally {
       await browser.close();
     }
@@ -311,5 +317,294 @@ describe('the console in Chromium', () => {
     assert.doesNotMatch(await page.content(), new RegExp(s.id));
     await page.close();
     await ctx.server.deleteSession(s.id);
+  });
+});
+
+// A page for the sandbox's Chromium: a box of a known colour, a text field, and a log of the
+// input that reaches the page.
+const BOX = [20, 160, 60];
+const SANDBOX_PAGE = `<!doctype html><title>target</title>
+<style>body{margin:0;background:#fff} #box{position:absolute;left:0;top:0;width:100%;height:55%;
+background:rgb(${BOX.join(',')})} textarea{position:absolute;left:60px;top:65%;width:50%;height:20%;
+font-size:20px}</style><div id=box></div><textarea id=t></textarea>
+<script>
+window.log = [];
+for (const t of ['mousedown', 'keydown']) addEventListener(t, (e) => window.log.push(
+  {type: e.type, key: e.key, x: e.screenX, y: e.screenY}), true);
+</script>`;
+
+// A TCP relay to cabind: cut() drops every connection through it at once.
+function tcpRelay(port) {
+  const pairs = new Set();
+  let websockets = 0;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(port, '127.0.0.1');
+    const pair = [client, upstream];
+    pairs.add(pair);
+    client.once('data', (d) => {
+      if (/^GET \S+\/vnc\?/.test(d.toString('latin1'))) websockets += 1;
+    });
+    client.pipe(upstream).pipe(client);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      pairs.delete(pair);
+    };
+    for (const sock of pair) {
+      sock.on('error', drop);
+      sock.on('close', drop);
+    }
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
+    port: server.address().port,
+    websockets: () => websockets,
+    cut: () => {
+      for (const pair of [...pairs]) for (const sock of pair) sock.destroy();
+    },
+    close: () => {
+      server.close();
+      for (const pair of [...pairs]) for (const sock of pair) sock.destroy();
+    },
+  })));
+}
+
+const near = (a, b, tol = 16) => a.every((v, i) => Math.abs(v - b[i]) <= tol);
+
+describe('the live view in Chromium', () => {
+  const W = 1024;
+  const H = 768;
+  let s, sandbox, target, browser;
+
+  // Mints a token through the API.
+  const mint = async (scope, ttl_s = 600) => {
+    const r = await ctx.server.api('POST', `/v1/sessions/${s.id}/tokens`, { scope, ttl_s });
+    assert.equal(r.status, 201, r.text);
+    return r.json.token;
+  };
+  const liveUrl = (token) => `${ctx.server.base}/v1/sessions/${s.id}/live?token=${token}`;
+
+  // Screen coordinates of a point in the sandbox's page (its toolbar is above the page).
+  const screenPoint = async (fx, fy) => target.evaluate(([fx, fy]) => [
+    Math.round(window.screenX + (window.outerWidth - window.innerWidth) + fx * window.innerWidth),
+    Math.round(window.screenY + (window.outerHeight - window.innerHeight) + fy * window.innerHeight),
+  ], [fx, fy]);
+
+  // Opens a viewer page and waits until noVNC has connected.
+  const openViewer = async (url) => {
+    const page = await browser.newPage({ viewport: { width: 900, height: 700 } });
+    page.on('pageerror', (e) => { page.errors = [...(page.errors || []), e.message]; });
+    await page.goto(url);
+    await page.waitForSelector('#conn-state[data-state=connected]', { timeout: 20000 });
+    return page;
+  };
+
+  // The colour noVNC shows at screen pixel (x, y), read from its canvas.
+  const canvasPixel = (page, [x, y]) => page.$eval('#screen canvas', (c, [x, y]) =>
+    [...c.getContext('2d').getImageData(x, y, 1, 1).data.slice(0, 3)], [x, y]);
+
+  // Where screen pixel (x, y) is on the viewer's page, as noVNC scales the screen to fit.
+  const viewerPoint = (page, [x, y]) => page.$eval('#screen canvas', (c, [x, y]) => {
+    const r = c.getBoundingClientRect();
+    return [r.left + (x + 0.5) * r.width / c.width, r.top + (y + 0.5) * r.height / c.height];
+  }, [x, y]);
+
+  // Returns once the viewer has sent cabind everything it sent before: two screen changes it
+  // then shows took two update requests, and the second left after the first change arrived.
+  const flushViewer = async (page) => {
+    const inBox = await screenPoint(0.5, 0.25);
+    for (const c of [[0, 0, 200], BOX]) {
+      await target.evaluate((c) => { document.getElementById('box').style.background = c; },
+                            `rgb(${c.join(',')})`);
+      await waitFor(async () => near(await canvasPixel(page, inBox), c),
+                    { what: `rgb(${c}) in the viewer` });
+    }
+  };
+
+  before(async () => {
+    s = await ctx.server.createSession({ resolution: { width: W, height: H } });
+    sandbox = await chromium.connectOverCDP(s.cdp_url);
+    target = sandbox.contexts()[0].pages()[0];
+    await target.setContent(SANDBOX_PAGE);
+    await target.bringToFront();
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    await browser?.close();
+    await sandbox?.close();
+    if (s) await ctx.server.api('DELETE', `/v1/sessions/${s.id}`);
+  });
+
+  test('live_view_url shows the sandbox screen, scaled to fit, and follows it', async () => {
+    const viewer = await openViewer(s.live_view_url);
+    assert.equal(await viewer.isVisible('#control-toggle'), false, 'a view link cannot take control');
+    const size = await viewer.$eval('#screen canvas', (c) => {
+      const r = c.getBoundingClientRect();
+      return { w: c.width, h: c.height, cssW: r.width, cssH: r.height };
+    });
+    assert.deepEqual([size.w, size.h], [W, H], 'the canvas holds the whole screen');
+    assert.ok(size.cssW <= 900 && size.cssH <= 700 - 30, `scaled to fit: ${JSON.stringify(size)}`);
+    assert.ok(size.cssW >= 880 || size.cssH >= 600, `and fills the window: ${JSON.stringify(size)}`);
+
+    const inBox = await screenPoint(0.5, 0.25);
+    await waitFor(async () => near(await canvasPixel(viewer, inBox), BOX),
+                  { what: `the box's colour at ${inBox} in the viewer`, timeoutMs: 15000 });
+    // What the viewer shows agrees with cabind's own screenshot around the box's corner.
+    const corner = await screenPoint(0, 0.55);
+    const below = [corner[0] + 20, corner[1] + 10];
+    assert.ok(!near(await canvasPixel(viewer, below), BOX), 'below the box is not the box');
+
+    await target.evaluate(() => { document.getElementById('box').style.background = 'rgb(200,30,30)'; });
+    await waitFor(async () => near(await canvasPixel(viewer, inBox), [200, 30, 30]),
+                  { what: 'the new colour in the viewer', timeoutMs: 10000 });
+    await target.evaluate((c) => { document.getElementById('box').style.background = c; },
+                          `rgb(${BOX.join(',')})`);
+
+    // The screenshot button saves the screen as a PNG.
+    const [download] = await Promise.all([viewer.waitForEvent('download'),
+                                          viewer.click('#screenshot')]);
+    assert.match(download.suggestedFilename(), new RegExp(`^${s.id}-.*\\.png$`));
+    assert.deepEqual(pngSize(fs.readFileSync(await download.path())), { width: W, height: H });
+    assert.deepEqual(viewer.errors ?? [], []);
+    await viewer.close();
+  });
+
+  test('a control link types and clicks into the sandbox once control is taken', async () => {
+    await target.evaluate(() => { window.log = []; document.getElementById('t').value = ''; });
+    const viewer = await openViewer(liveUrl(await mint('control')));
+    const toggle = viewer.locator('#control-toggle');
+    await toggle.waitFor({ state: 'visible' });
+    assert.equal(await toggle.textContent(), 'Take control');
+    const field = await screenPoint(0.3, 0.75);
+    await waitFor(async () => !near(await canvasPixel(viewer, field), BOX, 4),
+                  { what: 'the page in the viewer' });
+
+    await toggle.click();
+    assert.equal(await toggle.getAttribute('aria-pressed'), 'true');
+    assert.match(await viewer.textContent('#conn-state'), /in control/);
+    const [vx, vy] = await viewerPoint(viewer, field);
+    await viewer.mouse.click(vx, vy);
+    // As a keyboard types: Shift held for the capital.
+    await viewer.keyboard.press('Shift+KeyH');
+    await viewer.keyboard.type('ello cabin');
+    let typed;
+    await waitFor(async () => (typed = await target.inputValue('#t')) === 'Hello cabin',
+                  { what: 'the typed text in the sandbox page', timeoutMs: 10000 })
+      .catch((e) => assert.fail(`${e.message}; the field holds ${JSON.stringify(typed)}`));
+    const log = await target.evaluate(() => window.log);
+    const down = log.find((e) => e.type === 'mousedown');
+    assert.ok(down, 'the click reached the page');
+    // Scaling to the viewer and back loses at most a pixel or two.
+    assert.ok(Math.abs(down.x - field[0]) <= 2 && Math.abs(down.y - field[1]) <= 2,
+              `clicked at ${down.x},${down.y}, meant ${field}`);
+
+    // Released: input stays in the viewer.
+    await toggle.click();
+    assert.equal(await toggle.textContent(), 'Take control');
+    await viewer.mouse.click(vx, vy);
+    await viewer.keyboard.type('zz');
+    await ctx.server.api('POST', `/v1/sessions/${s.id}/computer`,
+                         { action: 'type', text: '.' });
+    await waitFor(async () => (await target.inputValue('#t')).endsWith('.'),
+                  { what: 'the marker typed through the API' });
+    assert.equal(await target.inputValue('#t'), 'Hello cabin.');
+    await viewer.close();
+  });
+
+  test('a view link sends nothing, and cabind drops input a view viewer sends anyway', async () => {
+    await target.evaluate(() => { window.log = []; document.getElementById('t').value = ''; });
+    const field = await screenPoint(0.3, 0.75);
+    await target.click('#t'); // the field has focus: any key that arrived would show in it
+    await target.evaluate(() => { window.log = []; });
+
+    const detachLine = (mark) => ctx.server.logSince(mark).map((l) =>
+      /RFB viewer detached \(view\): .*? (\d+) of (\d+) messages dropped/.exec(l)).find(Boolean);
+    // As the page is, it offers no control and sends nothing.
+    const plainMark = ctx.server.logMark();
+    const plain = await openViewer(s.live_view_url);
+    assert.equal(await plain.isVisible('#control-toggle'), false);
+    let [vx, vy] = await viewerPoint(plain, field);
+    await plain.mouse.click(vx, vy);
+    await plain.keyboard.type('nope');
+    await plain.close();
+    await waitFor(() => detachLine(plainMark), { what: 'the plain viewer to leave' });
+
+    // Made to believe its view token allows control, the page sends input; cabind drops it.
+    const mark = ctx.server.logMark();
+    const page = await browser.newPage({ viewport: { width: 900, height: 700 } });
+    await page.route('**/live/status?*', async (route) => {
+      const res = await route.fetch();
+      await route.fulfill({ response: res, json: { ...(await res.json()), scope: 'control' } });
+    });
+    await page.goto(s.live_view_url);
+    await page.waitForSelector('#conn-state[data-state=connected]', { timeout: 20000 });
+    await page.click('#control-toggle');
+    assert.equal(await page.getAttribute('#control-toggle', 'aria-pressed'), 'true');
+    [vx, vy] = await viewerPoint(page, field);
+    await page.mouse.click(vx, vy);
+    await page.keyboard.type('nope');
+    await flushViewer(page);
+    await page.close();
+    // cabind counted what it dropped when the viewer left: the click and every key, down and up.
+    const line = await waitFor(() => detachLine(mark),
+                               { what: 'cabind to log what it dropped from the view viewer' });
+    assert.ok(Number(line[1]) >= 'nope'.length * 2 + 2, `cabind logged: ${line[0]}`);
+
+    // Input through the API arrives; nothing from the view viewers did.
+    await ctx.server.api('POST', `/v1/sessions/${s.id}/computer`, { action: 'type', text: '.' });
+    await waitFor(async () => (await target.inputValue('#t')) === '.',
+                  { what: 'the marker typed through the API' });
+    const log = await target.evaluate(() => window.log);
+    assert.deepEqual(log.filter((e) => e.type === 'mousedown'), []);
+    assert.deepEqual(log.filter((e) => e.type === 'keydown').map((e) => e.key), ['.']);
+  });
+
+  test('a dropped connection reconnects by itself', async () => {
+    // The viewer reaches cabind through a TCP relay that the test can cut, as a network would.
+    const relay = await tcpRelay(ctx.server.port);
+    try {
+      const url = s.live_view_url.replace(ctx.server.base, `http://127.0.0.1:${relay.port}`);
+      const page = await openViewer(url);
+      assert.equal(relay.websockets(), 1);
+      relay.cut();
+      await page.waitForSelector('#conn-state[data-state=reconnecting]');
+      await page.waitForSelector('#conn-state[data-state=connected]', { timeout: 20000 });
+      assert.equal(relay.websockets(), 2, 'a second connection');
+      const inBox = await screenPoint(0.5, 0.25);
+      await waitFor(async () => near(await canvasPixel(page, inBox), BOX),
+                    { what: 'the screen again after reconnecting' });
+      await page.close();
+    } finally {
+      relay.close();
+    }
+  });
+
+  test('expired, other-session and ended links show what is wrong', async () => {
+    const { base } = ctx.server;
+    // Expired: minted for a second, and used after.
+    const short = await mint('view', 1);
+    await waitFor(async () => (await fetch(`${base}/v1/sessions/${s.id}/live/status?token=${short}`))
+      .status === 401, { what: 'the short token to expire', timeoutMs: 5000, intervalMs: 200 });
+    const page = await browser.newPage();
+    let res = await page.goto(liveUrl(short));
+    assert.equal(res.status(), 401);
+    assert.equal(await page.textContent('#error-title'), 'This link has expired.');
+    assert.equal(await page.textContent('#error-code'), 'token_expired');
+
+    // Another session's control link does not open this one.
+    const other = await ctx.server.createSession({ resolution: { width: 640, height: 480 } });
+    const otherControl = (await ctx.server.api('POST', `/v1/sessions/${other.id}/tokens`,
+                                               { scope: 'control', ttl_s: 600 })).json.token;
+    res = await page.goto(liveUrl(otherControl));
+    assert.equal(res.status(), 401);
+    assert.match(await page.textContent('#error-message'), /another session/);
+
+    // A viewer whose session ends says so, and stops.
+    const viewer = await openViewer(other.live_view_url);
+    await ctx.server.deleteSession(other.id);
+    await viewer.waitForSelector('#conn-state[data-state=ended]', { timeout: 15000 });
+    assert.equal(await viewer.textContent('#conn-state'), 'The session ended: deleted.');
+    assert.equal(await viewer.isEnabled('#screenshot'), false);
+    await viewer.close();
+    await page.close();
   });
 });
