@@ -33,6 +33,7 @@ Error session_not_found() {
 }
 
 Error session_ended(const store::SessionRecord& r) {
+  if (r.ended_at == 0) return make_error(Errc::kNotFound, "session_ended", "the session is ending");
   return make_error(Errc::kNotFound, "session_ended",
                     "the session ended: " + (r.end_reason.empty() ? r.status : r.end_reason));
 }
@@ -58,7 +59,7 @@ Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::st
   if (!s) {
     // Say so when the token's session has ended, rather than that it never was.
     auto r = sessions_.record(session_id);
-    if (r && r->ended_at != 0) return session_ended(*r);
+    if (r && r->status != "starting" && r->status != "running") return session_ended(*r);
     return session_not_found();
   }
   if (claims->generation != s->token_generation) {

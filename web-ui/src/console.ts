@@ -136,6 +136,12 @@ function sessionRow(s: Session): HTMLTableRowElement {
     a.textContent = 'Live view';
     actions.append(a);
   }
+  if (s.status === 'running') {
+    const c = button('Take over', () => void openControl(s.id));
+    c.classList.add('control-link');
+    c.title = 'Open the live view with a control link: watch, type and point';
+    actions.append(c);
+  }
   if (s.cdp_url) {
     const cdpUrl = s.cdp_url;
     const copy = button('Copy CDP URL', () => {
@@ -202,6 +208,26 @@ async function createSession(ev: SubmitEvent): Promise<void> {
     btn.disabled = false;
   }
   await refresh();
+}
+
+// Mints a `control` token (the session's live_view_url only watches) and opens the live view
+// with it. The tab opens at the click, so no popup blocker stops it, and gets its address once
+// the token is there.
+async function openControl(id: string): Promise<void> {
+  if (!apiKey) return;
+  const tab = window.open('', '_blank');
+  if (tab) tab.opener = null;
+  try {
+    const t = await call<{ token: string }>('POST', `/v1/sessions/${encodeURIComponent(id)}/tokens`,
+                                            { key: apiKey, body: { scope: 'control', ttl_s: 3600 } });
+    const url = `/v1/sessions/${encodeURIComponent(id)}/live?token=${encodeURIComponent(t.token)}`;
+    if (tab) tab.location.href = url;
+    else window.location.href = url;
+  } catch (err) {
+    tab?.close();
+    if (handleAuthFailure(err)) return;
+    setListState(`Cannot open a control link for ${id}: ` + describe(err));
+  }
 }
 
 async function deleteSession(id: string): Promise<void> {
