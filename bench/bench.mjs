@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { BIN_DIR, Cdp, api, startCabind, waitFor } from '../tests/integration/helpers.mjs';
 import { chromiumVersion, startHostBrowser } from './host_chromium.mjs';
 import { benchMicrovm, microvmRows } from './microvm.mjs';
+import { benchVnc, vncRows } from './vnc.mjs';
 import { summary } from './stats.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -25,7 +26,7 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot' },
+    only: { type: 'string', default: 'create,latency,screenshot,vnc' },
     microvm: { type: 'boolean', default: false },
     'vm-n': { type: 'string', default: '5' },
     'vm-warmup': { type: 'string', default: '0' },
@@ -34,7 +35,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,vnc,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
   process.exit(0);
 }
@@ -373,6 +374,7 @@ function table(results) {
     rows.push(['3 MB string via Runtime.evaluate (MB/s)', fmt(r.cabin.mb_per_s), fmt(r.direct.mb_per_s),
                `${fmt(r.ratio, 2)}x`, '', '']);
   }
+  if (results.vnc) rows.push(...vncRows(results.vnc, fmt, mark));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   return rows
@@ -418,6 +420,9 @@ async function main() {
       } finally {
         await pair.close();
       }
+    }
+    if (only.has('vnc')) {
+      results.vnc = await benchVnc(cabin, { width: WIDTH, height: HEIGHT, phaseMs: opt.quick ? 3000 : 5000, log });
     }
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {

@@ -1,6 +1,8 @@
 #include "vnc/display.h"
 
 #include <X11/Xlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -52,7 +54,18 @@ void install_handlers_once() {
 
 DisplayImpl::~DisplayImpl() {
   if (dpy == nullptr) return;
-  XCloseDisplay(dpy);
+  // A connection whose server is gone is not handed to XCloseDisplay: with Xlib's thread locks
+  // on (init_threads) it waits forever on a connection that already failed. Its socket is
+  // closed and the small Xlib state left behind. EOF on a peek tells a server that went away
+  // before Xlib noticed.
+  const int fd = ConnectionNumber(dpy);
+  char byte = 0;
+  const bool gone = lost || ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  if (gone) {
+    ::close(fd);
+  } else {
+    XCloseDisplay(dpy);
+  }
   std::lock_guard lock(g_registry_mu);
   std::erase(g_registry, this);
 }

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/log.h"
@@ -37,9 +38,26 @@ using Clock = std::chrono::steady_clock;
 
 // Changes are found by comparing captures tile by tile; a tile is the smallest rectangle sent.
 constexpr int kTile = 32;
+// A vertical shift of the screen is sent as CopyRect when at least this many rows (and an eighth
+// of the screen) moved by the same distance: a scrolled page then costs only its new rows.
+constexpr int kMinScrollRows = 32;
 // A viewer that takes longer than this to accept a write is disconnected (libvncserver waits
 // in blocking sends; its default is 20 s).
 constexpr int kClientWaitMs = 5000;
+
+// A fast 64-bit hash of one row of pixels (not cryptographic: equal rows are then compared).
+uint64_t row_hash(const uint8_t* p, size_t bytes) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ bytes;
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  for (; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
 
 const std::shared_ptr<spdlog::logger>& log() {
   static auto l = logger("vnc.rfb");
@@ -132,6 +150,8 @@ struct RfbServer::Impl {
   Size size;
   Image grab;                  // the newest capture
   std::vector<char> fb;        // what viewers are sent: changed tiles of `grab`, BGRX
+  std::vector<uint64_t> fb_rows;    // row_hash of each fb row (empty: unknown)
+  std::vector<uint64_t> grab_rows;  // row_hash of each grab row
   rfbScreenInfoPtr screen = nullptr;
   UniqueFd listener;
   UniqueFd wake;  // eventfd: the destructor's stop signal
@@ -163,6 +183,7 @@ struct RfbServer::Impl {
     f(stats);
   }
 
+  // All or nothing: on failure every X object is gone and x_ok() is false.
   Result<void> open_x() {
     input.reset();
     damage.reset();
@@ -170,19 +191,22 @@ struct RfbServer::Impl {
     display.reset();
     auto d = Display::open(opt.display);
     if (!d) return d.error();
-    display.emplace(std::move(*d));
-    auto c = Capturer::create(*display, {.use_shm = opt.use_shm});
+    auto c = Capturer::create(*d, {.use_shm = opt.use_shm});
     if (!c) return c.error();
-    capturer.emplace(std::move(*c));
-    auto t = DamageTracker::create(*display, {.watch_cursor = true});
+    auto t = DamageTracker::create(*d, {.watch_cursor = true});
     if (!t) return t.error();
-    damage.emplace(std::move(*t));
-    auto i = Input::create(*display);
+    auto i = Input::create(*d);
     if (!i) return i.error();
+    // The others point at the Display's heap state, so moving the Display object is fine.
+    size = d->size();
+    display.emplace(std::move(*d));
+    capturer.emplace(std::move(*c));
+    damage.emplace(std::move(*t));
     input.emplace(std::move(*i));
-    size = display->size();
     return {};
   }
+
+  bool x_ok() const { return display && !display->lost() && capturer && damage && input; }
 
   Result<void> open_clipboard() {
     auto d = Display::open(opt.display);
@@ -390,6 +414,7 @@ struct RfbServer::Impl {
     while (rfbClientPtr cl = rfbClientIteratorNext(it)) screen->setTranslateFunction(cl);
     rfbReleaseClientIterator(it);
     fb.swap(next);
+    fb_rows.clear();
     cursor_serial = 0;
     return {};
   }
@@ -408,7 +433,9 @@ struct RfbServer::Impl {
       return;
     }
     const size_t stride = static_cast<size_t>(size.width) * 4;
-    bool any = false;
+    grab_rows.resize(static_cast<size_t>(size.height));
+    for (int y = 0; y < size.height; ++y) grab_rows[y] = row_hash(grab.pixel(0, y), stride);
+    bool any = copy_scroll();
     for (int ty = 0; ty < size.height; ty += kTile) {
       const int th = std::min(kTile, size.height - ty);
       for (int tx = 0; tx < size.width; tx += kTile) {
@@ -426,10 +453,59 @@ struct RfbServer::Impl {
         any = true;
       }
     }
+    fb_rows.swap(grab_rows);  // fb now equals grab
     count([&](RfbStats& s) {
       ++s.captures;
       if (any) ++s.frames;
     });
+  }
+
+  // Finds the vertical shift most rows of `grab` show against `fb` (a scrolled page) and, when
+  // it is clear enough, moves those rows in fb with a CopyRect for viewers. The tile diff that
+  // follows sends whatever the shift did not explain.
+  bool copy_scroll() {
+    const int h = size.height;
+    if (fb_rows.size() != static_cast<size_t>(h)) return false;
+    int moved = 0;
+    for (int y = 0; y < h; ++y) moved += fb_rows[y] != grab_rows[y] ? 1 : 0;
+    const int min_rows = std::max(kMinScrollRows, h / 8);
+    if (moved < min_rows) return false;
+    // Rows whose content is unique in fb vote for the distance they moved (blank rows match
+    // anywhere and would vote for everything).
+    std::unordered_map<uint64_t, int> where;
+    where.reserve(static_cast<size_t>(h) * 2);
+    for (int y = 0; y < h; ++y) {
+      auto [it, fresh] = where.emplace(fb_rows[y], y);
+      if (!fresh) it->second = -1;
+    }
+    std::unordered_map<int, int> votes;
+    for (int y = 0; y < h; ++y) {
+      if (fb_rows[y] == grab_rows[y]) continue;
+      auto it = where.find(grab_rows[y]);
+      if (it != where.end() && it->second >= 0) ++votes[y - it->second];
+    }
+    int dy = 0, best = 0;
+    for (auto [d, n] : votes) {
+      if (n > best) std::tie(dy, best) = std::tie(d, n);
+    }
+    if (dy == 0 || best < min_rows) return false;
+    // The destination band: from the first to the last row that the shift explains.
+    int y0 = -1, y1 = -1;
+    const size_t stride = static_cast<size_t>(size.width) * 4;
+    for (int y = std::max(0, dy); y < std::min(h, h + dy); ++y) {
+      if (grab_rows[y] != fb_rows[y - dy]) continue;
+      if (std::memcmp(grab.pixel(0, y), fb.data() + (y - dy) * stride, stride) != 0) continue;
+      if (y0 < 0) y0 = y;
+      y1 = y + 1;
+    }
+    if (y0 < 0 || y1 - y0 < min_rows) return false;
+    // Moves fb's rows (source: each row dy above) and schedules the CopyRect for every viewer.
+    rfbDoCopyRect(screen, 0, y0, size.width, y1, 0, dy);
+    std::vector<uint64_t> shifted = fb_rows;
+    for (int y = y0; y < y1; ++y) shifted[y] = fb_rows[y - dy];
+    fb_rows.swap(shifted);
+    count([](RfbStats& s) { ++s.scroll_copies; });
+    return true;
   }
 
   void accept_all() {
@@ -448,7 +524,7 @@ struct RfbServer::Impl {
       rfbProcessEvents(screen, 0);
 
       const bool watched = clients() > 0;
-      if (display && !display->lost()) {
+      if (x_ok()) {
         const auto changes = damage->take_changes();
         if (changes.screen) dirty = true;
         if (changes.cursor && watched) update_cursor();
@@ -462,7 +538,7 @@ struct RfbServer::Impl {
         }
       }
       const auto now = Clock::now();
-      if (dirty && watched && now >= next_frame && display && !display->lost()) {
+      if (dirty && watched && now >= next_frame && x_ok()) {
         dirty = false;
         next_frame = now + frame_gap;
         if (cursor_serial == 0) update_cursor();
@@ -474,7 +550,7 @@ struct RfbServer::Impl {
       std::vector<pollfd> fds;
       fds.push_back({wake.get(), POLLIN, 0});
       fds.push_back({listener.get(), POLLIN, 0});
-      if (display && !display->lost()) fds.push_back({damage->fd(), POLLIN, 0});
+      if (x_ok()) fds.push_back({damage->fd(), POLLIN, 0});
       if (clip_display && !clip_display->lost()) fds.push_back({clipboard->fd(), POLLIN, 0});
       rfbClientIteratorPtr it = rfbGetClientIterator(screen);
       while (rfbClientPtr cl = rfbClientIteratorNext(it)) {
@@ -482,7 +558,7 @@ struct RfbServer::Impl {
       }
       rfbReleaseClientIterator(it);
       int timeout = -1;  // idle: sleep until something happens
-      if (dirty && watched) {
+      if (dirty && watched && x_ok()) {
         timeout = static_cast<int>(std::max<int64_t>(
             0, std::chrono::duration_cast<std::chrono::milliseconds>(next_frame - now).count() + 1));
       }

@@ -21,6 +21,7 @@ struct RfbServerOptions {
 struct RfbStats {
   uint64_t frames = 0;           // captures that found a change
   uint64_t captures = 0;         // all captures (a damage event that changed nothing counts)
+  uint64_t scroll_copies = 0;    // vertical shifts sent as CopyRect
   uint64_t connections = 0;      // accepted since start
   int clients = 0;               // connected now
   uint64_t input_events = 0;     // key and pointer events applied

@@ -10,6 +10,7 @@ import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 
 import { leftovers, useCabind, waitFor, waitForNoLeftovers, withDeadline } from './helpers.mjs';
+import { wsViewer } from './rfb_client.mjs';
 
 const ctx = useCabind();
 const BOOT_MS = 240000;
@@ -77,7 +78,8 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
       await waitFor(async () => (await page.title()) === 'vm-start', {
         what: 'start_url', timeoutMs: 60000,
       });
-      await page.setContent('<title>from playwright</title><p id=p>guest</p>');
+      await page.setContent('<title>from playwright</title><p id=p>guest</p><div style="position:' +
+                            'fixed;inset:0;top:40px;background:rgb(0,200,100)"></div>');
       assert.equal(await page.evaluate(() => 6 * 7), 42);
       assert.deepEqual(await page.evaluate(() => [screen.width, screen.height]), [1024, 768]);
       const titles = await Promise.all((await pp.pages()).map((p) => p.title()));
@@ -87,6 +89,22 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
     } finally {
       await pp.disconnect();
       await pw.close();
+    }
+  });
+
+  test('the live view reads the guest\'s screen through the agent tunnel', async () => {
+    // The page Playwright set above fills the window below its first 40 px with one colour.
+    const c = await wsViewer(s.vnc_url, { timeoutMs: 30000 });
+    try {
+      assert.deepEqual([c.width, c.height], [1024, 768]);
+      await waitFor(async () => {
+        c.request(false);
+        await c.update();
+        const [r, g, b] = c.rgb(512, 600);
+        return r === 0 && g === 200 && b === 100;
+      }, { what: 'the page colour in the framebuffer', timeoutMs: 60000 });
+    } finally {
+      c.close();
     }
   });
 

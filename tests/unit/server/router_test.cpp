@@ -51,6 +51,7 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"GET", "/v1/sessions/" + kSid + "/previews", RouteId::kListPreviews, Auth::kApiKey},
            {"DELETE", "/v1/sessions/" + kSid + "/previews/prv_0123456789abcdefghij",
             RouteId::kDeletePreview, Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kSid + "/vnc?token=x", RouteId::kVnc, Auth::kViewToken},
        }) {
     INFO(c.method << " " << c.target);
     auto r = route(c.method, c.target);

@@ -45,6 +45,25 @@ TEST_CASE("tokens are bound to session and scope") {
         std::string::npos);
 }
 
+TEST_CASE("the live view accepts view and control tokens, and nothing else") {
+  testing::FakeClock clock(1000);
+  TokenService svc(one_key(), clock);
+  for (const char* scope : {"view", "control"}) {
+    auto claims = svc.verify(svc.issue(kSid, scope, 2000, 0), kSid, {"view", "control"});
+    REQUIRE(claims);
+    CHECK(claims->scope == scope);
+  }
+  auto cdp = svc.verify(svc.issue(kSid, "cdp", 2000, 0), kSid, {"view", "control"});
+  REQUIRE_FALSE(cdp);
+  CHECK(cdp.error().code == "invalid_token");
+  CHECK(cdp.error().message == "token scope is not view or control");
+  CHECK_FALSE(svc.verify(svc.issue(kOther, "control", 2000, 0), kSid, {"view", "control"}));
+  clock.set(2000);
+  auto expired = svc.verify(svc.issue(kSid, "control", 2000, 0), kSid, {"view", "control"});
+  REQUIRE_FALSE(expired);
+  CHECK(expired.error().code == "token_expired");
+}
+
 TEST_CASE("tampered, truncated and foreign tokens are refused") {
   testing::FakeClock clock(1000);
   TokenService svc(one_key(), clock);
