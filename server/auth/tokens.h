@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -59,6 +60,9 @@ class TokenService {
   // As verify, accepting any one of `scopes`.
   Result<TokenClaims> verify_any(std::string_view token, std::string_view session_id,
                                  const std::vector<std::string_view>& scopes) const;
+  // verify(t, id, {"a", "b"}) would build one string_view from two pointers: use verify_any.
+  Result<TokenClaims> verify(std::string_view, std::string_view,
+                             std::initializer_list<const char*>) const = delete;
 
   // Parses and checks the signature only.
   Result<TokenClaims> decode(std::string_view token) const;
