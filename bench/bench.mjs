@@ -9,7 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 import { BIN_DIR, Cdp, api, startCabind, waitFor } from '../tests/integration/helpers.mjs';
-import { chromiumVersion, startHostBrowser } from './host_chromium.mjs';
+import { chromiumVersion, pageTarget, startHostBrowser } from './host_chromium.mjs';
+import { benchComputer, computerRows } from './computer.mjs';
 import { benchMicrovm, microvmRows } from './microvm.mjs';
 import { benchVnc, vncRows } from './vnc.mjs';
 import { summary } from './stats.mjs';
@@ -26,7 +27,7 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,vnc' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc' },
     microvm: { type: 'boolean', default: false },
     'vm-n': { type: 'string', default: '5' },
     'vm-warmup': { type: 'string', default: '0' },
@@ -35,7 +36,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,vnc,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
   process.exit(0);
 }
@@ -139,14 +140,6 @@ async function benchCreate(cabin) {
 
 // ---------------------------------------------------------------------------------------------
 // shared: one cabind session and one host browser, each with a page target on raw CDP
-
-async function pageTarget(listUrl, opts) {
-  const r = await fetch(listUrl, opts);
-  if (!r.ok) throw new Error(`${listUrl} -> ${r.status}`);
-  const page = (await r.json()).find((t) => t.type === 'page');
-  if (!page) throw new Error(`no page target at ${listUrl}`);
-  return Cdp.connect(page.webSocketDebuggerUrl, { maxPayload: 512 << 20 });
-}
 
 async function openPair(cabin) {
   const s = await createSession(cabin, { resolution: { width: WIDTH, height: HEIGHT } });
@@ -374,6 +367,7 @@ function table(results) {
     rows.push(['3 MB string via Runtime.evaluate (MB/s)', fmt(r.cabin.mb_per_s), fmt(r.direct.mb_per_s),
                `${fmt(r.ratio, 2)}x`, '', '']);
   }
+  if (results.computer) rows.push(...computerRows(results.computer, fmt, mark));
   if (results.vnc) rows.push(...vncRows(results.vnc, fmt, mark));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
@@ -420,6 +414,11 @@ async function main() {
       } finally {
         await pair.close();
       }
+    }
+    if (only.has('computer')) {
+      results.computer = await benchComputer(cabin, {
+        shots: opt.quick ? 5 : 20, clicks: opt.quick ? 5 : 20, seconds: opt.quick ? 3 : 5, log,
+      });
     }
     if (only.has('vnc')) {
       results.vnc = await benchVnc(cabin, { width: WIDTH, height: HEIGHT, phaseMs: opt.quick ? 3000 : 5000, log });

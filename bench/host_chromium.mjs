@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 
-import { freePort, removeTree, withDeadline } from '../tests/integration/helpers.mjs';
+import { Cdp, freePort, removeTree, withDeadline } from '../tests/integration/helpers.mjs';
 
 export const CHROMIUM = process.env.CABIN_CHROMIUM || '/usr/bin/chromium';
 export const XVFB = process.env.CABIN_XVFB || '/usr/bin/Xvfb';
@@ -137,7 +137,7 @@ export async function waitDevtools(port, { timeoutMs = 30000, intervalMs = 5, ch
   }
 }
 
-// Xvfb + Chromium, ready: resolves with {port, version, stop()}.
+// Xvfb + Chromium, ready: resolves with {port, version, display, stop()}.
 export async function startHostBrowser({ width = 1280, height = 800, url = 'about:blank' } = {}) {
   const xvfb = await startXvfb(width, height);
   let chromium;
@@ -147,6 +147,7 @@ export async function startHostBrowser({ width = 1280, height = 800, url = 'abou
     return {
       port: chromium.port,
       version,
+      display: xvfb.display,
       stop: async () => {
         await chromium.stop();
         await xvfb.stop();
@@ -157,4 +158,13 @@ export async function startHostBrowser({ width = 1280, height = 800, url = 'abou
     await xvfb.stop();
     throw err;
   }
+}
+
+// The first page target listed at a DevTools discovery URL (cabind's or Chromium's), on raw CDP.
+export async function pageTarget(listUrl, opts) {
+  const r = await fetch(listUrl, opts);
+  if (!r.ok) throw new Error(`${listUrl} -> ${r.status}`);
+  const page = (await r.json()).find((t) => t.type === 'page');
+  if (!page) throw new Error(`no page target at ${listUrl}`);
+  return Cdp.connect(page.webSocketDebuggerUrl, { maxPayload: 512 << 20 });
 }

@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "common/frame_stream.h"
+
 namespace cabin::api {
 namespace {
 
@@ -99,8 +101,7 @@ Result<std::string> screenshot_agent_query(const std::map<std::string, std::stri
   bool any_region = x || y || w || h;
   if (any_region) {
     if (!(x && y && w && h)) return bad_query("a region needs x, y, w and h");
-    if (*x < 0 || *y < 0 || *w < 1 || *h < 1 || *x + *w > screen.width ||
-        *y + *h > screen.height) {
+    if (*x < 0 || *y < 0 || *w < 1 || *h < 1 || *x + *w > screen.width || *y + *h > screen.height) {
       return bad_query("the region must lie inside the " + std::to_string(screen.width) + "x" +
                        std::to_string(screen.height) + " screen");
     }
@@ -121,6 +122,29 @@ Result<std::string> screenshot_agent_query(const std::map<std::string, std::stri
     }
     out += "&width=" + std::to_string(*width) + "&height=" + std::to_string(*height);
   }
+  return out;
+}
+
+Result<FramesQuery> frames_agent_query(const std::map<std::string, std::string>& query,
+                                       computer::ScreenSize screen, bool mjpeg) {
+  std::map<std::string, std::string> shot = query;
+  shot.erase("token");
+  FramesQuery out;
+  out.fps = frames::kDefaultFps;
+  if (auto it = shot.find("fps"); it != shot.end()) {
+    int64_t n = 0;
+    if (!to_int(it->second, n) || n < 1 || n > frames::kMaxFps) {
+      return bad_query("fps must be an integer in 1.." + std::to_string(frames::kMaxFps));
+    }
+    out.fps = static_cast<int>(n);
+    shot.erase(it);
+  }
+  auto [format, inserted] = shot.try_emplace("format", "jpeg");
+  if (mjpeg && format->second != "jpeg") return bad_query("an MJPEG stream is JPEG only");
+  auto q = screenshot_agent_query(shot, screen);
+  if (!q) return q.error();
+  out.agent_query = *q + "&fps=" + std::to_string(out.fps);
+  out.format = format->second;
   return out;
 }
 

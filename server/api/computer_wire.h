@@ -3,9 +3,8 @@
 // coordinate space.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +21,17 @@ inline constexpr int64_t kMaxImageDim = computer::kMaxScreenDim;
 // quality=1..100, scale=(0,1] or width+height, region x+y+w+h inside the screen, cursor=0|1.
 Result<std::string> screenshot_agent_query(const std::map<std::string, std::string>& query,
                                            computer::ScreenSize screen);
+
+struct FramesQuery {
+  std::string agent_query;  // for /agent/v1/frames; equal queries share one stream
+  std::string format;       // "png" or "jpeg"
+  int fps = 0;
+};
+
+// GET /v1/sessions/{id}/frames query: the screenshot's parameters (format defaults to jpeg
+// here) plus fps=1..60 (default 15); `token` is skipped. `mjpeg`: the format must be jpeg.
+Result<FramesQuery> frames_agent_query(const std::map<std::string, std::string>& query,
+                                       computer::ScreenSize screen, bool mjpeg);
 
 // The agent's answer to POST /agent/v1/computer (status 200 or 422) for a batch of
 // `actions` actions. Keeps only documented fields, checks types and bounds, and turns

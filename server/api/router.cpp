@@ -97,6 +97,11 @@ Result<std::string> percent_decode(std::string_view s) {
   return out;
 }
 
+bool takes_connection(RouteId id) {
+  return id == RouteId::kCdpBrowser || id == RouteId::kCdpPage || id == RouteId::kFrames ||
+         id == RouteId::kFramesMjpeg || id == RouteId::kVnc;
+}
+
 Result<Route> route(std::string_view method, std::string_view target) {
   size_t qpos = target.find('?');
   std::string_view path = target.substr(0, qpos);
@@ -148,6 +153,10 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 4 && sub == "screenshot") return want("GET", RouteId::kScreenshot, Auth::kApiKey);
   if (n == 4 && sub == "logs") return want("GET", RouteId::kLogs, Auth::kApiKey);
   if (n == 4 && sub == "cdp") return want("GET", RouteId::kCdpBrowser, Auth::kCdpToken);
+  if (n == 4 && sub == "frames") return want("GET", RouteId::kFrames, Auth::kViewToken);
+  if (n == 4 && sub == "frames.mjpeg") {
+    return want("GET", RouteId::kFramesMjpeg, Auth::kViewToken);
+  }
   if (n == 4 && sub == "vnc") return want("GET", RouteId::kVnc, Auth::kViewToken);
   if (sub == "live") {
     if (n == 4) return want("GET", RouteId::kLivePage, Auth::kViewToken);

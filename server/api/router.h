@@ -18,11 +18,13 @@ enum class RouteId {
   kGetSession,
   kDeleteSession,
   kExec,
-  kComputer,       // POST: one action or a batch, any vocabulary
-  kScreenshot,     // GET: image bytes
-  kLogs,           // GET: the sandbox's newest output lines
-  kCdpBrowser,     // WebSocket: the browser target
-  kCdpPage,        // WebSocket: /devtools/page/{target}
+  kComputer,     // POST: one action or a batch, any vocabulary
+  kScreenshot,   // GET: image bytes
+  kLogs,         // GET: the sandbox's newest output lines
+  kCdpBrowser,   // WebSocket: the browser target
+  kCdpPage,      // WebSocket: /devtools/page/{target}
+  kFrames,       // WebSocket: a frame whenever the screen changes
+  kFramesMjpeg,  // GET: multipart/x-mixed-replace JPEG stream
   kJsonVersion,
   kJsonList,
   kConsolePage,    // GET /: the web console (static; its API calls carry the key)
@@ -50,6 +52,8 @@ enum class Auth {
 
 // The token scopes a route with this auth accepts; empty for kNone and kApiKey.
 const std::vector<std::string_view>& token_scopes(Auth auth);
+// Routes whose handler takes the connection over (WebSocket upgrades and endless streams).
+bool takes_connection(RouteId id);
 
 struct Route {
   RouteId id;

@@ -25,7 +25,8 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return spec;
   auto j = parse_object(body);
   if (!j) return j.error();
-  if (auto r = reject_unknown(*j, {"driver", "resolution", "resources", "timeout_s", "start_url"});
+  if (auto r = reject_unknown(
+          *j, {"driver", "resolution", "display", "resources", "timeout_s", "start_url"});
       !r) {
     return r.error();
   }
@@ -45,6 +46,22 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
       if (!n) return n.error();
       *out = static_cast<int>(*n);
     }
+  }
+  if (auto it = j->find("display"); it != j->end()) {
+    if (!it->is_object()) return invalid_field("display", "must be an object {width, height}");
+    if (auto r = reject_unknown(*it, {"width", "height"}, "display."); !r) return r.error();
+    Resolution d;
+    for (auto [name, out] : {std::pair{"width", &d.width}, std::pair{"height", &d.height}}) {
+      auto f = it->find(name);
+      if (f == it->end()) return invalid_field(std::string("display.") + name, "is required");
+      auto n = read_int(*f, std::string("display.") + name, 1, kMaxDimension);
+      if (!n) return n.error();
+      *out = static_cast<int>(*n);
+    }
+    if (d.width > spec.resolution.width || d.height > spec.resolution.height) {
+      return invalid_field("display", "must not be larger than the resolution");
+    }
+    spec.display = d;
   }
   if (auto it = j->find("resources"); it != j->end()) {
     if (!it->is_object()) return invalid_field("resources", "must be an object {vcpus, memory_mb}");

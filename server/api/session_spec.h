@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,9 @@ struct Resources {
 struct SessionSpec {
   std::string driver;  // empty: the server's default driver
   Resolution resolution;
+  // The screen size the model sees; computer-use coordinates and screenshots are scaled between
+  // it and the resolution unless a request declares its own.
+  std::optional<Resolution> display;
   Resources resources;
   int64_t timeout_s = 3600;
   std::string start_url;  // empty: about:blank

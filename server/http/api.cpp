@@ -134,6 +134,9 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     std::string ws = base_url(req, true) + "/v1/sessions/" + r.id;
     std::string token = cdp_token(*s);
     j["cdp_url"] = ws + "/cdp?token=" + token;
+    if (const auto& d = s->spec().display) {
+      j["display"] = {{"width", d->width}, {"height", d->height}};
+    }
     j["json_version_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/json/version";
     j["vnc_url"] = ws + "/vnc?token=" + scoped_token(*s, "view");
     j["live_view_url"] =
@@ -269,6 +272,8 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
       co_return error_response(http::status::not_found, "not_found", "no such endpoint");
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
+    case RouteId::kFrames:
+    case RouteId::kFramesMjpeg:
     case RouteId::kVnc:
       co_return error_response(http::status::bad_request, "websocket_required",
                                "this endpoint takes a WebSocket upgrade");
@@ -373,6 +378,10 @@ net::awaitable<Response> Api::discovery(const api::Route& route, const Request& 
 
 net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& authn, Request req,
                                          net::ip::tcp::socket socket, beast::flat_buffer buffer) {
+  if (route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg) {
+    co_await frames(route, std::move(req), std::move(socket));
+    co_return;
+  }
   auto fail = [&](Response res) -> net::awaitable<void> {
     res.keep_alive(false);
     boost::system::error_code ec;

@@ -15,6 +15,7 @@
 #include "server/auth/token_connections.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
+#include "server/http/frames.h"
 #include "server/http/responses.h"
 #include "server/http/static_files.h"
 #include "server/sessions/session_manager.h"
@@ -72,6 +73,8 @@ class Api {
   net::awaitable<Response> exec(const api::Route& route, const Request& req);
   net::awaitable<Response> computer(const api::Route& route, const Request& req);
   net::awaitable<Response> screenshot(const api::Route& route);
+  // GET /frames (WebSocket) and /frames.mjpeg; takes the connection.
+  net::awaitable<void> frames(const api::Route& route, Request req, net::ip::tcp::socket socket);
   net::awaitable<Response> discovery(const api::Route& route, const Request& req);
   Response info() const;
   Response ui_file(std::string_view name, const Request& req, PageCache cache) const;
@@ -85,6 +88,7 @@ class Api {
   auth::TokenConnections& connections_;
   std::string api_key_;
   const StaticFiles& ui_;
+  FrameHub frame_hub_;
 };
 
 }  // namespace cabin::http_api

@@ -1,5 +1,16 @@
-// The computer-use endpoints of Api: screenshots and action batches, relayed to cabin-agent.
+// The computer-use endpoints of Api: screenshots, frame streams and action batches, relayed to
+// cabin-agent.
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
+
+#include <algorithm>
+#include <boost/asio/redirect_error.hpp>
+#include <cctype>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 
 #include "common/computer_actions.h"
 #include "server/api/computer_wire.h"
@@ -22,19 +33,21 @@ net::awaitable<Response> Api::computer(const api::Route& route, const Request& r
   auto s = sessions_.find(route.session_id);
   if (!s) co_return error_response(session_gone());
   const auto screen = screen_of(*s);
-  auto batch = computer::parse_request(req.body(), computer::Limits{}, screen);
+  std::optional<computer::Size> model;
+  if (const auto& d = s->spec().display) model = computer::Size{d->width, d->height};
+  auto batch = computer::parse_request(req.body(), computer::Limits{}, screen, model);
   if (!batch) co_return error_response(batch.error());
-  auto res = co_await s->agent().request(http::verb::post, "/agent/v1/computer",
-                                         computer::to_json(*batch).dump(),
-                                         std::chrono::milliseconds(api::computer_budget_ms(*batch)));
+  auto res = co_await s->agent().request(
+      http::verb::post, "/agent/v1/computer", computer::to_json(*batch).dump(),
+      std::chrono::milliseconds(api::computer_budget_ms(*batch)));
   if (!res) co_return error_response(res.error());
   auto status = res->result();
   if (status != http::status::ok && status != http::status::unprocessable_entity) {
     co_return error_response(http::status::bad_gateway, "agent_error",
                              "agent answered " + std::to_string(res->result_int()));
   }
-  auto body = api::check_computer_answer(res->body(), batch->actions.size(), screen,
-                                         batch->model_size);
+  auto body =
+      api::check_computer_answer(res->body(), batch->actions.size(), screen, batch->model_size);
   if (!body) co_return error_response(body.error());
   co_return json_response(status, *body);
 }
@@ -48,19 +61,61 @@ net::awaitable<Response> Api::screenshot(const api::Route& route) {
                                          std::chrono::seconds(30));
   if (!res) co_return error_response(res.error());
   auto type = res->find(http::field::content_type);
-  bool image = type != res->end() &&
-               (type->value() == "image/png" || type->value() == "image/jpeg");
+  bool image =
+      type != res->end() && (type->value() == "image/png" || type->value() == "image/jpeg");
   if (res->result() != http::status::ok || !image) {
-    co_return error_response(http::status::bad_gateway, "agent_error",
-                             "agent answered " + std::to_string(res->result_int()) +
-                                 " without an image");
+    co_return error_response(
+        http::status::bad_gateway, "agent_error",
+        "agent answered " + std::to_string(res->result_int()) + " without an image");
   }
   Response out{http::status::ok, 11};
   out.set(http::field::content_type, type->value());
   out.set(http::field::cache_control, "no-store");
+  // The agent's grab and encode times, passed on when they look like what it sends.
+  if (auto t = res->find("Server-Timing"); t != res->end() && t->value().size() <= 128 &&
+      std::all_of(t->value().begin(), t->value().end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == ';' || c == '=' || c == '.' ||
+               c == ',' || c == ' ';
+      })) {
+    out.set("Server-Timing", t->value());
+  }
   out.body() = std::move(res->body());
   out.prepare_payload();
   co_return out;
+}
+
+net::awaitable<void> Api::frames(const api::Route& route, Request req,
+                                 net::ip::tcp::socket socket) {
+  const bool mjpeg = route.id == api::RouteId::kFramesMjpeg;
+  auto refuse = [&](const Error& e) -> net::awaitable<void> {
+    auto res = error_response(e);
+    res.keep_alive(false);
+    boost::system::error_code ec;
+    co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
+    socket.shutdown(net::socket_base::shutdown_both, ec);
+  };
+  if (!mjpeg && !beast::websocket::is_upgrade(req)) {
+    co_await refuse(make_error(Errc::kInvalidArgument, "websocket_required",
+                               "this endpoint takes a WebSocket upgrade; frames.mjpeg does not"));
+    co_return;
+  }
+  auto s = sessions_.find(route.session_id);
+  if (!s || s->record().status != "running") {
+    co_await refuse(session_gone());
+    co_return;
+  }
+  auto q = api::frames_agent_query(route.query, screen_of(*s), mjpeg);
+  if (!q) {
+    co_await refuse(q.error());
+    co_return;
+  }
+  if (mjpeg) {
+    co_await frame_hub_.serve_mjpeg(std::move(s), std::move(q->agent_query), std::move(socket));
+  } else {
+    co_await frame_hub_.serve_websocket(std::move(s), std::move(q->agent_query),
+                                        std::move(q->format), q->fps, std::move(req),
+                                        std::move(socket));
+  }
 }
 
 }  // namespace cabin::http_api

@@ -142,8 +142,7 @@ net::awaitable<void> HttpServer::serve(net::ip::tcp::socket socket) {
       } else {
         res = error_response(authed.error());
       }
-    } else if (route->id == api::RouteId::kCdpBrowser || route->id == api::RouteId::kCdpPage ||
-               route->id == api::RouteId::kVnc) {
+    } else if (api::takes_connection(route->id)) {
       stream.expires_never();
       untrack.set.erase(handle);
       co_await api_.handle_upgrade(*route, *authed, std::move(req), stream.release_socket(),

@@ -6,9 +6,8 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 
 namespace cabin::sessions {
 namespace {
@@ -74,8 +73,9 @@ net::awaitable<Result<http::response<http::string_body>>> AgentClient::request(
 }
 
 net::awaitable<Result<AgentHealth>> AgentClient::health(int wait_ms) {
-  auto res = co_await request(http::verb::get, "/agent/v1/health?wait_ms=" + std::to_string(wait_ms),
-                              "", std::chrono::milliseconds(wait_ms + 5000));
+  auto res =
+      co_await request(http::verb::get, "/agent/v1/health?wait_ms=" + std::to_string(wait_ms), "",
+                       std::chrono::milliseconds(wait_ms + 5000));
   if (!res) co_return res.error();
   if (res->result() != http::status::ok) {
     co_return bad_gateway("agent health answered " + std::to_string(res->result_int()));
@@ -100,7 +100,8 @@ net::awaitable<Result<AgentHealth>> AgentClient::health(int wait_ms) {
     }
     h.devtools_port = (*d)["port"].get<int>();
     h.browser_path = (*d)["browser_path"].get<std::string>();
-    bool path_ok = h.browser_path.rfind("/devtools/browser/", 0) == 0 && h.browser_path.size() < 128;
+    bool path_ok =
+        h.browser_path.rfind("/devtools/browser/", 0) == 0 && h.browser_path.size() < 128;
     for (char c : h.browser_path) path_ok = path_ok && c > 0x20 && c < 0x7f && c != '?';
     if (h.devtools_port <= 0 || h.devtools_port > 65535 || !path_ok) {
       co_return bad_gateway("agent health devtools fields are invalid");
@@ -135,6 +136,43 @@ net::awaitable<Result<Tunnel>> AgentClient::connect(int port) {
                           std::to_string(parser.get().result_int()) + ")");
   }
   co_return t;
+}
+
+net::awaitable<Result<Tunnel>> AgentClient::open_stream(const std::string& target) {
+  auto dialed = co_await sandbox_.dial_agent();
+  if (!dialed) co_return dialed.error();
+  Tunnel t{std::move(*dialed), {}};
+  boost::system::error_code ec;
+  http::response_parser<http::string_body> parser;
+  {
+    Deadline deadline(t.stream, std::chrono::seconds(10));
+    http::request<http::empty_body> req{http::verb::get, target, 11};
+    req.set(http::field::host, "agent");
+    req.set("X-Cabin-Agent-Secret", secret_);
+    req.keep_alive(false);
+    co_await http::async_write(t.stream, req, net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return bad_gateway("writing to agent: " + ec.message());
+    parser.header_limit(kMaxAgentHeader);
+    parser.body_limit(64 * 1024);
+    co_await http::async_read_header(t.stream, t.buffer, parser,
+                                     net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return bad_gateway("reading from agent: " + ec.message());
+    if (parser.get().result() == http::status::ok) co_return t;
+    co_await http::async_read(t.stream, t.buffer, parser,
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  const int status = parser.get().result_int();
+  std::string message = "agent answered " + std::to_string(status);
+  std::string code = "agent_error";
+  auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
+  if (!ec && j.is_object() && j["error"].is_object() && j["error"]["message"].is_string() &&
+      j["error"]["code"].is_string()) {
+    message = j["error"]["message"].get<std::string>().substr(0, 1024);
+    code = j["error"]["code"].get<std::string>().substr(0, 64);
+  }
+  if (status == 400) co_return make_error(Errc::kInvalidArgument, code, message);
+  if (status == 503) co_return make_error(Errc::kUnavailable, code, message);
+  co_return bad_gateway(message);
 }
 
 net::awaitable<Result<http::response<http::string_body>>> AgentClient::get_through_tunnel(

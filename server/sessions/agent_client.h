@@ -1,12 +1,14 @@
-// AgentClient: cabind's side of the cabin-agent protocol (docs/agent-protocol.md); every answer from
-// the guest is size-limited and validated, since the guest is hostile.
+// AgentClient: cabind's side of the cabin-agent protocol (docs/agent-protocol.md); every answer
+// from the guest is size-limited and validated, since the guest is hostile.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/string_body.hpp>
-
 #include <chrono>
 #include <string>
 
@@ -49,6 +51,10 @@ class AgentClient {
   // Opens a stream to 127.0.0.1:port inside the sandbox: directly where the driver can, else
   // through the agent's CONNECT.
   net::awaitable<Result<Tunnel>> connect(int port);
+  // GET target from the agent, for an endpoint that streams: on 200 the stream is handed over
+  // right after the response header (buffer: body bytes already read). The agent's errors come
+  // back as errors: 400 as kInvalidArgument, 503 as kUnavailable, with the agent's message.
+  net::awaitable<Result<Tunnel>> open_stream(const std::string& target);
   // GET path from 127.0.0.1:port inside the sandbox over a tunnel (for DevTools discovery).
   net::awaitable<Result<http::response<http::string_body>>> get_through_tunnel(
       int port, const std::string& path, size_t body_limit);

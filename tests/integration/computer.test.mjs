@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { pngSize, useCabind, waitFor } from './helpers.mjs';
+import { pixelAt, pngDecode, pngSize, useCabind, waitFor } from './helpers.mjs';
 
 const ctx = useCabind();
 const W = 1280;
@@ -169,6 +169,60 @@ describe('computer use', () => {
     assert.deepEqual(pos.json.results[0], { op: 'cursor_position', x: mx, y: my });
   });
 
+  test('a display declared for the session scales every request that does not declare one',
+    async () => {
+      const s2 = await ctx.server.createSession({ resolution: { width: W, height: H },
+                                                  display: { width: 640, height: 400 } });
+      try {
+        assert.deepEqual(s2.display, { width: 640, height: 400 });
+        const move = await ctx.server.api('POST', `/v1/sessions/${s2.id}/computer`, { actions: [
+          { action: 'mouse_move', coordinate: [100, 50] }, { action: 'cursor_position' },
+          { action: 'screenshot' }] });
+        assert.equal(move.status, 200, move.text);
+        assert.deepEqual(move.json.results[1], { op: 'cursor_position', x: 100, y: 50 });
+        assert.deepEqual([move.json.results[2].width, move.json.results[2].height], [640, 400]);
+        // A request's own display wins.
+        const own = await ctx.server.api('POST', `/v1/sessions/${s2.id}/computer`, {
+          actions: [{ action: 'cursor_position' }], display: { width: W, height: H } });
+        assert.deepEqual(own.json.results[0], { op: 'cursor_position', x: 201, y: 101 });
+        const off = await ctx.server.api('POST', `/v1/sessions/${s2.id}/computer`,
+          { action: 'left_click', coordinate: [640, 10] });
+        assert.equal(off.status, 400, off.text);
+      } finally {
+        await ctx.server.api('DELETE', `/v1/sessions/${s2.id}`);
+      }
+    });
+
+  test('at 1920x1080, clicks in Cabin\'s own vocabulary land on the exact pixel', async () => {
+    const big = await ctx.server.createSession({ resolution: { width: 1920, height: 1080 } });
+    let b2;
+    try {
+      b2 = await chromium.connectOverCDP(big.cdp_url);
+      const p2 = b2.contexts()[0].pages()[0];
+      await p2.setContent(PAGE);
+      await p2.bringToFront();
+      const o = await p2.evaluate(() => ({
+        x: window.screenX + (window.outerWidth - window.innerWidth),
+        y: window.screenY + (window.outerHeight - window.innerHeight),
+      }));
+      for (const [cx, cy] of [[150, 130], [1700, 900]]) {
+        const [x, y] = [o.x + cx, o.y + cy];
+        const r = await ctx.server.api('POST', `/v1/sessions/${big.id}/computer`, {
+          actions: [{ op: 'click', x, y, button: 'left', count: 1, modifiers: ['ctrl'] }] });
+        assert.equal(r.status, 200, r.text);
+        let ev;
+        await waitFor(async () => {
+          ev = (await p2.evaluate(() => window.log.splice(0))).find((e) => e.type === 'mousedown');
+          return ev;
+        }, { what: 'mousedown at 1920x1080' });
+        assert.deepEqual([ev.x, ev.y, ev.ctrl], [x, y, true]);
+      }
+    } finally {
+      await b2?.close();
+      await ctx.server.api('DELETE', `/v1/sessions/${big.id}`);
+    }
+  });
+
   test('screenshots decode at the asked size and show the page', async () => {
     const png = await fetch(`${ctx.server.base}/v1/sessions/${s.id}/screenshot`, {
       headers: { authorization: `Bearer ${ctx.server.key}` },
@@ -193,6 +247,20 @@ describe('computer use', () => {
     const img = z.json.results[0];
     assert.equal(img.media_type, 'image/png');
     assert.deepEqual([img.width, img.height], [20, 20]);
+    // Every pixel of the zoomed region is the box's red.
+    const zoomed = pngDecode(Buffer.from(img.data, 'base64'));
+    for (const [x, y] of [[0, 0], [19, 0], [10, 10], [0, 19], [19, 19]]) {
+      assert.deepEqual(pixelAt(zoomed, x, y), [255, 0, 0], `zoom pixel ${x},${y}`);
+    }
+    // The whole screen shows the box where the page drew it, and white around it.
+    const full = pngDecode(Buffer.from(await (await fetch(
+      `${ctx.server.base}/v1/sessions/${s.id}/screenshot`,
+      { headers: { authorization: `Bearer ${ctx.server.key}` } })).arrayBuffer()));
+    const [ox, oy] = await screenPoint(0, 0);
+    assert.deepEqual(pixelAt(full, ox + 100, oy + 100), [255, 0, 0], 'box top-left');
+    assert.deepEqual(pixelAt(full, ox + 299, oy + 199), [255, 0, 0], 'box bottom-right');
+    assert.deepEqual(pixelAt(full, ox + 99, oy + 100), [255, 255, 255], 'left of the box');
+    assert.deepEqual(pixelAt(full, ox + 300, oy + 199), [255, 255, 255], 'right of the box');
   });
 
   test('bad input is refused with a clear error and the session stays usable', async () => {

@@ -8,6 +8,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import zlib from 'node:zlib';
 import { after, before } from 'node:test';
 import WebSocket from 'ws';
 
@@ -343,9 +344,14 @@ function dechunk(s) {
 
 // Opens a WebSocket. Resolves with the open socket; rejects with an Error carrying `status`,
 // `body` and `json` when the server answers the upgrade with an HTTP response instead.
-export function wsOpen(url, { headers = {}, timeoutMs = 10000, maxPayload = 256 << 20 } = {}) {
+// `onMessage` is attached before the socket opens: a message sent right behind the server's
+// 101 is delivered before a listener attached after the promise resolves could see it.
+export function wsOpen(url, {
+  headers = {}, timeoutMs = 10000, maxPayload = 256 << 20, onMessage,
+} = {}) {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { headers, maxPayload, perMessageDeflate: false });
+    if (onMessage) ws.on('message', onMessage);
     const timer = setTimeout(() => {
       ws.terminate();
       reject(new Error(`WebSocket ${redact(url)}: no answer within ${timeoutMs} ms`));
@@ -557,4 +563,52 @@ export function pngSize(buf) {
   if (buf.length < 24 || !buf.subarray(0, 8).equals(sig)) throw new Error('not a PNG');
   if (buf.toString('latin1', 12, 16) !== 'IHDR') throw new Error('PNG without IHDR first');
   return { width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
+}
+
+// Decodes an 8-bit RGB or RGBA PNG (what cabin-agent writes; no palettes, no interlace):
+// {width, height, channels, data} with rows packed, `channels` bytes per pixel.
+export function pngDecode(buf) {
+  const { width, height } = pngSize(buf);
+  const depth = buf[24];
+  const type = buf[25];
+  const channels = { 2: 3, 6: 4 }[type];
+  if (depth !== 8 || !channels || buf[28] !== 0) throw new Error('unsupported PNG layout');
+  const idat = [];
+  for (let off = 8; off < buf.length;) {
+    const len = buf.readUInt32BE(off);
+    const kind = buf.toString('latin1', off + 4, off + 8);
+    if (kind === 'IDAT') idat.push(buf.subarray(off + 8, off + 8 + len));
+    off += 12 + len;
+  }
+  const raw = zlib.inflateSync(Buffer.concat(idat));
+  const stride = width * channels;
+  const data = Buffer.alloc(stride * height);
+  for (let y = 0; y < height; y++) {
+    const filter = raw[y * (stride + 1)];
+    const line = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
+    for (let x = 0; x < stride; x++) {
+      const a = x >= channels ? data[y * stride + x - channels] : 0;
+      const b = y > 0 ? data[(y - 1) * stride + x] : 0;
+      const c = x >= channels && y > 0 ? data[(y - 1) * stride + x - channels] : 0;
+      let pred = 0;
+      if (filter === 1) pred = a;
+      else if (filter === 2) pred = b;
+      else if (filter === 3) pred = (a + b) >> 1;
+      else if (filter === 4) {
+        const p = a + b - c;
+        const pa = Math.abs(p - a);
+        const pb = Math.abs(p - b);
+        const pc = Math.abs(p - c);
+        pred = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      } else if (filter !== 0) throw new Error(`PNG filter ${filter}`);
+      data[y * stride + x] = (line[x] + pred) & 0xff;
+    }
+  }
+  return { width, height, channels, data };
+}
+
+// The [r, g, b] of pixel (x, y) of a pngDecode() result.
+export function pixelAt(img, x, y) {
+  const i = (y * img.width + x) * img.channels;
+  return [img.data[i], img.data[i + 1], img.data[i + 2]];
 }

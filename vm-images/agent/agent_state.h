@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "vm-images/agent/notifier.h"
+#include "common/notifier.h"
 
 namespace cabin::agent {
 

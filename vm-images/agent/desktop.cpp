@@ -1,6 +1,7 @@
 #include "vm-images/agent/desktop.h"
 
 #include <algorithm>
+#include <chrono>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <iterator>
@@ -162,9 +163,7 @@ vnc::Size Desktop::screen_size() const { return display_->size(); }
 
 vnc::Input& Desktop::input() { return *input_; }
 
-Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
-  if (auto r = open(); !r) return r.error();
-  const vnc::Size screen = display_->size();
+Result<void> check_shot(const ShotSpec& spec, vnc::Size screen) {
   if (spec.region) {
     const vnc::Rect& r = *spec.region;
     if (r.x < 0 || r.y < 0 || r.width <= 0 || r.height <= 0 || r.x + r.width > screen.width ||
@@ -183,15 +182,25 @@ Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
     return make_error(Errc::kInvalidArgument, "image_too_large",
                       "the image would exceed " + std::to_string(kMaxImagePixels) + " pixels");
   }
-  if (auto r = capturer_->grab(frame_, spec.region, spec.cursor); !r) return r.error();
+  return {};
+}
 
+Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec) {
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  const auto t0 = Clock::now();
+  if (auto r = capturer.grab(frame, spec.region, spec.cursor); !r) return r.error();
+  const double grab_ms = ms_since(t0);
+  const auto t1 = Clock::now();
   std::optional<vnc::Image> scaled;
-  if (out != frame_.size()) {
-    auto s = vnc::scale(frame_.view(), out);
+  if (spec.size && *spec.size != frame.size()) {
+    auto s = vnc::scale(frame.view(), *spec.size);
     if (!s) return s.error();
     scaled.emplace(std::move(*s));
   }
-  const vnc::ImageView view = scaled ? scaled->view() : frame_.view();
+  const vnc::ImageView view = scaled ? scaled->view() : frame.view();
   Result<std::vector<uint8_t>> bytes = std::vector<uint8_t>();
   EncodedImage img;
   if (spec.format == computer::ImageFormat::kJpeg) {
@@ -205,7 +214,15 @@ Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
   img.bytes.assign(bytes->begin(), bytes->end());
   img.width = view.width;
   img.height = view.height;
+  img.grab_ms = grab_ms;
+  img.encode_ms = ms_since(t1);
   return img;
+}
+
+Result<EncodedImage> Desktop::screenshot(const ShotSpec& spec) {
+  if (auto r = open(); !r) return r.error();
+  if (auto r = check_shot(spec, display_->size()); !r) return r.error();
+  return shoot(*capturer_, frame_, spec);
 }
 
 }  // namespace cabin::agent

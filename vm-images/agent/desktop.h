@@ -43,11 +43,18 @@ struct EncodedImage {
   std::string bytes;
   int width = 0;
   int height = 0;
+  double grab_ms = 0;    // capture, with the cursor drawn in when asked
+  double encode_ms = 0;  // scaling and encoding
 };
 
 // GET /agent/v1/screenshot query: format, quality, x/y/w/h (all or none), width/height (both or
 // none), cursor. Syntax only; the region is checked against the screen by Desktop::screenshot.
 Result<ShotSpec> parse_screenshot_query(std::string_view query);
+
+// The region lies inside `screen` and the output stays under kMaxImagePixels.
+Result<void> check_shot(const ShotSpec& spec, vnc::Size screen);
+// Grabs (into `frame`, reused), scales and encodes a checked spec.
+Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec);
 
 // A FIFO coroutine mutex: computer batches of one agent run one after another, never interleaved.
 class Gate {

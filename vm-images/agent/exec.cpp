@@ -15,7 +15,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "vm-images/agent/notifier.h"
+#include "common/notifier.h"
 #include "vm-images/agent/process.h"
 
 namespace cabin::agent {

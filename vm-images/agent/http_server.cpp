@@ -14,12 +14,14 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <cstring>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/crypto.h"
 #include "common/log.h"
 #include "vm-images/agent/computer.h"
 #include "vm-images/agent/desktop.h"
+#include "vm-images/agent/frames.h"
 #include "vm-images/agent/tunnel.h"
 
 namespace cabin::agent {
@@ -34,6 +36,8 @@ using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
 constexpr std::string_view kSecretHeader = "X-Cabin-Agent-Secret";
+// cabind shares one stream among all viewers that ask for the same frames.
+constexpr size_t kMaxFrameStreams = 8;
 
 Response json_response(http::status status, std::string body) {
   Response res{status, 11};
@@ -65,6 +69,7 @@ struct HttpServer::Conn {
   std::unique_ptr<Desktop> desktop;
   size_t connections = 0;
   size_t execs = 0;
+  size_t frame_streams = 0;
 };
 
 namespace {
@@ -95,6 +100,8 @@ Response screenshot_route(HttpServer::Conn& sh, const Request& req, std::string_
   res.set(http::field::cache_control, "no-store");
   res.set("X-Image-Width", std::to_string(img->width));
   res.set("X-Image-Height", std::to_string(img->height));
+  res.set("Server-Timing", fmt::format("grab;dur={:.3f}, encode;dur={:.3f}", img->grab_ms,
+                                       img->encode_ms));
   res.body() = std::move(img->bytes);
   res.prepare_payload();
   return res;
@@ -145,12 +152,46 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
     auto result = co_await run_exec(std::move(*spec), sh->opts.exec);
     if (!result) co_return error_response(result.error());
     co_return json_response(http::status::ok,
-                           agent_protocol::to_json(*result).dump(
-                               -1, ' ', false, nlohmann::json::error_handler_t::replace));
+                            agent_protocol::to_json(*result).dump(
+                                -1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
   if (path == "/agent/v1/screenshot") co_return screenshot_route(*sh, req, query);
   if (path == "/agent/v1/computer") co_return co_await computer_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
+}
+
+// The checks before a frame stream takes over the connection. Without `capture`, `refusal` is
+// the answer to send instead.
+struct FramesStart {
+  std::unique_ptr<FrameCapture> capture;
+  FrameSpec spec;
+  Response refusal;
+};
+
+FramesStart open_frames(HttpServer::Conn& sh, const Request& req, std::string_view query) {
+  FramesStart out;
+  if (auto wrong = require_method(req, http::verb::get)) {
+    out.refusal = std::move(*wrong);
+    return out;
+  }
+  auto spec = parse_frames_query(query);
+  if (!spec) {
+    out.refusal = error_response(spec.error());
+    return out;
+  }
+  if (sh.frame_streams >= kMaxFrameStreams) {
+    out.refusal = error_response(http::status::service_unavailable, "busy",
+                                 "too many frame streams are open");
+    return out;
+  }
+  auto capture = open_frame_capture(sh.state->snapshot().display, *spec);
+  if (!capture) {
+    out.refusal = error_response(capture.error());
+    return out;
+  }
+  out.capture = std::move(*capture);
+  out.spec = *spec;
+  return out;
 }
 
 // Maps a read failure to the answer it deserves; nullopt means just close.
@@ -254,6 +295,20 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
       co_await handle_connect(sh, stream, buffer, req);
       co_return;
     }
+    if (auto [path, query] = split_target(req.target()); path == "/agent/v1/frames") {
+      FramesStart start = open_frames(*sh, req, query);
+      if (start.capture) {
+        Counted streaming(sh->frame_streams);
+        co_await serve_frames(stream.release_socket(), std::move(start.capture), start.spec);
+        co_return;
+      }
+      start.refusal.keep_alive(keep_alive);
+      stream.expires_after(opts.read_timeout);
+      co_await http::async_write(stream, start.refusal,
+                                 net::redirect_error(net::use_awaitable, ec));
+      if (ec || !keep_alive) break;
+      continue;
+    }
     Response res = co_await route(sh, std::move(req));
     res.keep_alive(keep_alive);
     stream.expires_after(opts.read_timeout);
@@ -270,9 +325,9 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
 HttpServer::HttpServer(net::any_io_executor ex, HttpServerOptions opts, AgentState& state)
     : ex_(ex),
       opts_(std::move(opts)),
-      shared_(std::make_shared<Conn>(Conn{
-          opts_, &state,
-          std::make_unique<Desktop>(ex, [st = &state] { return st->snapshot().display; })})),
+      shared_(std::make_shared<Conn>(
+          Conn{opts_, &state,
+               std::make_unique<Desktop>(ex, [st = &state] { return st->snapshot().display; })})),
       acceptor_(ex) {}
 
 HttpServer::~HttpServer() { stop(); }

@@ -20,7 +20,7 @@
 
 #include "common/result.h"
 #include "vm-images/agent/agent_state.h"
-#include "vm-images/agent/notifier.h"
+#include "common/notifier.h"
 #include "vm-images/agent/process.h"
 
 namespace cabin::agent {

@@ -9,7 +9,7 @@
 #include <boost/asio/write.hpp>
 #include <memory>
 
-#include "vm-images/agent/notifier.h"
+#include "common/notifier.h"
 
 namespace cabin::agent {
 namespace {

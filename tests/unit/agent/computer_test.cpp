@@ -18,6 +18,7 @@
 #include "tests/unit/agent/server_fixture.h"
 #include "tests/unit/agent/test_util.h"
 #include "vm-images/agent/computer.h"
+#include "vm-images/agent/frames.h"
 #include "vm-images/agent/desktop.h"
 #include "vm-images/agent/http_server.h"
 // Last: Xlib's macros (None, Status, Bool) would break the headers above.
@@ -146,6 +147,24 @@ TEST_CASE("screenshot query parsing is strict", "[agent][desktop]") {
                           "cursor=2", "format=png&format=png", "format", "quality=abc"}) {
     INFO(bad);
     auto r = parse_screenshot_query(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "invalid_request");
+  }
+}
+
+TEST_CASE("frame stream queries add fps to the screenshot's", "[agent][desktop]") {
+  auto ok = parse_frames_query("format=jpeg&fps=30&width=64&height=40");
+  REQUIRE(ok.ok());
+  CHECK(ok->fps == 30);
+  CHECK(ok->shot.format == cc::ImageFormat::kJpeg);
+  CHECK(ok->shot.size == cabin::vnc::Size{64, 40});
+  auto plain = parse_frames_query("");
+  REQUIRE(plain.ok());
+  CHECK(plain->fps == 15);
+  for (const char* bad : {"fps=0", "fps=61", "fps=05", "fps=", "fps=1&fps=2", "fps=abc",
+                          "fps=10&zoom=1"}) {
+    INFO(bad);
+    auto r = parse_frames_query(bad);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == "invalid_request");
   }

@@ -10,6 +10,26 @@ namespace {
 const computer::ScreenSize kScreen{1920, 1080};
 }
 
+TEST_CASE("frame stream queries: jpeg by default, fps checked, the token left out") {
+  auto q = frames_agent_query({{"token", "abc"}}, kScreen, false);
+  REQUIRE(q);
+  CHECK(q->agent_query == "format=jpeg&quality=80&cursor=0&fps=15");
+  CHECK(q->format == "jpeg");
+  CHECK(q->fps == 15);
+  q = frames_agent_query({{"format", "png"}, {"fps", "60"}, {"scale", "0.5"}}, kScreen, false);
+  REQUIRE(q);
+  CHECK(q->agent_query == "format=png&quality=80&cursor=0&width=960&height=540&fps=60");
+  CHECK(frames_agent_query({{"fps", "1"}}, kScreen, true));
+  for (const auto& bad : std::vector<std::map<std::string, std::string>>{
+           {{"fps", "0"}}, {{"fps", "61"}}, {{"fps", "x"}}, {{"fps", ""}}, {{"format", "gif"}},
+           {{"bogus", "1"}}}) {
+    CHECK_FALSE(frames_agent_query(bad, kScreen, false));
+  }
+  auto png = frames_agent_query({{"format", "png"}}, kScreen, true);
+  REQUIRE_FALSE(png);
+  CHECK(png.error().code == "bad_query");
+}
+
 TEST_CASE("screenshot queries are checked and normalised for the agent") {
   CHECK(*screenshot_agent_query({}, kScreen) == "format=png&quality=80&cursor=0");
   CHECK(*screenshot_agent_query({{"format", "jpeg"}, {"quality", "55"}, {"scale", "0.5"}},

@@ -33,6 +33,26 @@ TEST_CASE("a full spec parses") {
   CHECK(s->resolution.height == 1080);
   CHECK(s->timeout_s == 30);
   CHECK(s->start_url == "https://example.com/x?y=1");
+  CHECK_FALSE(s->display);
+}
+
+TEST_CASE("a declared display is the model's size, no larger than the resolution") {
+  auto s = parse_session_spec(
+      R"({"resolution":{"width":1920,"height":1080},"display":{"width":1024,"height":768}})",
+      SpecLimits{});
+  REQUIRE(s);
+  REQUIRE(s->display);
+  CHECK(s->display->width == 1024);
+  CHECK(s->display->height == 768);
+  for (const char* bad : {R"({"display":{"width":1281,"height":800}})",
+                          R"({"display":{"width":0,"height":10}})",
+                          R"({"display":{"width":100}})", R"({"display":[100,100]})",
+                          R"({"display":{"width":100,"height":100,"depth":24}})"}) {
+    INFO(bad);
+    auto r = parse_session_spec(bad, SpecLimits{});
+    REQUIRE_FALSE(r);
+    CHECK(r.error().message.find("display") != std::string::npos);
+  }
 }
 
 TEST_CASE("invalid specs name the field and the code") {

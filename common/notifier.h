@@ -1,4 +1,5 @@
-// Notifier: wakes every coroutine waiting on it; the agent's only wait primitive (single thread).
+// Notifier: wakes every coroutine waiting on it; a wait primitive for one single-threaded
+// io_context.
 #pragma once
 
 // clang-format off
@@ -11,7 +12,7 @@
 #include <list>
 #include <memory>
 
-namespace cabin::agent {
+namespace cabin {
 
 namespace net = boost::asio;
 
@@ -35,4 +36,4 @@ class Notifier {
       std::make_shared<std::list<net::steady_timer*>>();
 };
 
-}  // namespace cabin::agent
+}  // namespace cabin

@@ -1,9 +1,9 @@
-#include "vm-images/agent/notifier.h"
+#include "common/notifier.h"
 
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-namespace cabin::agent {
+namespace cabin {
 
 void Notifier::notify_all() {
   for (auto* t : *waiters_) t->cancel();
@@ -24,4 +24,4 @@ net::awaitable<bool> Notifier::wait_until(Clock::time_point deadline) {
   co_return ec == net::error::operation_aborted;
 }
 
-}  // namespace cabin::agent
+}  // namespace cabin

@@ -1,0 +1,287 @@
+#include "server/http/frames.h"
+
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/frame_stream.h"
+#include "common/log.h"
+#include "common/notifier.h"
+
+namespace cabin::http_api {
+
+struct Frame {
+  std::string bytes;
+  int width = 0;
+  int height = 0;
+  uint64_t seq = 0;
+};
+
+// One agent stream and the newest frame it delivered. The read loop and every viewer hold it;
+// the last viewer to leave closes the agent stream, which ends the read loop.
+struct FrameFeed {
+  explicit FrameFeed(net::any_io_executor ex) : changed(ex) {}
+  std::optional<sessions::Tunnel> tunnel;  // set once the agent accepted the stream
+  Notifier changed;                        // a frame arrived, the feed ended, a viewer left
+  std::shared_ptr<const Frame> latest;
+  bool opening = true;
+  bool ended = false;
+  std::string end_reason;
+  size_t viewers = 0;
+
+  void end(std::string reason) {
+    if (ended) return;
+    ended = true;
+    end_reason = std::move(reason);
+    if (tunnel) {
+      boost::system::error_code ignored;
+      tunnel->stream.close(ignored);
+    }
+    changed.notify_all();
+  }
+};
+
+namespace {
+
+const auto& log() {
+  static auto l = logger("frames");
+  return l;
+}
+
+// Reads frames until the agent's stream ends or fails; every frame replaces the one before.
+net::awaitable<void> read_feed(std::shared_ptr<FrameFeed> feed, std::function<void()> done) {
+  auto& t = *feed->tunnel;
+  boost::system::error_code ec;
+  uint64_t seq = 0;
+  std::string reason = "the session's screen stream ended";
+  while (!feed->ended) {
+    // Straight into the flat_buffer's storage: Asio's dynamic-buffer reads work on a copy of
+    // a Beast buffer object, and what they read would not land in this one.
+    while (!ec && t.buffer.size() < frames::kFrameHeaderSize) {
+      const size_t n = co_await t.stream.async_read_some(
+          t.buffer.prepare(64 * 1024), net::redirect_error(net::use_awaitable, ec));
+      t.buffer.commit(n);
+    }
+    if (ec) break;
+    std::array<uint8_t, frames::kFrameHeaderSize> head;
+    net::buffer_copy(net::buffer(head), t.buffer.data());
+    auto h = frames::decode_header(head);
+    if (!h) {
+      reason = h.error().message;
+      log()->warn("frame stream: {}", reason);
+      break;
+    }
+    t.buffer.consume(head.size());
+    auto frame = std::make_shared<Frame>();
+    frame->bytes.resize(h->length);
+    const size_t have = std::min<size_t>(t.buffer.size(), h->length);
+    net::buffer_copy(net::buffer(frame->bytes.data(), have), t.buffer.data());
+    t.buffer.consume(have);
+    if (have < h->length) {
+      co_await net::async_read(t.stream, net::buffer(frame->bytes.data() + have, h->length - have),
+                               net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+    }
+    frame->width = h->width;
+    frame->height = h->height;
+    frame->seq = ++seq;
+    feed->latest = std::move(frame);
+    feed->changed.notify_all();
+  }
+  feed->end(reason);
+  done();
+}
+
+// Waits for a frame newer than `seen`, or until the feed ends or `gone` is set. Null: stop.
+net::awaitable<std::shared_ptr<const Frame>> next_frame(FrameFeed& feed, uint64_t seen,
+                                                        const bool& gone) {
+  for (;;) {
+    if (gone || feed.ended) co_return nullptr;
+    if (feed.latest && feed.latest->seq > seen) co_return feed.latest;
+    co_await feed.changed.wait_until(Notifier::Clock::time_point::max());
+  }
+}
+
+// Counts a viewer in; the last one out ends the feed.
+class Viewing {
+ public:
+  explicit Viewing(std::shared_ptr<FrameFeed> f) : feed_(std::move(f)) { ++feed_->viewers; }
+  ~Viewing() {
+    if (--feed_->viewers == 0) feed_->end("no viewers left");
+  }
+  Viewing(const Viewing&) = delete;
+  Viewing& operator=(const Viewing&) = delete;
+
+ private:
+  std::shared_ptr<FrameFeed> feed_;
+};
+
+// The viewers' readers: they only notice the client leaving, and wake the writer then. Free
+// functions with by-value parameters, not capturing lambdas: GCC 12 mishandles the captures of
+// lambda coroutines spawned this way (they get destroyed twice).
+net::awaitable<void> watch_websocket(beast::websocket::stream<net::ip::tcp::socket>& ws,
+                                     std::shared_ptr<bool> gone, std::shared_ptr<FrameFeed> feed) {
+  beast::flat_buffer in;
+  boost::system::error_code ec;
+  while (!ec) {
+    in.clear();
+    co_await ws.async_read(in, net::redirect_error(net::use_awaitable, ec));
+  }
+  *gone = true;
+  feed->changed.notify_all();
+}
+
+net::awaitable<void> watch_socket(net::ip::tcp::socket& socket, std::shared_ptr<bool> gone,
+                                  std::shared_ptr<FrameFeed> feed) {
+  std::array<char, 512> buf;
+  boost::system::error_code ec;
+  while (!ec) {
+    co_await socket.async_read_some(net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+  }
+  *gone = true;
+  feed->changed.notify_all();
+}
+
+net::awaitable<void> refuse(net::ip::tcp::socket& socket, const Error& e) {
+  auto res = error_response(e);
+  res.keep_alive(false);
+  boost::system::error_code ec;
+  co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
+  socket.shutdown(net::socket_base::shutdown_both, ec);
+}
+
+}  // namespace
+
+net::awaitable<Result<std::shared_ptr<FrameFeed>>> FrameHub::join(
+    const sessions::SessionPtr& session, const std::string& agent_query) {
+  const std::string key = session->id() + ' ' + agent_query;
+  if (auto it = feeds_.find(key); it != feeds_.end()) {
+    auto feed = it->second;
+    // Another viewer is opening it: wait for the outcome rather than open a second stream.
+    while (feed->opening) co_await feed->changed.wait_until(Notifier::Clock::time_point::max());
+    if (!feed->ended) co_return feed;
+  }
+  auto ex = co_await net::this_coro::executor;
+  auto feed = std::make_shared<FrameFeed>(ex);
+  feeds_[key] = feed;
+  auto tunnel = co_await session->agent().open_stream("/agent/v1/frames?" + agent_query);
+  feed->opening = false;
+  if (!tunnel) {
+    feed->end(tunnel.error().message);
+    if (auto it = feeds_.find(key); it != feeds_.end() && it->second == feed) feeds_.erase(it);
+    co_return tunnel.error();
+  }
+  feed->tunnel.emplace(std::move(*tunnel));
+  feed->changed.notify_all();
+  net::co_spawn(ex,
+                read_feed(feed,
+                          [this, key, weak = std::weak_ptr<FrameFeed>(feed)] {
+                            auto it = feeds_.find(key);
+                            if (it != feeds_.end() && it->second == weak.lock()) feeds_.erase(it);
+                          }),
+                net::detached);
+  co_return feed;
+}
+
+net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
+                                               std::string agent_query, std::string format, int fps,
+                                               http::request<http::string_body> req,
+                                               net::ip::tcp::socket socket) {
+  auto joined = co_await join(session, agent_query);
+  const std::string id = session->id();
+  session.reset();  // a viewer must not keep an ended session alive
+  if (!joined) {
+    co_await refuse(socket, joined.error());
+    co_return;
+  }
+  std::shared_ptr<FrameFeed> feed = std::move(*joined);
+  Viewing viewing(feed);
+
+  namespace websocket = beast::websocket;
+  websocket::stream<net::ip::tcp::socket> ws(std::move(socket));
+  ws.read_message_max(4096);  // viewers have nothing to say beyond control frames
+  ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+  ws.set_option(websocket::stream_base::decorator(
+      [](websocket::response_type& res) { res.set(http::field::server, "cabind"); }));
+  boost::system::error_code ec;
+  co_await ws.async_accept(req, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+
+  // Beast answers pings and the close handshake while the watcher reads. It holds `ws` by
+  // reference: this coroutine does not return before `gone` is set.
+  auto gone = std::make_shared<bool>(false);
+  net::co_spawn(co_await net::this_coro::executor, watch_websocket(ws, gone, feed), net::detached);
+
+  nlohmann::json hello = {
+      {"type", "hello"}, {"format", format}, {"fps", fps}, {"viewers", feed->viewers}};
+  ws.text(true);
+  co_await ws.async_write(net::buffer(hello.dump()), net::redirect_error(net::use_awaitable, ec));
+  ws.binary(true);
+  uint64_t seen = 0;
+  size_t sent = 0;
+  while (!ec) {
+    auto frame = co_await next_frame(*feed, seen, *gone);
+    if (!frame) break;
+    // A frame that arrives while this one is written replaces any before it: a slow viewer
+    // skips frames and never builds a queue.
+    co_await ws.async_write(net::buffer(frame->bytes), net::redirect_error(net::use_awaitable, ec));
+    seen = frame->seq;
+    ++sent;
+  }
+  if (!*gone && !ec) {
+    websocket::close_reason why(websocket::close_code::going_away, feed->end_reason.substr(0, 120));
+    co_await ws.async_close(why, net::redirect_error(net::use_awaitable, ec));
+  }
+  // The reader must finish before `ws` goes out of scope.
+  beast::get_lowest_layer(ws).close(ec);
+  while (!*gone) co_await feed->changed.wait_until(Notifier::Clock::time_point::max());
+  log()->debug("session {}: frame viewer left after {} frames", id, sent);
+}
+
+net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::string agent_query,
+                                           net::ip::tcp::socket socket) {
+  auto joined = co_await join(session, agent_query);
+  session.reset();
+  if (!joined) {
+    co_await refuse(socket, joined.error());
+    co_return;
+  }
+  std::shared_ptr<FrameFeed> feed = std::move(*joined);
+  Viewing viewing(feed);
+  static constexpr std::string_view kHead =
+      "HTTP/1.1 200 OK\r\nServer: cabind\r\n"
+      "Content-Type: multipart/x-mixed-replace; boundary=cabinframe\r\n"
+      "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
+  boost::system::error_code ec;
+  co_await net::async_write(socket, net::buffer(kHead),
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+
+  auto gone = std::make_shared<bool>(false);
+  net::co_spawn(co_await net::this_coro::executor, watch_socket(socket, gone, feed), net::detached);
+
+  uint64_t seen = 0;
+  while (!ec) {
+    auto frame = co_await next_frame(*feed, seen, *gone);
+    if (!frame) break;
+    std::string head = "--cabinframe\r\nContent-Type: image/jpeg\r\nContent-Length: " +
+                       std::to_string(frame->bytes.size()) + "\r\n\r\n";
+    const std::array<net::const_buffer, 3> parts{net::buffer(head), net::buffer(frame->bytes),
+                                                 net::buffer("\r\n", 2)};
+    co_await net::async_write(socket, parts, net::redirect_error(net::use_awaitable, ec));
+    seen = frame->seq;
+  }
+  socket.shutdown(net::socket_base::shutdown_both, ec);
+  socket.close(ec);
+  while (!*gone) co_await feed->changed.wait_until(Notifier::Clock::time_point::max());
+}
+
+}  // namespace cabin::http_api
