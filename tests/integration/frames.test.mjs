@@ -166,7 +166,7 @@ describe('frame streams', () => {
       const cdpToken = new URL(s.cdp_url).searchParams.get('token');
       for (const [url, headers, status, code] of [
         [`${wsBase}/frames`, {}, 401, 'unauthenticated'],
-        [`${wsBase}/frames?token=${cdpToken}`, {}, 401, null],
+        [`${wsBase}/frames?token=${cdpToken}`, {}, 403, 'token_scope'],
         [`${wsBase}/frames?token=${mint(ctx.server.stateDir, 'ses_aaaaaaaaaaaaaaaaaaaa', 'view')}`,
           {}, 401, null],
         [`${wsBase}/frames?token=${mint(ctx.server.stateDir, s.id, 'view', -5)}`, {}, 401, null],
