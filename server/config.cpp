@@ -116,6 +116,10 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.add_option("--bin-dir", bin_dir, "directory of cabin-agent and cabin-sandbox")
       ->capture_default_str();
+  std::string web_ui_dir;
+  app.add_option("--web-ui-dir", web_ui_dir,
+                 "the console and live view built by web-ui/build.mjs (default <bin-dir>/../web-ui)")
+      ->envname("CABIN_WEB_UI_DIR");
   app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")
       ->envname("CABIN_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))->capture_default_str();
@@ -167,6 +171,8 @@ ParsedConfig parse_config(int argc, char** argv) {
   c.bin_dir = std::filesystem::absolute(bin_dir);
   c.microvm_image_dir = image_dir.empty() ? c.bin_dir.parent_path() / "vm-image"
                                           : std::filesystem::absolute(image_dir);
+  c.web_ui_dir = web_ui_dir.empty() ? c.bin_dir.parent_path() / "web-ui"
+                                    : std::filesystem::absolute(web_ui_dir);
   return out;
 }
 

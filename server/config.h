@@ -40,6 +40,7 @@ struct ServerConfig {
   int sandbox_pids_max = 2048;
   std::string chromium_sandbox = "auto";  // auto | on | off
   std::filesystem::path bin_dir;          // where cabin-agent and cabin-sandbox live
+  std::filesystem::path web_ui_dir;       // built web UI; empty: <bin-dir>/../web-ui
   std::string log_level = "info";
 };
 

@@ -26,6 +26,7 @@
 #include "server/http/tls.h"
 #include "server/preview/preview_proxy.h"
 #include "server/preview/previews.h"
+#include "server/http/static_files.h"
 #include "server/sessions/session_manager.h"
 #include "server/store/session_store.h"
 #include "server/vnc_forward.h"
@@ -157,9 +158,18 @@ int main(int argc, char** argv) {
     if (!loopback) log->warn("plain HTTP beyond loopback on {} (--allow-plain-http)", cfg.listen_host);
   }
 
+  // The web UI is optional: without a build the API runs and / says what is missing.
+  http_api::StaticFiles ui;
+  if (auto loaded = http_api::StaticFiles::load(cfg.web_ui_dir); loaded) {
+    ui = std::move(*loaded);
+    log->info("web UI: {} files from {}", ui.size(), cfg.web_ui_dir.string());
+  } else {
+    log->warn("web UI: {}", loaded.error().message);
+  }
+
   auth::TokenConnections token_connections(ioc.get_executor());
   preview::Previews previews(clock);
-  http_api::Api api(cfg, manager, tokens, token_connections, previews, api_key->key);
+  http_api::Api api(cfg, manager, tokens, token_connections, previews, api_key->key, ui);
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
   http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls);
   if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);

@@ -49,4 +49,15 @@ bool valid_target_id(std::string_view id) {
   return true;
 }
 
+bool valid_asset_name(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name.front() == '.') return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+          c == '.' || c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace cabin::api

@@ -1,4 +1,5 @@
-// Session ids: a fixed alphabet and length, checked at the edge before an id reaches a path or a query.
+// Ids and names from request paths: a fixed alphabet and length, checked at the edge before one
+// reaches a path, a query or a lookup.
 #pragma once
 
 #include <string>
@@ -17,5 +18,7 @@ std::string new_preview_id();
 bool valid_preview_id(std::string_view id);
 // Chromium target ids are 32 upper-case hex digits; accept [A-Za-z0-9] up to 64.
 bool valid_target_id(std::string_view id);
+// Web UI file names under /ui/: [A-Za-z0-9._-], at most 128, no leading dot.
+bool valid_asset_name(std::string_view name);
 
 }  // namespace cabin::api

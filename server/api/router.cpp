@@ -124,6 +124,12 @@ Result<Route> route(std::string_view method, std::string_view target) {
 
   const size_t n = seg.size();
   if (n == 1 && seg[0] == "healthz") return want("GET", RouteId::kHealthz, Auth::kNone);
+  if (n == 0) return want("GET", RouteId::kConsolePage, Auth::kNone);
+  if (seg[0] == "ui") {
+    if (n != 2 || !valid_asset_name(seg[1])) return not_found();
+    r.asset = std::string(seg[1]);
+    return want("GET", RouteId::kUiAsset, Auth::kNone);
+  }
   if (n < 2 || seg[0] != "v1") return not_found();
   if (n == 2 && seg[1] == "info") return want("GET", RouteId::kInfo, Auth::kApiKey);
   if (seg[1] != "sessions") return not_found();
@@ -152,6 +158,11 @@ Result<Route> route(std::string_view method, std::string_view target) {
     return want("GET", RouteId::kFramesMjpeg, Auth::kViewToken);
   }
   if (n == 4 && sub == "vnc") return want("GET", RouteId::kVnc, Auth::kViewToken);
+  if (sub == "live") {
+    if (n == 4) return want("GET", RouteId::kLivePage, Auth::kViewToken);
+    if (n == 5 && seg[4] == "status") return want("GET", RouteId::kLiveStatus, Auth::kViewToken);
+    return not_found();
+  }
   if (sub == "tokens") {
     if (n == 4) return want("POST", RouteId::kMintToken, Auth::kApiKey);
     if (n == 5 && seg[4] == "revoke") return want("POST", RouteId::kRevokeTokens, Auth::kApiKey);

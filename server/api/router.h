@@ -27,6 +27,10 @@ enum class RouteId {
   kFramesMjpeg,  // GET: multipart/x-mixed-replace JPEG stream
   kJsonVersion,
   kJsonList,
+  kConsolePage,    // GET /: the web console (static; its API calls carry the key)
+  kUiAsset,        // GET /ui/{name}: a built script or stylesheet
+  kLivePage,       // GET: the live view page
+  kLiveStatus,     // GET: what a live-view token allows, and whether the session runs
   kVnc,            // WebSocket carrying RFB (the live view, vnc-forward)
   kMintToken,      // POST /tokens {scope, ttl_s}
   kRevokeTokens,   // POST /tokens/revoke
@@ -39,7 +43,7 @@ enum class RouteId {
 // kNone; token routes also accept a capability token in ?token= whose scope is one of
 // token_scopes(auth).
 enum class Auth {
-  kNone,          // /healthz only
+  kNone,          // /healthz and the web UI's static files
   kApiKey,        // control API
   kCdpToken,      // a `cdp` token
   kViewToken,     // a `view` or `control` token: watching
@@ -57,6 +61,7 @@ struct Route {
   Auth auth = Auth::kApiKey;
   std::string session_id;
   std::string target_id;
+  std::string asset;  // kUiAsset: a plain file name (valid_asset_name)
   std::string preview_id;
   std::map<std::string, std::string> query;  // decoded
 };

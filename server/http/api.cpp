@@ -8,6 +8,8 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
+#include <span>
+
 #include "cdp-bridge/bridge.h"
 #include "vnc/rfb_bridge_link.h"
 #include "server/auth/api_key.h"
@@ -30,6 +32,12 @@ Error session_not_found() {
   return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
 }
 
+Error session_ended(const store::SessionRecord& r) {
+  if (r.ended_at == 0) return make_error(Errc::kNotFound, "session_ended", "the session is ending");
+  return make_error(Errc::kNotFound, "session_ended",
+                    "the session ended: " + (r.end_reason.empty() ? r.status : r.end_reason));
+}
+
 // A Host header is echoed into URLs only when it is a plain host[:port].
 bool plain_host(std::string_view h) {
   if (h.empty() || h.size() > 255) return false;
@@ -48,7 +56,12 @@ Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::st
   auto claims = tokens_.verify_any(token, session_id, scopes);
   if (!claims) return claims.error();
   auto s = sessions_.find(session_id);
-  if (!s) return session_not_found();
+  if (!s) {
+    // Say so when the token's session has ended, rather than that it never was.
+    auto r = sessions_.record(session_id);
+    if (r && r->status != "starting" && r->status != "running") return session_ended(*r);
+    return session_not_found();
+  }
   if (claims->generation != s->token_generation) {
     return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
   }
@@ -126,8 +139,47 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     }
     j["json_version_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/json/version";
     j["vnc_url"] = ws + "/vnc?token=" + scoped_token(*s, "view");
+    j["live_view_url"] =
+        base_url(req, false) + "/v1/sessions/" + r.id + "/live?token=" + scoped_token(*s, "view");
   }
   return j;
+}
+
+Response Api::ui_file(std::string_view name, const Request& req, PageCache cache) const {
+  const StaticFile* f = ui_.find(name);
+  if (!f) {
+    if (ui_.size() == 0) {
+      return error_response(http::status::service_unavailable, "web_ui_unavailable",
+                            "this cabind has no web UI build (scripts/setup builds it)");
+    }
+    return error_response(http::status::not_found, "not_found", "no such file");
+  }
+  auto inm = req.find(http::field::if_none_match);
+  return static_response(*f, inm == req.end() ? std::string_view{} : inm->value(), cache);
+}
+
+Response Api::live_status(const api::Route& route, const Request& req) const {
+  auto r = sessions_.record(route.session_id);
+  if (!r) return error_response(session_not_found());
+  if (r->status != "running" && r->status != "starting") return error_response(session_ended(*r));
+  // authenticate() has checked the token (or the key, which may do everything).
+  std::string scope = "control";
+  json expires = nullptr;
+  if (req.find(http::field::authorization) == req.end()) {
+    auto t = route.query.find("token");
+    if (t != route.query.end()) {
+      if (auto claims = tokens_.decode(t->second); claims) {
+        scope = claims->scope;
+        expires = format_rfc3339(claims->expires_at);
+      }
+    }
+  }
+  return json_response(http::status::ok, {{"id", r->id},
+                                          {"status", r->status},
+                                          {"scope", scope},
+                                          {"expires_at", expires},
+                                          {"resolution", {{"width", r->width},
+                                                          {"height", r->height}}}});
 }
 
 Response Api::info() const {
@@ -197,6 +249,19 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
       co_return co_await discovery(route, req);
+    case RouteId::kConsolePage:
+      co_return ui_file("index.html", req, PageCache::kRevalidate);
+    case RouteId::kUiAsset:
+      // Pages only under their own routes: /ui/ serves the hashed assets.
+      if (route.asset.size() > 5 && route.asset.substr(route.asset.size() - 5) == ".html") {
+        co_return error_response(http::status::not_found, "not_found", "no such file");
+      }
+      co_return ui_file(route.asset, req, PageCache::kRevalidate);
+    case RouteId::kLivePage:
+      // The page is static; its token travels in the URL, so no cache keeps the page.
+      co_return ui_file("live.html", req, PageCache::kNoStore);
+    case RouteId::kLiveStatus:
+      co_return live_status(route, req);
     case RouteId::kMintToken:
       co_return mint_token(route, req);
     case RouteId::kRevokeTokens:

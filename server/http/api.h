@@ -19,6 +19,7 @@
 #include "server/http/client_stream.h"
 #include "server/preview/previews.h"
 #include "server/http/responses.h"
+#include "server/http/static_files.h"
 #include "server/sessions/session_manager.h"
 #include "vnc/rfb_filter.h"
 
@@ -38,13 +39,14 @@ class Api {
  public:
   Api(const ServerConfig& config, sessions::SessionManager& sessions,
       const auth::TokenService& tokens, auth::TokenConnections& connections,
-      preview::Previews& previews, std::string api_key)
+      preview::Previews& previews, std::string api_key, const StaticFiles& ui)
       : config_(config),
         sessions_(sessions),
         tokens_(tokens),
         connections_(connections),
         previews_(previews),
-        api_key_(std::move(api_key)) {}
+        api_key_(std::move(api_key)),
+        ui_(ui) {}
 
   // Authenticates the routed request. kNone routes always pass.
   Result<Authn> authenticate(const api::Route& route, const Request& req) const;
@@ -64,6 +66,7 @@ class Api {
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
   std::string base_url(const Request& req, bool websocket) const;
   std::string cdp_token(const sessions::Session& s) const;
+  // A capability token for `scope`, valid for --cdp-token-ttl-s and never past the session's end.
   std::string scoped_token(const sessions::Session& s, const std::string& scope) const;
   // GET /v1/sessions/{id}/vnc: the RFB WebSocket, filtered by the caller's access.
   net::awaitable<void> vnc(const api::Route& route, const Authn& authn, Request req,
@@ -78,6 +81,8 @@ class Api {
                               ClientStream socket);
   net::awaitable<Response> discovery(const api::Route& route, const Request& req);
   Response info() const;
+  Response ui_file(std::string_view name, const Request& req, PageCache cache) const;
+  Response live_status(const api::Route& route, const Request& req) const;
   Response mint_token(const api::Route& route, const Request& req);
   Response revoke_tokens(const api::Route& route);
   // preview_api.cpp
@@ -93,6 +98,7 @@ class Api {
   auth::TokenConnections& connections_;
   preview::Previews& previews_;
   std::string api_key_;
+  const StaticFiles& ui_;
   FrameHub frame_hub_;
 };
 

@@ -16,4 +16,8 @@ Response json_response(http::status status, const nlohmann::json& body);
 Response error_response(const Error& e);
 Response error_response(http::status status, const std::string& code, const std::string& message);
 
+// The same error as a small HTML page, for addresses a person opens in a browser (the live view
+// link): same status and code, the message in words, no script.
+Response error_page(const Error& e);
+
 }  // namespace cabin::http_api

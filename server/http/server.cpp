@@ -181,7 +181,12 @@ net::awaitable<void> HttpServer::serve(ClientStream stream) {
     if (!route) {
       res = error_response(route.error());
     } else if (authed = api_.authenticate(*route, req); !authed) {
-      res = error_response(authed.error());
+      // A refused live view link is opened by a person: they get a page that says why.
+      if (route->id == api::RouteId::kLivePage) {
+        res = error_page(authed.error());
+      } else {
+        res = error_response(authed.error());
+      }
     } else if (api::takes_connection(route->id)) {
       stream.tcp().expires_never();
       untrack.set.erase(handle);

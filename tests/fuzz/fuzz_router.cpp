@@ -13,5 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r && !r->session_id.empty() && !cabin::api::valid_session_id(r->session_id)) {
     __builtin_trap();  // no invalid id ever reaches a handler
   }
+  if (r && r->id == cabin::api::RouteId::kUiAsset && !cabin::api::valid_asset_name(r->asset)) {
+    __builtin_trap();  // a UI file name is always one plain name
+  }
   return 0;
 }

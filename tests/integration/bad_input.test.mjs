@@ -156,7 +156,8 @@ describe('control API input', () => {
                   ['session_not_found', 'not_found'], id);
     }
     assertError(await ctx.server.api('GET', '/v1/nothing'), 404, 'not_found');
-    assertError(await ctx.server.api('GET', '/'), 404, 'not_found');
+    assertError(await ctx.server.api('GET', '/nothing'), 404, 'not_found');
+    assertError(await ctx.server.api('GET', '/ui/nothing.js'), 404, 'not_found');
   });
 
   test('paths with dot segments or encoded tricks are 404, sent raw', async () => {

@@ -78,9 +78,11 @@ export async function startCabind({
     },
   );
   const logLines = [];
+  let logCount = 0;
   const verbose = !!process.env.CABIN_TEST_VERBOSE;
   const remember = (stream) => (line) => {
     logLines.push(line);
+    logCount += 1;
     if (logLines.length > 400) logLines.shift();
     if (verbose) process.stderr.write(`[cabind ${stream}] ${line}\n`);
   };
@@ -126,6 +128,9 @@ export async function startCabind({
     pid: child.pid,
     exited,
     logTail: (n = 60) => logLines.slice(-n).join('\n'),
+    // logMark() now, logSince(mark) later: the lines logged in between (of the last 400).
+    logMark: () => logCount,
+    logSince: (mark) => logLines.slice(-Math.min(logCount - mark, logLines.length)),
     api: (method, p, body, opts) => api(base, key, method, p, body, opts),
     createSession: async (spec = {}, opts = {}) => {
       const r = await api(base, key, 'POST', '/v1/sessions', spec, opts);

@@ -36,7 +36,14 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"GET", "/v1/sessions/" + kSid + "/json/list", RouteId::kJsonList, Auth::kCdpToken},
            {"GET", "/v1/sessions/" + kSid + "/devtools/page/ABCDEF0123", RouteId::kCdpPage,
             Auth::kCdpToken},
-           {"GET", "/v1/sessions/" + kSid + "/vnc?token=x", RouteId::kVnc, Auth::kViewToken},
+           {"GET", "/", RouteId::kConsolePage, Auth::kNone},
+           {"GET", "/?x=1", RouteId::kConsolePage, Auth::kNone},
+           {"GET", "/ui/live-AB12_cd.js", RouteId::kUiAsset, Auth::kNone},
+           {"GET", "/v1/sessions/" + kSid + "/live?token=x", RouteId::kLivePage,
+            Auth::kViewToken},
+           {"GET", "/v1/sessions/" + kSid + "/live/", RouteId::kLivePage, Auth::kViewToken},
+           {"GET", "/v1/sessions/" + kSid + "/live/status?token=x", RouteId::kLiveStatus,
+            Auth::kViewToken},
            {"POST", "/v1/sessions/" + kSid + "/tokens", RouteId::kMintToken, Auth::kApiKey},
            {"POST", "/v1/sessions/" + kSid + "/tokens/revoke", RouteId::kRevokeTokens,
             Auth::kApiKey},
@@ -44,6 +51,7 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"GET", "/v1/sessions/" + kSid + "/previews", RouteId::kListPreviews, Auth::kApiKey},
            {"DELETE", "/v1/sessions/" + kSid + "/previews/prv_0123456789abcdefghij",
             RouteId::kDeletePreview, Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kSid + "/vnc?token=x", RouteId::kVnc, Auth::kViewToken},
        }) {
     INFO(c.method << " " << c.target);
     auto r = route(c.method, c.target);
@@ -56,10 +64,29 @@ TEST_CASE("routes map to typed commands with their auth") {
   CHECK(page->session_id == kSid);
   CHECK(page->target_id == "ABC");
   CHECK(page->query.at("token") == "t+x");
+  auto asset = route("GET", "/ui/style-X1.css");
+  REQUIRE(asset);
+  CHECK(asset->asset == "style-X1.css");
+}
+
+TEST_CASE("web UI paths name one plain file or nothing") {
+  for (std::string t : {"/ui", "/ui/", "/ui/.env", "/ui/..", "/ui/a/b.js", "/ui/%2e%2e",
+                        "/ui/a%2fb.js", "/ui/..%2f..%2fetc%2fpasswd", "/ui/a b.js", "/ui/a\\b",
+                        "/ui/../v1/info", "/index.html", "/v1/sessions/ses_0123456789abcdefghij/live/x"}) {
+    INFO(t);
+    auto r = route("GET", t);
+    REQUIRE_FALSE(r);
+    CHECK(http_status(r.error().errc) == 404);
+  }
+  CHECK(route("GET", "/ui/" + std::string(128, 'a')));
+  CHECK_FALSE(route("GET", "/ui/" + std::string(129, 'a')));
+  CHECK(http_status(route("POST", "/").error().errc) == 405);
+  CHECK(http_status(route("DELETE", "/ui/a.js").error().errc) == 405);
+  CHECK(http_status(route("POST", "/v1/sessions/" + kSid + "/live").error().errc) == 405);
 }
 
 TEST_CASE("bad paths are 404, bad methods 405, bad queries 400") {
-  for (std::string t : std::vector<std::string>{"/", "/v2/info", "/v1/sessions/../info", "/v1/sessions/" + kSid + "/..",
+  for (std::string t : std::vector<std::string>{"/v2/info", "/v1/sessions/../info", "/v1/sessions/" + kSid + "/..",
                         "/v1//sessions", "/v1/sessions/ses_short", "/v1/sessions/SES_X",
                         "/v1/sessions/" + kSid + "/nope", "/v1/sessions/" + kSid + "%2f..",
                         "/v1/sessions/" + std::string(1 << 20, 'a'), "relative",
