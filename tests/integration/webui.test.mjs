@@ -263,7 +263,8 @@ describe('the console in Chromium', () => {
     const [viewer] = await Promise.all([context.waitForEvent('page'), page.click(`${row} a.live-link`)]);
     await viewer.waitForLoadState();
     assert.equal(new URL(viewer.url()).pathname, `/v1/sessions/${id}/live`);
-    assert.equal(await viewer.textContent('#session-id'), id);
+    // The page's script fills it in; the load event can come first under load.
+    await viewer.waitForFunction((want) => document.querySelector('#session-id')?.textContent === want, id);
     await viewer.waitForSelector('#conn-state[data-state=connected]', { timeout: 20000 });
     assert.equal(await viewer.isVisible('#control-toggle'), false, 'live_view_url only watches');
     await viewer.close();
