@@ -7,16 +7,15 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
-
 #include <span>
 
 #include "cdp-bridge/bridge.h"
-#include "vnc/rfb_bridge_link.h"
-#include "server/auth/api_key.h"
 #include "cdp-bridge/discovery.h"
 #include "common/agent_protocol.h"
 #include "common/json_fields.h"
 #include "common/log.h"
+#include "server/auth/api_key.h"
+#include "vnc/rfb_bridge_link.h"
 
 namespace cabin::http_api {
 namespace {
@@ -112,9 +111,18 @@ std::string Api::base_url(const Request& req, bool websocket) const {
 std::string Api::cdp_token(const sessions::Session& s) const { return scoped_token(s, "cdp"); }
 
 std::string Api::scoped_token(const sessions::Session& s, const std::string& scope) const {
-  int64_t exp = std::min(tokens_.clock().unix_seconds() + config_.cdp_token_ttl_s,
-                         s.record().expires_at);
-  return tokens_.issue(s.id(), scope, exp, s.token_generation);
+  return tokens_.issue(s.id(), scope, expiry_within(s, config_.cdp_token_ttl_s),
+                       s.token_generation);
+}
+
+int64_t Api::expiry_within(const sessions::Session& s, int64_t ttl_s) const {
+  return std::min(tokens_.clock().unix_seconds() + ttl_s, s.record().expires_at);
+}
+
+Result<int64_t> Api::requested_ttl(const json& body) const {
+  auto f = body.find("ttl_s");
+  if (f == body.end()) return std::min<int64_t>(3600, config_.max_token_ttl_s);
+  return read_int(*f, "ttl_s", 1, config_.max_token_ttl_s);
 }
 
 json Api::session_json(const store::SessionRecord& r, const Request& req) const {
@@ -138,9 +146,9 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
       j["display"] = {{"width", d->width}, {"height", d->height}};
     }
     j["json_version_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/json/version";
-    j["vnc_url"] = ws + "/vnc?token=" + scoped_token(*s, "view");
-    j["live_view_url"] =
-        base_url(req, false) + "/v1/sessions/" + r.id + "/live?token=" + scoped_token(*s, "view");
+    const std::string view = scoped_token(*s, "view");
+    j["vnc_url"] = ws + "/vnc?token=" + view;
+    j["live_view_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/live?token=" + view;
   }
   return j;
 }
@@ -174,12 +182,12 @@ Response Api::live_status(const api::Route& route, const Request& req) const {
       }
     }
   }
-  return json_response(http::status::ok, {{"id", r->id},
-                                          {"status", r->status},
-                                          {"scope", scope},
-                                          {"expires_at", expires},
-                                          {"resolution", {{"width", r->width},
-                                                          {"height", r->height}}}});
+  return json_response(http::status::ok,
+                       {{"id", r->id},
+                        {"status", r->status},
+                        {"scope", scope},
+                        {"expires_at", expires},
+                        {"resolution", {{"width", r->width}, {"height", r->height}}}});
 }
 
 Response Api::info() const {
@@ -193,18 +201,18 @@ Response Api::info() const {
     if (!d.available) e["unavailable_reason"] = d.unavailable_reason;
     drivers.push_back(e);
   }
-  return json_response(http::status::ok,
-                       {{"name", "cabin"},
-                        {"version", CABIN_VERSION},
-                        {"default_driver", config_.default_driver},
-                        {"drivers", drivers},
-                        {"sessions", {{"live", sessions_.live_count()},
-                                      {"max", config_.max_sessions}}},
-                        {"limits",
-                         {{"max_timeout_s", config_.max_timeout_s},
-                          {"default_timeout_s", config_.default_timeout_s},
-                          {"resolution_min", api::kMinDimension},
-                          {"resolution_max", api::kMaxDimension}}}});
+  return json_response(
+      http::status::ok,
+      {{"name", "cabin"},
+       {"version", CABIN_VERSION},
+       {"default_driver", config_.default_driver},
+       {"drivers", drivers},
+       {"sessions", {{"live", sessions_.live_count()}, {"max", config_.max_sessions}}},
+       {"limits",
+        {{"max_timeout_s", config_.max_timeout_s},
+         {"default_timeout_s", config_.default_timeout_s},
+         {"resolution_min", api::kMinDimension},
+         {"resolution_max", api::kMaxDimension}}}});
 }
 
 net::awaitable<Response> Api::handle(const api::Route& route, const Request& req) {
@@ -218,7 +226,8 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
       co_return co_await create(req);
     case RouteId::kListSessions: {
       auto all = route.query.find("all");
-      bool include_ended = all != route.query.end() && (all->second == "1" || all->second == "true");
+      bool include_ended =
+          all != route.query.end() && (all->second == "1" || all->second == "true");
       json list = json::array();
       for (const auto& r : sessions_.list(include_ended)) list.push_back(session_json(r, req));
       co_return json_response(http::status::ok, {{"sessions", list}});
@@ -242,9 +251,10 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
     case RouteId::kLogs: {
       auto lines = sessions_.output(route.session_id);
       if (!lines) co_return error_response(session_not_found());
-      co_return json_response(http::status::ok, {{"id", route.session_id},
-                                                 {"live", sessions_.find(route.session_id) != nullptr},
-                                                 {"lines", *lines}});
+      co_return json_response(http::status::ok,
+                              {{"id", route.session_id},
+                               {"live", sessions_.find(route.session_id) != nullptr},
+                               {"lines", *lines}});
     }
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
@@ -295,16 +305,11 @@ Response Api::mint_token(const api::Route& route, const Request& req) {
     return error_response(
         invalid_field("scope", "must be cdp, view, control or preview:<port 1-65535>"));
   }
-  int64_t ttl = std::min<int64_t>(3600, config_.max_token_ttl_s);
-  if (auto f = j->find("ttl_s"); f != j->end()) {
-    auto n = read_int(*f, "ttl_s", 1, config_.max_token_ttl_s);
-    if (!n) return error_response(n.error());
-    ttl = *n;
-  }
+  auto ttl = requested_ttl(*j);
+  if (!ttl) return error_response(ttl.error());
   auto s = sessions_.find(route.session_id);
   if (!s) return error_response(session_not_found());
-  // Never past the session's end: a token must not outlive what it opens.
-  int64_t exp = std::min(tokens_.clock().unix_seconds() + ttl, s->record().expires_at);
+  const int64_t exp = expiry_within(*s, *ttl);
   return json_response(http::status::created,
                        {{"token", tokens_.issue(s->id(), *scope, exp, s->token_generation)},
                         {"scope", *scope},
@@ -317,9 +322,9 @@ Response Api::revoke_tokens(const api::Route& route) {
   if (!gen) return error_response(gen.error());
   size_t closed = connections_.close_session(route.session_id);
   log()->info("session {}: closed {} token-authenticated connections", route.session_id, closed);
-  return json_response(http::status::ok, {{"session_id", route.session_id},
-                                          {"revoked", true},
-                                          {"closed_connections", closed}});
+  return json_response(
+      http::status::ok,
+      {{"session_id", route.session_id}, {"revoked", true}, {"closed_connections", closed}});
 }
 
 net::awaitable<Response> Api::create(const Request& req) {
@@ -336,9 +341,9 @@ net::awaitable<Response> Api::exec(const api::Route& route, const Request& req) 
   if (!parsed) co_return error_response(parsed.error());
   auto s = sessions_.find(route.session_id);
   if (!s) co_return error_response(session_not_found());
-  auto res = co_await s->agent().request(
-      http::verb::post, "/agent/v1/exec", agent_protocol::to_json(*parsed).dump(),
-      std::chrono::milliseconds(parsed->timeout_ms + 10000));
+  auto res = co_await s->agent().request(http::verb::post, "/agent/v1/exec",
+                                         agent_protocol::to_json(*parsed).dump(),
+                                         std::chrono::milliseconds(parsed->timeout_ms + 10000));
   if (!res) co_return error_response(res.error());
   if (res->result() == http::status::bad_request) {
     // The agent explains why the command could not start; pass on its message, bounded.
@@ -384,16 +389,10 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
     co_await frames(route, authn, std::move(req), std::move(socket));
     co_return;
   }
-  auto fail = [&](Response res) -> net::awaitable<void> {
-    res.keep_alive(false);
-    boost::system::error_code ec;
-    co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
-    socket.shutdown(net::socket_base::shutdown_both, ec);
-    socket.close(ec);
-  };
   if (!beast::websocket::is_upgrade(req)) {
-    co_await fail(error_response(http::status::bad_request, "websocket_required",
-                                 "this endpoint takes a WebSocket upgrade"));
+    co_await refuse_connection(socket,
+                               error_response(http::status::bad_request, "websocket_required",
+                                              "this endpoint takes a WebSocket upgrade"));
     co_return;
   }
   if (route.id == api::RouteId::kVnc) {
@@ -402,23 +401,23 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   }
   auto s = sessions_.find(route.session_id);
   if (!s || s->record().status != "running") {
-    co_await fail(error_response(session_not_found()));
+    co_await refuse_connection(socket, error_response(session_not_found()));
     co_return;
   }
   auto tunnel = co_await s->agent().connect(s->devtools_port);
   if (!tunnel) {
-    co_await fail(error_response(tunnel.error()));
+    co_await refuse_connection(socket, error_response(tunnel.error()));
     co_return;
   }
-  std::string path = route.id == api::RouteId::kCdpPage ? "/devtools/page/" + route.target_id
-                                                        : s->browser_path;
+  std::string path =
+      route.id == api::RouteId::kCdpPage ? "/devtools/page/" + route.target_id : s->browser_path;
   std::string id = s->id();
   auto answer = co_await cdp::upstream_handshake(tunnel->stream, tunnel->buffer, req.base(), path,
                                                  s->devtools_port);
   s.reset();  // a bridged connection must not keep an ended session alive
   if (!answer) {
     log()->warn("session {}: CDP handshake failed: {}", id, answer.error().message);
-    co_await fail(error_response(answer.error()));
+    co_await refuse_connection(socket, error_response(answer.error()));
     co_return;
   }
   log()->debug("session {}: CDP client attached to {}", id, path);
@@ -426,14 +425,13 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   // lives in this frame, so it ends with the bridge; the closer only touches the socket's handle.
   auth::TokenConnections::Registration reg;
   if (authn.by_token) {
-    reg = connections_.add({id, "", std::nullopt},
-                           [client = socket.socket().native_handle(),
-                            up = tunnel->stream.native_handle()] {
-                             // shutdown() rather than close(): the fds stay owned by the pump,
-                             // which then reads EOF both ways and ends.
-                             ::shutdown(client, SHUT_RDWR);
-                             ::shutdown(up, SHUT_RDWR);
-                           });
+    reg = connections_.add({id, "", std::nullopt}, [client = socket.socket().native_handle(),
+                                                    up = tunnel->stream.native_handle()] {
+      // shutdown() rather than close(): the fds stay owned by the pump,
+      // which then reads EOF both ways and ends.
+      ::shutdown(client, SHUT_RDWR);
+      ::shutdown(up, SHUT_RDWR);
+    });
   }
   co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
                        std::move(tunnel->stream), std::move(tunnel->buffer));
@@ -446,21 +444,14 @@ namespace cabin::http_api {
 
 net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Request req,
                               ClientStream socket) {
-  auto fail = [&](Response res) -> net::awaitable<void> {
-    res.keep_alive(false);
-    boost::system::error_code ec;
-    co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
-    socket.shutdown(net::socket_base::shutdown_both, ec);
-    socket.close(ec);
-  };
   auto s = sessions_.find(route.session_id);
   if (!s || s->record().status != "running") {
-    co_await fail(error_response(session_not_found()));
+    co_await refuse_connection(socket, error_response(session_not_found()));
     co_return;
   }
   auto tunnel = co_await s->agent().connect(agent_protocol::kRfbPort);
   if (!tunnel) {
-    co_await fail(error_response(tunnel.error()));
+    co_await refuse_connection(socket, error_response(tunnel.error()));
     co_return;
   }
   const std::string id = s->id();
@@ -479,10 +470,11 @@ net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Reque
   auto stats = co_await vnc::serve_rfb_websocket(std::move(socket), std::move(req),
                                                  std::move(tunnel->stream),
                                                  std::move(tunnel->buffer), access, {});
-  log()->info("session {}: RFB viewer detached ({}): {} bytes out, {} in, {} of {} messages "
-              "dropped; {}",
-              id, mode, stats.bytes_to_client, stats.bytes_to_sandbox, stats.dropped,
-              stats.messages, stats.close_reason);
+  log()->info(
+      "session {}: RFB viewer detached ({}): {} bytes out, {} in, {} of {} messages "
+      "dropped; {}",
+      id, mode, stats.bytes_to_client, stats.bytes_to_sandbox, stats.dropped, stats.messages,
+      stats.close_reason);
 }
 
 }  // namespace cabin::http_api

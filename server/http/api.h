@@ -68,6 +68,11 @@ class Api {
   std::string cdp_token(const sessions::Session& s) const;
   // A capability token for `scope`, valid for --cdp-token-ttl-s and never past the session's end.
   std::string scoped_token(const sessions::Session& s, const std::string& scope) const;
+  // Now plus `ttl_s`, never past the session's end: a token must not outlive what it opens.
+  int64_t expiry_within(const sessions::Session& s, int64_t ttl_s) const;
+  // The optional "ttl_s" of a token or preview request: 1..--max-token-ttl-s, default an hour
+  // (or the maximum, when that is less).
+  Result<int64_t> requested_ttl(const nlohmann::json& body) const;
   // GET /v1/sessions/{id}/vnc: the RFB WebSocket, filtered by the caller's access.
   net::awaitable<void> vnc(const api::Route& route, const Authn& authn, Request req,
                            ClientStream socket);

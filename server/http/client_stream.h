@@ -7,14 +7,20 @@
 // clang-format on
 
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/role.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <memory>
 #include <optional>
+
+#include "server/http/responses.h"
 
 namespace cabin::http_api {
 
@@ -77,6 +83,15 @@ class ClientStream {
   std::optional<Plain> plain_;
   std::unique_ptr<Tls> tls_;
 };
+
+// Answers `res` on a connection a handler took over, then closes it: how such handlers refuse.
+inline net::awaitable<void> refuse_connection(ClientStream& s, Response res) {
+  res.keep_alive(false);
+  boost::system::error_code ec;
+  co_await http::async_write(s, res, net::redirect_error(net::use_awaitable, ec));
+  s.shutdown(net::socket_base::shutdown_both, ec);
+  s.close(ec);
+}
 
 // Beast's timeouts close the lowest layer through this (found by ADL).
 inline void beast_close_socket(ClientStream& s) {

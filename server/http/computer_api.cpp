@@ -90,27 +90,21 @@ net::awaitable<Response> Api::screenshot(const api::Route& route) {
 net::awaitable<void> Api::frames(const api::Route& route, const Authn& authn, Request req,
                                  ClientStream socket) {
   const bool mjpeg = route.id == api::RouteId::kFramesMjpeg;
-  auto refuse = [&](const Error& e) -> net::awaitable<void> {
-    auto res = error_response(e);
-    res.keep_alive(false);
-    boost::system::error_code ec;
-    co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
-    socket.shutdown(net::socket_base::shutdown_both, ec);
-    socket.close(ec);
-  };
   if (!mjpeg && !beast::websocket::is_upgrade(req)) {
-    co_await refuse(make_error(Errc::kInvalidArgument, "websocket_required",
-                               "this endpoint takes a WebSocket upgrade; frames.mjpeg does not"));
+    co_await refuse_connection(
+        socket, error_response(
+                    make_error(Errc::kInvalidArgument, "websocket_required",
+                               "this endpoint takes a WebSocket upgrade; frames.mjpeg does not")));
     co_return;
   }
   auto s = sessions_.find(route.session_id);
   if (!s || s->record().status != "running") {
-    co_await refuse(session_gone());
+    co_await refuse_connection(socket, error_response(session_gone()));
     co_return;
   }
   auto q = api::frames_agent_query(route.query, screen_of(*s), mjpeg);
   if (!q) {
-    co_await refuse(q.error());
+    co_await refuse_connection(socket, error_response(q.error()));
     co_return;
   }
   // A viewer let in by a token goes when the session's tokens are revoked: shutdown() ends its

@@ -150,14 +150,6 @@ net::awaitable<void> watch_socket(ClientStream& socket, std::shared_ptr<bool> go
   feed->changed.notify_all();
 }
 
-net::awaitable<void> refuse(ClientStream& socket, const Error& e) {
-  auto res = error_response(e);
-  res.keep_alive(false);
-  boost::system::error_code ec;
-  co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
-  socket.shutdown(net::socket_base::shutdown_both, ec);
-}
-
 }  // namespace
 
 net::awaitable<Result<std::shared_ptr<FrameFeed>>> FrameHub::join(
@@ -199,7 +191,7 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   const std::string id = session->id();
   session.reset();  // a viewer must not keep an ended session alive
   if (!joined) {
-    co_await refuse(socket, joined.error());
+    co_await refuse_connection(socket, error_response(joined.error()));
     co_return;
   }
   std::shared_ptr<FrameFeed> feed = std::move(*joined);
@@ -251,7 +243,7 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
   auto joined = co_await join(session, agent_query);
   session.reset();
   if (!joined) {
-    co_await refuse(socket, joined.error());
+    co_await refuse_connection(socket, error_response(joined.error()));
     co_return;
   }
   std::shared_ptr<FrameFeed> feed = std::move(*joined);

@@ -17,8 +17,8 @@ Error session_gone() {
 
 json Api::preview_json(const preview::Grant& g, const sessions::Session& s,
                        const Request& req) const {
-  std::string token = tokens_.issue(s.id(), auth::preview_scope(g.port), g.expires_at,
-                                    s.token_generation);
+  std::string token =
+      tokens_.issue(s.id(), auth::preview_scope(g.port), g.expires_at, s.token_generation);
   std::string query = "?" + std::string(preview::kTokenParam) + "=" + token;
   std::string path_url = base_url(req, false) + std::string(preview::kPathPrefix) + g.id + "/";
   json j = {{"id", g.id},
@@ -56,16 +56,12 @@ Response Api::create_preview(const api::Route& route, const Request& req) {
   if (port_field == j->end()) return error_response(invalid_field("port", "is required"));
   auto port = read_int(*port_field, "port", 1, 65535);
   if (!port) return error_response(port.error());
-  int64_t ttl = std::min<int64_t>(3600, config_.max_token_ttl_s);
-  if (auto f = j->find("ttl_s"); f != j->end()) {
-    auto n = read_int(*f, "ttl_s", 1, config_.max_token_ttl_s);
-    if (!n) return error_response(n.error());
-    ttl = *n;
-  }
+  auto ttl = requested_ttl(*j);
+  if (!ttl) return error_response(ttl.error());
   auto s = sessions_.find(route.session_id);
   if (!s) return error_response(session_gone());
   previews_.prune([this](const std::string& id) { return sessions_.find(id) != nullptr; });
-  int64_t exp = std::min(tokens_.clock().unix_seconds() + ttl, s->record().expires_at);
+  const int64_t exp = expiry_within(*s, *ttl);
   std::optional<preview::Grant> replaced;
   auto g = previews_.create(s->id(), static_cast<int>(*port), exp, &replaced);
   if (!g) return error_response(g.error());

@@ -1,12 +1,13 @@
 #include "vm-images/agent/desktop.h"
 
 #include <algorithm>
-#include <chrono>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <iterator>
 #include <map>
 
+#include "vm-images/agent/requests.h"
 #include "vnc/encode.h"
 #include "vnc/scale.h"
 
@@ -15,18 +16,6 @@ namespace {
 
 Error bad_query(std::string message) {
   return make_error(Errc::kInvalidArgument, "invalid_request", std::move(message));
-}
-
-// Decimal digits only, no sign, no leading zero, within [min, max].
-std::optional<int> parse_int(std::string_view s, int min, int max) {
-  if (s.empty() || s.size() > 9 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
-  int v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v < min || v > max) return std::nullopt;
-  return v;
 }
 
 }  // namespace
@@ -53,12 +42,12 @@ Result<ShotSpec> parse_screenshot_query(std::string_view query) {
   auto number = [&](std::string_view key, int min, int max) -> Result<std::optional<int>> {
     auto it = params.find(key);
     if (it == params.end()) return std::optional<int>();
-    auto v = parse_int(it->second, min, max);
+    auto v = parse_decimal(it->second, static_cast<uint32_t>(min), static_cast<uint32_t>(max));
     if (!v) {
       return bad_query(std::string(key) + " must be an integer in " + std::to_string(min) + ".." +
                        std::to_string(max));
     }
-    return std::optional<int>(*v);
+    return std::optional<int>(static_cast<int>(*v));
   };
 
   ShotSpec spec;

@@ -16,6 +16,7 @@
 
 #include "common/frame_stream.h"
 #include "common/log.h"
+#include "vm-images/agent/requests.h"
 
 namespace cabin::agent {
 namespace {
@@ -74,16 +75,9 @@ Result<FrameSpec> parse_frames_query(std::string_view query) {
     std::string_view v = item.substr(4);
     if (have_fps) return bad_query("query parameter fps given twice");
     have_fps = true;
-    int n = 0;
-    bool ok = !v.empty() && v.size() <= 2 && v[0] != '0';
-    for (char c : v) {
-      ok = ok && c >= '0' && c <= '9';
-      n = n * 10 + (c - '0');
-    }
-    if (!ok || n < 1 || n > frames::kMaxFps) {
-      return bad_query("fps must be an integer in 1.." + std::to_string(frames::kMaxFps));
-    }
-    spec.fps = n;
+    auto n = parse_decimal(v, 1, frames::kMaxFps);
+    if (!n) return bad_query("fps must be an integer in 1.." + std::to_string(frames::kMaxFps));
+    spec.fps = static_cast<int>(*n);
   }
   auto shot = parse_screenshot_query(rest);
   if (!shot) return shot.error();

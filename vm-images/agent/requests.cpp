@@ -16,7 +16,8 @@ Error bad_request(std::string message) {
 
 bool has_nul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
-// Decimal digits only, no sign, no leading zero; nullopt when out of [min, max].
+}  // namespace
+
 std::optional<uint32_t> parse_decimal(std::string_view s, uint32_t min, uint32_t max) {
   if (s.empty() || s.size() > 10 || (s.size() > 1 && s[0] == '0')) return std::nullopt;
   uint64_t v = 0;
@@ -27,8 +28,6 @@ std::optional<uint32_t> parse_decimal(std::string_view s, uint32_t min, uint32_t
   if (v < min || v > max) return std::nullopt;
   return static_cast<uint32_t>(v);
 }
-
-}  // namespace
 
 Result<HealthQuery> parse_health_query(std::string_view query) {
   HealthQuery q;

@@ -44,6 +44,10 @@ struct ListenAddress {
 
 Result<ListenAddress> parse_listen_address(std::string_view text);
 
+// Decimal digits only, no sign, no leading zero; nullopt when out of [min, max]. Every number
+// in the agent's query strings and CONNECT targets is read with it.
+std::optional<uint32_t> parse_decimal(std::string_view s, uint32_t min, uint32_t max);
+
 // Splits "/path?query" into its two parts.
 std::pair<std::string_view, std::string_view> split_target(std::string_view target);
 
