@@ -115,6 +115,7 @@ export async function startCabind({
     await exited;
     await removeTree(stateDir);
     await removeTree(runDir);
+    await removeTree(`${runDir}-vm`);
     throw err;
   }
 
@@ -160,6 +161,7 @@ export async function startCabind({
       if (!keep) {
         await removeTree(stateDir);
         await removeTree(runDir);
+        await removeTree(`${runDir}-vm`);  // the microvm driver's run dir, beside cabind's
       }
       return result;
     },
