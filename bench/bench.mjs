@@ -57,9 +57,9 @@ const VM_N = Number(opt['vm-n']);
 const VM_WARMUP = Number(opt['vm-warmup']);
 const PREVIEW = {
   conns: Number(opt['preview-conns']),
-  ms: Number(opt['preview-ms'] ?? (opt.quick ? 1000 : 3000)),
+  ms: Number(opt['preview-ms'] ?? (opt.quick ? 1000 : 2000)),
   bigMiB: Number(opt['preview-big'] ?? (opt.quick ? 64 : 256)),
-  rounds: Number(opt['preview-rounds'] ?? (opt.quick ? 1 : 3)),
+  rounds: Number(opt['preview-rounds'] ?? (opt.quick ? 1 : 5)),
 };
 
 const log = (...a) => console.error('[bench]', ...a);

@@ -183,10 +183,15 @@ Result<TokenClaims> TokenService::verify_any(std::string_view token, std::string
     return make_error(Errc::kPermissionDenied, "token_scope",
                       "token scope " + claims->scope + " does not allow this; it needs " + want);
   }
-  if (clock_.unix_seconds() >= claims->expires_at) {
+  if (auto live = check_expiry(*claims); !live) return live.error();
+  return claims;
+}
+
+Result<void> TokenService::check_expiry(const TokenClaims& claims) const {
+  if (clock_.unix_seconds() >= claims.expires_at) {
     return make_error(Errc::kUnauthenticated, "token_expired", "token has expired");
   }
-  return claims;
+  return {};
 }
 
 }  // namespace cabin::auth

@@ -46,7 +46,13 @@ class TokenService {
   static Result<std::string> add_key(const std::filesystem::path& dir);
 
   // Replaces the key set (SIGHUP re-reads the key directory). keys must not be empty.
-  void set_keys(std::map<std::string, std::string> keys) { keys_ = std::move(keys); }
+  void set_keys(std::map<std::string, std::string> keys) {
+    keys_ = std::move(keys);
+    ++key_epoch_;
+  }
+  // Changes whenever the key set does: a caller that remembers a verified token re-verifies it
+  // when this moved (a removed key must stop its tokens).
+  uint64_t key_epoch() const { return key_epoch_; }
   // The id of the signing key.
   const std::string& signing_key_id() const { return keys_.rbegin()->first; }
 
@@ -64,6 +70,9 @@ class TokenService {
   Result<TokenClaims> verify_any(std::string_view token, std::string_view session_id,
                                  const std::vector<std::string_view>& scopes) const;
 
+  // Whether claims already verified are still within their expiry.
+  Result<void> check_expiry(const TokenClaims& claims) const;
+
   // Parses and checks the signature only.
   Result<TokenClaims> decode(std::string_view token) const;
 
@@ -71,6 +80,7 @@ class TokenService {
 
  private:
   std::map<std::string, std::string> keys_;
+  uint64_t key_epoch_ = 0;
   const Clock& clock_;
 };
 

@@ -3,6 +3,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -57,6 +58,33 @@ net::awaitable<void> linger(ClientStream& stream) {
                                                      net::redirect_error(net::use_awaitable, ec));
   }
   stream.close(ec);
+}
+
+// Closes a keep-alive connection that served no request for kIdleTimeout: one timer per
+// connection, where a deadline on each read would arm and cancel a timer for every request.
+struct IdleWatch {
+  explicit IdleWatch(const net::any_io_executor& ex) : timer(ex) {}
+  net::steady_timer timer;
+  uint64_t requests = 0;  // served so far
+  bool busy = false;      // a request is being served, however long it streams
+  bool ended = false;     // the connection ended or was handed over: the socket is not ours
+};
+
+net::awaitable<void> watch_idle(std::shared_ptr<IdleWatch> w, net::ip::tcp::socket* socket) {
+  uint64_t seen = w->requests;
+  for (;;) {
+    w->timer.expires_after(kIdleTimeout);
+    boost::system::error_code ec;
+    co_await w->timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+    if (w->ended) co_return;
+    if (w->busy || w->requests != seen) {
+      seen = w->requests;
+      continue;
+    }
+    // Idle: the pending header read ends, and with it the connection.
+    socket->shutdown(net::socket_base::shutdown_both, ec);
+    co_return;
+  }
 }
 
 }  // namespace
@@ -127,8 +155,22 @@ net::awaitable<void> HttpServer::serve(ClientStream stream) {
     std::shared_ptr<net::ip::tcp::socket> h;
     ~Untrack() { set.erase(h); }
   } untrack{open_, handle};
+  // Started once the first request has been answered.
+  std::shared_ptr<IdleWatch> idle;
+  struct EndWatch {
+    std::shared_ptr<IdleWatch>& w;
+    void operator()() const {
+      if (!w) return;
+      w->ended = true;
+      w->timer.cancel();
+    }
+    ~EndWatch() { (*this)(); }
+  } end_watch{idle};
   preview::ConnectionState preview_state;
-  preview_state.before_take = [&] { untrack.set.erase(handle); };
+  preview_state.before_take = [&] {
+    untrack.set.erase(handle);
+    end_watch();
+  };
 
   bool first = true;
   for (;;) {
@@ -138,15 +180,26 @@ net::awaitable<void> HttpServer::serve(ClientStream stream) {
     // Previews stream bodies of any size; the API's limit is checked below. (Not boost::none:
     // Beast 1.74 compares a length with an empty optional as "over the limit".)
     header.body_limit((std::numeric_limits<std::uint64_t>::max)());
-    stream.tcp().expires_after(first && buffer.size() == 0 ? kReadTimeout : kIdleTimeout);
-    first = false;
+    if (first) {
+      stream.tcp().expires_after(kReadTimeout);
+      first = false;
+    } else {
+      if (!idle) {
+        idle = std::make_shared<IdleWatch>(ex_);
+        net::co_spawn(ex_, watch_idle(idle, &stream.socket()), net::detached);
+      }
+      idle->busy = false;
+      ++idle->requests;
+      stream.tcp().expires_never();
+    }
     co_await http::async_read_header(stream, buffer, header,
                                      net::redirect_error(net::use_awaitable, ec));
     if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
         ec == net::error::operation_aborted || ec == net::error::connection_reset ||
-        ec == net::error::eof || stopping_) {
+        ec == net::error::eof || ec == net::error::not_connected || stopping_) {
       break;
     }
+    if (idle) idle->busy = true;
     if (!ec && previews_.claims(header.get())) {
       stream.tcp().expires_never();  // the proxy streams; revocation and expiry close it
       auto outcome = co_await previews_.serve(stream, buffer, header, preview_state);
@@ -190,6 +243,7 @@ net::awaitable<void> HttpServer::serve(ClientStream stream) {
     } else if (api::takes_connection(route->id)) {
       stream.tcp().expires_never();
       untrack.set.erase(handle);
+      end_watch();
       co_await api_.handle_upgrade(*route, *authed, std::move(req), std::move(stream),
                                    std::move(buffer));
       co_return;

@@ -24,7 +24,9 @@ namespace cabin::http_api {
 inline constexpr size_t kMaxHeaderBytes = 16 * 1024;
 inline constexpr size_t kMaxBodyBytes = 1024 * 1024;
 inline constexpr std::chrono::seconds kReadTimeout{30};   // a request must arrive whole by then
-inline constexpr std::chrono::seconds kIdleTimeout{120};  // keep-alive between requests
+// Keep-alive between requests: a connection that served none for this long (up to twice this,
+// as a per-connection watch checks it) is closed.
+inline constexpr std::chrono::seconds kIdleTimeout{120};
 // After refusing a request whose body is still arriving: how long and how much to drain.
 inline constexpr std::chrono::seconds kLingerTimeout{5};
 inline constexpr size_t kMaxLingerBytes = 64 * 1024 * 1024;

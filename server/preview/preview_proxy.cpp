@@ -6,19 +6,21 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/buffer_body.hpp>
+#include <boost/container/static_vector.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
-#include <array>
+#include <charconv>
 #include <limits>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/log.h"
 #include "common/pump.h"
 #include "server/http/responses.h"
 #include "server/preview/preview_request.h"
+#include "server/preview/proxy_head.h"
 
 namespace cabin::preview {
 namespace {
@@ -37,71 +39,90 @@ constexpr size_t kRelayChunk = 64 * 1024;
 
 bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
 
-// Hop-by-hop fields (RFC 9110 7.6.1) and what Cabin sets itself; removed in both directions.
-void strip_hop_by_hop(http::fields& f, bool keep_upgrade) {
-  std::vector<std::string> named;
-  for (auto it = f.find(http::field::connection); it != f.end() && it->name() == http::field::connection;
-       ++it) {
-    for (auto tok : http::token_list{it->value()}) {
-      if (!(keep_upgrade && iequals(tok, "upgrade"))) named.emplace_back(tok);
-    }
-  }
-  for (const auto& n : named) f.erase(n);
-  for (auto name : {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
-                    http::field::proxy_authorization, http::field::proxy_authenticate,
-                    http::field::te, http::field::trailer, http::field::transfer_encoding,
-                    http::field::content_length}) {
-    f.erase(name);
-  }
-  if (!keep_upgrade) f.erase(http::field::upgrade);
-}
+// Writes a message out as the relay goes: the head while it is unsent, each body piece in the
+// outgoing framing, and the chunked terminator with the last piece, gathered into one write.
+template <typename Out>
+class BodyWriter {
+ public:
+  BodyWriter(Out& out, std::string_view head, bool chunked)
+      : out_(out), head_(head), chunked_(chunked) {}
 
-// Reads body pieces from `in` as they come and writes each one to `out` at once: nothing is
-// buffered beyond one piece, so large bodies and event streams flow through.
-template <bool isRequest, typename In, typename Out>
-net::awaitable<boost::system::error_code> relay_body(In& in, beast::flat_buffer& in_buf,
-                                                     http::parser<isRequest, http::buffer_body>& p,
-                                                     Out& out, char* buffer) {
-  http::serializer<isRequest, http::buffer_body> sr{p.get()};
-  struct {
-    char* ptr;
-    char* data() const { return ptr; }
-    size_t size() const { return kRelayChunk; }
-  } buf{buffer};
-  boost::system::error_code ec;
-  bool header_sent = false;
-  for (;;) {
-    if (!p.is_done()) {
-      p.get().body().data = buf.data();
-      p.get().body().size = buf.size();
-      co_await http::async_read_some(in, in_buf, p, net::redirect_error(net::use_awaitable, ec));
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec) co_return ec;
-      size_t n = buf.size() - p.get().body().size;
-      if (n == 0 && !p.is_done()) {
-        // Nothing to pass on yet (a chunk header, or a stream that starts slowly). An empty
-        // piece would read as the last chunk, so only the header goes out, once.
-        if (!header_sent) {
-          sr.split(true);
-          co_await http::async_write_header(out, sr, net::redirect_error(net::use_awaitable, ec));
-          if (ec) co_return ec;
-          header_sent = true;
-        }
-        continue;
+  bool head_sent() const { return head_sent_; }
+
+  net::awaitable<boost::system::error_code> write(std::string_view piece, bool last) {
+    boost::container::static_vector<net::const_buffer, 5> bufs;
+    if (!head_sent_) bufs.push_back(net::buffer(head_));
+    char size_line[20];
+    if (!piece.empty()) {
+      if (chunked_) {
+        auto [end, _] = std::to_chars(size_line, size_line + 16, piece.size(), 16);
+        *end++ = '\r';
+        *end++ = '\n';
+        bufs.push_back(net::buffer(size_line, end - size_line));
       }
-      p.get().body().data = buf.data();
-      p.get().body().size = n;
-      p.get().body().more = !p.is_done();
-    } else {
-      p.get().body().data = nullptr;
-      p.get().body().size = 0;
-      p.get().body().more = false;
+      bufs.push_back(net::buffer(piece));
+      if (chunked_) bufs.push_back(net::buffer(kCrlf));
     }
-    co_await http::async_write(out, sr, net::redirect_error(net::use_awaitable, ec));
+    if (last && chunked_) bufs.push_back(net::buffer(kLastChunk));
+    boost::system::error_code ec;
+    if (bufs.empty()) co_return ec;
+    co_await net::async_write(out_, bufs, net::redirect_error(net::use_awaitable, ec));
+    head_sent_ = true;
+    co_return ec;
+  }
+
+ private:
+  static constexpr std::string_view kCrlf = "\r\n";
+  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
+  Out& out_;
+  std::string_view head_;
+  bool chunked_;
+  bool head_sent_ = false;
+};
+
+// Sends `head`, then the body that `p` (its header parsed) frames, read from `in` as it comes
+// (its first bytes may already be in in_buf) and written to `out` at once: nothing is buffered
+// beyond one piece, so large bodies and event streams flow through. A Content-Length body is
+// copied as it is; a chunked or EOF-delimited one goes through Beast's parser.
+template <bool isRequest, typename In, typename Out>
+net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_buf,
+                                                http::parser<isRequest, http::buffer_body>& p,
+                                                Out& out, std::string_view head, Framing framing,
+                                                char* buffer) {
+  BodyWriter<Out> w(out, head, framing == Framing::kChunked);
+  boost::system::error_code ec;
+  if (p.is_done()) co_return co_await w.write({}, true);
+  if (!p.chunked() && p.content_length()) {
+    std::uint64_t left = *p.content_length();
+    size_t take = static_cast<size_t>(std::min<std::uint64_t>(left, in_buf.size()));
+    // With nothing buffered yet the head goes out alone, before the body starts.
+    ec = co_await w.write({static_cast<const char*>(in_buf.data().data()), take}, take == left);
+    in_buf.consume(take);
+    left -= take;
+    while (!ec && left > 0) {
+      size_t n = co_await in.async_read_some(
+          net::buffer(buffer, static_cast<size_t>(std::min<std::uint64_t>(left, kRelayChunk))),
+          net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+      left -= n;
+      ec = co_await w.write({buffer, n}, left == 0);
+    }
+    co_return ec;
+  }
+  for (;;) {
+    if (!w.head_sent() && in_buf.size() == 0) {
+      ec = co_await w.write({}, false);  // a stream that starts slowly gets its head at once
+      if (ec) co_return ec;
+    }
+    p.get().body().data = buffer;
+    p.get().body().size = kRelayChunk;
+    co_await http::async_read_some(in, in_buf, p, net::redirect_error(net::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return ec;
-    header_sent = true;
-    if (sr.is_done()) co_return ec;
+    size_t n = kRelayChunk - p.get().body().size;
+    bool done = p.is_done();
+    if (n > 0 || done) ec = co_await w.write({buffer, n}, done);
+    if (ec || done) co_return ec;
   }
 }
 
@@ -199,13 +220,18 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
                                              "no live preview at this address"));
   }
   const std::string scope = auth::preview_scope(grant->port);
-  auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
-    auto claims = tokens_.verify(token, grant->session_id, scope);
-    if (!claims) return claims.error();
-    if (claims->generation != session->token_generation) {
+  // Expiry and revocation, for a token whose signature, session and scope have been checked.
+  auto current = [&](const auth::TokenClaims& claims) -> Result<auth::TokenClaims> {
+    if (auto live = tokens_.check_expiry(claims); !live) return live.error();
+    if (claims.generation != session->token_generation) {
       return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
     }
     return claims;
+  };
+  auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
+    auto claims = tokens_.verify(token, grant->session_id, scope);
+    if (!claims) return claims.error();
+    return current(*claims);
   };
   const std::string cookie_path = by_host ? "/" : prefix + "/";
 
@@ -240,8 +266,19 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
         http::status::unauthorized, "unauthenticated",
         "open the preview URL with its token (cabin_token=) to get a preview cookie"));
   }
-  auto claims = check(cookie_token);
-  if (!claims) co_return co_await answer(error_response(claims.error()));
+  auto& known = state.verified;
+  Result<auth::TokenClaims> claims = auth::TokenClaims{};
+  if (!known.token.empty() && known.grant_id == grant->id &&
+      known.key_epoch == tokens_.key_epoch() && constant_time_equal(known.token, cookie_token)) {
+    claims = current(known.claims);
+  } else {
+    claims = check(cookie_token);
+    if (claims) known = {cookie_token, grant->id, tokens_.key_epoch(), *claims};
+  }
+  if (!claims) {
+    known.token.clear();
+    co_return co_await answer(error_response(claims.error()));
+  }
   if (auto te = h.find(http::field::transfer_encoding);
       te != h.end() && (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
     co_return co_await answer(error_response(http::status::bad_request, "bad_transfer_encoding",
@@ -274,41 +311,29 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   const bool websocket = beast::websocket::is_upgrade(h);
   const bool expect_continue =
       h.count(http::field::expect) && iequals(h[http::field::expect], "100-continue");
-  const std::string original_host(host_field->value());
   const bool head = h.method() == http::verb::head;
   http::request_parser<http::buffer_body> req{std::move(header)};
   req.body_limit((std::numeric_limits<std::uint64_t>::max)());
-  auto& out = req.get();
-  strip_hop_by_hop(out, websocket);
-  for (auto f : {http::field::cookie, http::field::expect, http::field::forwarded}) out.erase(f);
-  for (auto name : {"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Prefix",
-                    "X-Forwarded-Port", "X-Real-IP"}) {
-    out.erase(name);
-  }
-  for (auto& c : kept_cookies) out.insert(http::field::cookie, c);
-  out.target(upstream_target);
-  out.version(11);
-  out.set(http::field::host, "127.0.0.1:" + std::to_string(grant->port));
   if (state.client_ip.empty()) {
     state.client_ip = client.socket().remote_endpoint(ec).address().to_string();
   }
-  const std::string& client_ip = state.client_ip;
-  const char* proto = client.is_tls() ? "https" : "http";
-  out.set("X-Forwarded-For", client_ip);
-  out.set("X-Forwarded-Proto", proto);
-  out.set("X-Forwarded-Host", original_host);
-  if (!prefix.empty()) out.set("X-Forwarded-Prefix", prefix);
-  out.set(http::field::forwarded, "for=\"" + client_ip + "\";host=\"" + original_host +
-                                      "\";proto=" + proto);
-  if (req.chunked()) {
-    out.set(http::field::transfer_encoding, "chunked");
-  } else if (req.content_length()) {
-    out.set(http::field::content_length, std::to_string(*req.content_length()));
-  }
-  if (websocket) {
-    out.set(http::field::connection, "Upgrade");
-    out.set(http::field::upgrade, "websocket");
-  }
+  UpstreamRequest upstream_req{
+      .target = upstream_target,
+      .port = grant->port,
+      .client_ip = state.client_ip,
+      .original_host = host_field->value(),
+      .tls = client.is_tls(),
+      .prefix = prefix,
+      .cookies = &kept_cookies,
+      .framing = req.chunked()          ? Framing::kChunked
+                 : req.content_length() ? Framing::kLength
+                                        : Framing::kNone,
+      .length = req.content_length().value_or(0),
+      .websocket = websocket,
+  };
+  state.head.clear();
+  write_request_head(state.head, req.get(), upstream_req);
+  const Framing request_framing = upstream_req.framing;
 
   // 5. The upstream connection: kept from the last request to the same grant, else a new one.
   if (state.upstream && state.upstream_grant != grant->id) state.upstream.reset();
@@ -339,7 +364,8 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     state.relay_buffer.reset(new char[kRelayChunk]);
     buffer.reserve(kRelayChunk);  // the client side too, for uploads
   }
-  ec = co_await relay_body(client, buffer, req, up.stream, state.relay_buffer.get());
+  ec = co_await relay(client, buffer, req, up.stream, state.head, request_framing,
+                      state.relay_buffer.get());
   if (ec) {
     log()->debug("preview {}: request relay ended: {}", grant->id, ec.message());
     state.upstream.reset();
@@ -371,13 +397,14 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     co_return co_await answer(error_response(http::status::bad_gateway, "preview_bad_answer",
                                              "the app's answer is not HTTP/1.1: " + ec.message()));
   }
-  auto& rh = res.get();
+  const auto& rh = res.get();
+  ClientAnswer answer_head{.prefix = prefix, .port = grant->port};
+  state.head.clear();
   if (websocket && rh.result() == http::status::switching_protocols) {
-    strip_hop_by_hop(rh, true);
-    rh.set(http::field::connection, "Upgrade");
-    rh.set(http::field::upgrade, "websocket");
-    http::response<http::empty_body> up_answer{rh};
-    co_await http::async_write(client, up_answer, net::redirect_error(net::use_awaitable, ec));
+    answer_head.websocket = true;
+    write_response_head(state.head, rh, answer_head);
+    co_await net::async_write(client, net::buffer(state.head),
+                              net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return Outcome::kClose;
     if (buffer.size() > 0) {
       co_await net::async_write(up.stream, buffer.data(),
@@ -396,42 +423,20 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
   const bool up_keep = res.keep_alive() && !res.need_eof();
   const bool eof_body = res.need_eof() && !head;
-  const bool chunked = res.chunked();
-  auto length = res.content_length();
-  bool keep = client_keep && !(eof_body && client_version < 11) && !websocket;
-  for (auto it = rh.find(http::field::set_cookie); it != rh.end();) {
-    if (it->name() != http::field::set_cookie) break;
-    if (sets_cookie(it->value(), kCookieName)) {
-      it = rh.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  strip_hop_by_hop(rh, false);
-  if (!prefix.empty()) {
-    std::vector<std::string> cookies;
-    for (auto it = rh.find(http::field::set_cookie);
-         it != rh.end() && it->name() == http::field::set_cookie; ++it) {
-      cookies.push_back(rewrite_cookie_path(it->value(), prefix));
-    }
-    rh.erase(http::field::set_cookie);
-    for (auto& c : cookies) rh.insert(http::field::set_cookie, c);
-    for (auto f : {http::field::location, http::field::content_location}) {
-      if (auto it = rh.find(f); it != rh.end()) {
-        rh.set(f, rewrite_location(it->value(), prefix, grant->port));
-      }
-    }
-  }
-  if (!head && (chunked || (eof_body && keep))) {
+  const bool keep = client_keep && !(eof_body && client_version < 11) && !websocket;
+  answer_head.keep_alive = keep;
+  if (!head && !res.is_done() && (res.chunked() || (eof_body && keep))) {
     // An answer that ends at EOF upstream is chunked towards the client, which keeps its
     // connection.
-    rh.set(http::field::transfer_encoding, "chunked");
-  } else if (length) {
-    rh.set(http::field::content_length, std::to_string(*length));
+    answer_head.framing = Framing::kChunked;
+  } else if (auto length = res.content_length()) {
+    answer_head.framing = Framing::kLength;
+    answer_head.length = *length;
   }
-  rh.version(11);  // Cabin speaks HTTP/1.1 to the client whatever the app speaks
-  rh.keep_alive(keep);
-  ec = co_await relay_body(up.stream, up.buffer, res, client, state.relay_buffer.get());
+  // Cabin speaks HTTP/1.1 to the client whatever the app speaks.
+  write_response_head(state.head, rh, answer_head);
+  ec = co_await relay(up.stream, up.buffer, res, client, state.head, answer_head.framing,
+                      state.relay_buffer.get());
   if (ec || !up_keep) {
     state.upstream.reset();
     state.fds->upstream = -1;
