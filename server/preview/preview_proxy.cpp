@@ -49,26 +49,23 @@ class BodyWriter {
 
   bool head_sent() const { return head_sent_; }
 
-  net::awaitable<boost::system::error_code> write(std::string_view piece, bool last) {
-    boost::container::static_vector<net::const_buffer, 5> bufs;
-    if (!head_sent_) bufs.push_back(net::buffer(head_));
-    char size_line[20];
+  // Writes what `piece` and `last` add; not a coroutine of its own (each one costs a frame).
+  auto write(std::string_view piece, bool last, boost::system::error_code& ec) {
+    bufs_.clear();
+    if (!head_sent_) bufs_.push_back(net::buffer(head_));
     if (!piece.empty()) {
       if (chunked_) {
-        auto [end, _] = std::to_chars(size_line, size_line + 16, piece.size(), 16);
+        auto [end, _] = std::to_chars(size_line_, size_line_ + 16, piece.size(), 16);
         *end++ = '\r';
         *end++ = '\n';
-        bufs.push_back(net::buffer(size_line, end - size_line));
+        bufs_.push_back(net::buffer(size_line_, end - size_line_));
       }
-      bufs.push_back(net::buffer(piece));
-      if (chunked_) bufs.push_back(net::buffer(kCrlf));
+      bufs_.push_back(net::buffer(piece));
+      if (chunked_) bufs_.push_back(net::buffer(kCrlf));
     }
-    if (last && chunked_) bufs.push_back(net::buffer(kLastChunk));
-    boost::system::error_code ec;
-    if (bufs.empty()) co_return ec;
-    co_await net::async_write(out_, bufs, net::redirect_error(net::use_awaitable, ec));
+    if (last && chunked_) bufs_.push_back(net::buffer(kLastChunk));
     head_sent_ = true;
-    co_return ec;
+    return net::async_write(out_, bufs_, net::redirect_error(net::use_awaitable, ec));
   }
 
  private:
@@ -78,6 +75,8 @@ class BodyWriter {
   std::string_view head_;
   bool chunked_;
   bool head_sent_ = false;
+  boost::container::static_vector<net::const_buffer, 5> bufs_;
+  char size_line_[20];
 };
 
 // Sends `head`, then the body that `p` (its header parsed) frames, read from `in` as it comes
@@ -91,12 +90,15 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
                                                 char* buffer) {
   BodyWriter<Out> w(out, head, framing == Framing::kChunked);
   boost::system::error_code ec;
-  if (p.is_done()) co_return co_await w.write({}, true);
+  if (p.is_done()) {
+    co_await w.write({}, true, ec);
+    co_return ec;
+  }
   if (!p.chunked() && p.content_length()) {
     std::uint64_t left = *p.content_length();
     size_t take = static_cast<size_t>(std::min<std::uint64_t>(left, in_buf.size()));
     // With nothing buffered yet the head goes out alone, before the body starts.
-    ec = co_await w.write({static_cast<const char*>(in_buf.data().data()), take}, take == left);
+    co_await w.write({static_cast<const char*>(in_buf.data().data()), take}, take == left, ec);
     in_buf.consume(take);
     left -= take;
     while (!ec && left > 0) {
@@ -105,13 +107,13 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
           net::redirect_error(net::use_awaitable, ec));
       if (ec) break;
       left -= n;
-      ec = co_await w.write({buffer, n}, left == 0);
+      co_await w.write({buffer, n}, left == 0, ec);
     }
     co_return ec;
   }
   for (;;) {
     if (!w.head_sent() && in_buf.size() == 0) {
-      ec = co_await w.write({}, false);  // a stream that starts slowly gets its head at once
+      co_await w.write({}, false, ec);  // a stream that starts slowly gets its head at once
       if (ec) co_return ec;
     }
     p.get().body().data = buffer;
@@ -121,7 +123,7 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
     if (ec) co_return ec;
     size_t n = kRelayChunk - p.get().body().size;
     bool done = p.is_done();
-    if (n > 0 || done) ec = co_await w.write({buffer, n}, done);
+    if (n > 0 || done) co_await w.write({buffer, n}, done, ec);
     if (ec || done) co_return ec;
   }
 }
@@ -184,12 +186,15 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     co_return co_await answer(error_response(http::status::bad_request, "bad_host",
                                              "the Host header is missing or malformed"));
   }
-  if (auto r = check_target(h.target()); !r) co_return co_await answer(error_response(r.error()));
   std::optional<HostAddress> by_host = parse_preview_host(*host, config_.preview_domain);
   std::optional<Grant> grant;
   std::string prefix;           // path-based: "/preview/<id>"
   std::string upstream_target;  // what the app sees
   if (by_host) {
+    // (A path-based target is checked as its prefix is parsed.)
+    if (auto r = check_target(h.target()); !r) {
+      co_return co_await answer(error_response(r.error()));
+    }
     grant = previews_.find_port(by_host->session_id, by_host->port);
     upstream_target = std::string(h.target());
   } else {
@@ -221,17 +226,18 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
   const std::string scope = auth::preview_scope(grant->port);
   // Expiry and revocation, for a token whose signature, session and scope have been checked.
-  auto current = [&](const auth::TokenClaims& claims) -> Result<auth::TokenClaims> {
-    if (auto live = tokens_.check_expiry(claims); !live) return live.error();
+  auto current = [&](const auth::TokenClaims& claims) -> Result<void> {
+    if (auto live = tokens_.check_expiry(claims); !live) return live;
     if (claims.generation != session->token_generation) {
       return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
     }
-    return claims;
+    return {};
   };
   auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
     auto claims = tokens_.verify(token, grant->session_id, scope);
     if (!claims) return claims.error();
-    return current(*claims);
+    if (auto live = current(*claims); !live) return live.error();
+    return claims;
   };
   const std::string cookie_path = by_host ? "/" : prefix + "/";
 
@@ -267,18 +273,20 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
         "open the preview URL with its token (cabin_token=) to get a preview cookie"));
   }
   auto& known = state.verified;
-  Result<auth::TokenClaims> claims = auth::TokenClaims{};
+  Result<void> accepted;
   if (!known.token.empty() && known.grant_id == grant->id &&
       known.key_epoch == tokens_.key_epoch() && constant_time_equal(known.token, cookie_token)) {
-    claims = current(known.claims);
+    accepted = current(known.claims);
+  } else if (auto claims = check(cookie_token)) {
+    known = {std::move(cookie_token), grant->id, tokens_.key_epoch(), std::move(*claims)};
   } else {
-    claims = check(cookie_token);
-    if (claims) known = {cookie_token, grant->id, tokens_.key_epoch(), *claims};
+    accepted = claims.error();
   }
-  if (!claims) {
+  if (!accepted) {
     known.token.clear();
-    co_return co_await answer(error_response(claims.error()));
+    co_return co_await answer(error_response(accepted.error()));
   }
+  const int64_t token_expires_at = known.claims.expires_at;
   if (auto te = h.find(http::field::transfer_encoding);
       te != h.end() && (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
     co_return co_await answer(error_response(http::status::bad_request, "bad_transfer_encoding",
@@ -294,7 +302,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
   if (auto reg = state.registrations.find(grant->id);
       reg == state.registrations.end() || !reg->second.active()) {
-    int64_t left = std::min(claims->expires_at, grant->expires_at) - tokens_.clock().unix_seconds();
+    int64_t left = std::min(token_expires_at, grant->expires_at) - tokens_.clock().unix_seconds();
     state.registrations[grant->id] =
         connections_.add({grant->session_id, grant->id, std::chrono::seconds(left)},
                          [fds = state.fds] {
