@@ -15,7 +15,7 @@
 
 namespace cabin::auth {
 
-// What a token grants. Scopes: "cdp", "view", "control", "preview:<port>".
+// What a token grants. Scopes: "cdp", "view", "control", "preview:<port>@<preview id>".
 struct TokenClaims {
   std::string session_id;
   std::string scope;
@@ -27,11 +27,16 @@ struct TokenClaims {
 // Tokens longer than this are refused before any parsing.
 inline constexpr size_t kMaxTokenLength = 512;
 
-// Scopes: "cdp" (the CDP bridge and discovery), "view" (watch: frames, live view, vnc read-only),
-// "control" (view plus input), "preview:<port>" (one port preview). Ports are 1..65535 in
-// canonical decimal. Returns the port for a preview scope, 0 for the others, nullopt if invalid.
+// Scopes as clients name them: "cdp" (the CDP bridge and discovery), "view" (watch: frames,
+// live view, vnc read-only), "control" (view plus input), "preview:<port>" (the port's preview).
+// Ports are 1..65535 in canonical decimal. Returns the port for a preview scope, 0 for the
+// others, nullopt if invalid.
 std::optional<int> parse_scope(std::string_view scope);
-inline std::string preview_scope(int port) { return "preview:" + std::to_string(port); }
+// The scope a preview token carries: bound to one preview, so deleting or replacing the preview
+// ends its tokens even when a new preview of the same port follows.
+inline std::string preview_scope(int port, std::string_view preview_id) {
+  return "preview:" + std::to_string(port) + "@" + std::string(preview_id);
+}
 
 class TokenService {
  public:

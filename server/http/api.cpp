@@ -301,7 +301,8 @@ Response Api::mint_token(const api::Route& route, const Request& req) {
   if (scope_field == j->end()) return error_response(invalid_field("scope", "is required"));
   auto scope = read_string(*scope_field, "scope", 32);
   if (!scope) return error_response(scope.error());
-  if (!auth::parse_scope(*scope)) {
+  auto port = auth::parse_scope(*scope);
+  if (!port) {
     return error_response(
         invalid_field("scope", "must be cdp, view, control or preview:<port 1-65535>"));
   }
@@ -309,12 +310,27 @@ Response Api::mint_token(const api::Route& route, const Request& req) {
   if (!ttl) return error_response(ttl.error());
   auto s = sessions_.find(route.session_id);
   if (!s) return error_response(session_not_found());
-  const int64_t exp = expiry_within(*s, *ttl);
-  return json_response(http::status::created,
-                       {{"token", tokens_.issue(s->id(), *scope, exp, s->token_generation)},
-                        {"scope", *scope},
-                        {"session_id", s->id()},
-                        {"expires_at", format_rfc3339(exp)}});
+  int64_t exp = expiry_within(*s, *ttl);
+  std::string bound = *scope;
+  json extra = json::object();
+  if (*port > 0) {
+    // A preview token belongs to the port's live preview, and ends with it.
+    auto grant = previews_.find_port(s->id(), *port);
+    if (!grant) {
+      return error_response(http::status::not_found, "preview_not_found",
+                            "no live preview of port " + std::to_string(*port) +
+                                " in this session: create one with POST /previews first");
+    }
+    exp = std::min(exp, grant->expires_at);
+    bound = auth::preview_scope(*port, grant->id);
+    extra["preview_id"] = grant->id;
+  }
+  json answer = {{"token", tokens_.issue(s->id(), bound, exp, s->token_generation)},
+                 {"scope", *scope},
+                 {"session_id", s->id()},
+                 {"expires_at", format_rfc3339(exp)}};
+  answer.update(extra);
+  return json_response(http::status::created, answer);
 }
 
 Response Api::revoke_tokens(const api::Route& route) {

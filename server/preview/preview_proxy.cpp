@@ -224,7 +224,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     co_return co_await answer(error_response(http::status::not_found, "preview_not_found",
                                              "no live preview at this address"));
   }
-  const std::string scope = auth::preview_scope(grant->port);
+  const std::string scope = auth::preview_scope(grant->port, grant->id);
   // Expiry and revocation, for a token whose signature, session and scope have been checked.
   auto current = [&](const auth::TokenClaims& claims) -> Result<void> {
     if (auto live = tokens_.check_expiry(claims); !live) return live;
@@ -235,6 +235,14 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   };
   auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
     auto claims = tokens_.verify(token, grant->session_id, scope);
+    if (!claims && claims.error().code == "token_scope") {
+      // A token of an earlier preview of this port, which was deleted or replaced.
+      auto decoded = tokens_.decode(token);
+      if (decoded && decoded->scope.rfind(auth::preview_scope(grant->port, ""), 0) == 0) {
+        return make_error(Errc::kUnauthenticated, "token_revoked",
+                          "this preview was deleted or replaced: open its new URL");
+      }
+    }
     if (!claims) return claims.error();
     if (auto live = current(*claims); !live) return live.error();
     return claims;

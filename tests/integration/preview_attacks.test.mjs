@@ -34,8 +34,17 @@ test('attack matrix: refused with the right status, nothing forwarded', async ()
   };
   assert.equal((await rawHttp(server.port, withCookie(pv2.cookie.split('=')[1]))).status, 200,
                'the baseline request passes');
-  void pv;
-  void hostPv;
+  // Preview tokens are minted for a port's live preview only.
+  const none = await server.api('POST', `/v1/sessions/${session.id}/tokens`, { scope: 'preview:8003' });
+  assert.equal(none.status, 404, none.text);
+  assert.equal(none.json.error.code, 'preview_not_found');
+  for (const [id, port] of [[other.id, 8000], [session.id, 8001]]) {
+    assert.equal((await server.api('POST', `/v1/sessions/${id}/previews`, { port })).status, 201);
+  }
+  // A deleted preview's token, replayed on a new preview of the same port.
+  const deleted = await openPreview(server, session.id, 8002, 'path');
+  assert.equal((await server.api('DELETE', `/v1/sessions/${session.id}/previews/${deleted.id}`)).status, 200);
+  const successor = await openPreview(server, session.id, 8002, 'path');
 
   const expiring = await mint(session.id, 'preview:8000', 1);
   await waitFor(async () => (await rawHttp(server.port, withCookie(expiring))).status === 401,
@@ -49,6 +58,13 @@ test('attack matrix: refused with the right status, nothing forwarded', async ()
     ['tampered signature', withCookie(flipped), 401, 'invalid_token'],
     ['another session', withCookie(await mint(other.id, 'preview:8000')), 401, 'invalid_token'],
     ['another port', withCookie(await mint(session.id, 'preview:8001')), 403, 'token_scope'],
+    ['a replaced preview\'s token', withCookie(pv.cookie.split('=')[1]), 401, 'token_revoked'],
+    ['a replaced host preview\'s cookie on its host',
+     `GET /echo HTTP/1.1\r\nHost: ${hostPv.host}\r\nCookie: ${hostPv.cookie}\r\n\r\n`, 401, 'token_revoked'],
+    ['a deleted preview\'s token on its successor',
+     `GET ${successor.prefix}/echo HTTP/1.1\r\nHost: ${h}\r\nCookie: ${deleted.cookie}\r\n\r\n`, 401, 'token_revoked'],
+    ['a deleted preview\'s token in its successor\'s URL',
+     `GET ${successor.prefix}/?cabin_token=${deleted.token} HTTP/1.1\r\nHost: ${h}\r\n\r\n`, 401, 'token_revoked'],
     ['another scope (view)', withCookie(await mint(session.id, 'view')), 403, 'token_scope'],
     ['another scope (control)', withCookie(await mint(session.id, 'control')), 403, 'token_scope'],
     ['token in the URL of another session',

@@ -113,11 +113,12 @@ TEST_CASE("scopes: cdp, view, control and preview:<port> in canonical form") {
   CHECK(auth::parse_scope("preview:65535") == 65535);
   for (const char* bad : {"", "CDP", "admin", "preview:", "preview:0", "preview:65536",
                           "preview:080", "preview:8080x", "preview:-1", "preview: 80",
-                          "preview:99999999999999999999", "view:1"}) {
+                          "preview:99999999999999999999", "view:1", "preview:8080@prv_x"}) {
     INFO(bad);
     CHECK_FALSE(auth::parse_scope(bad));
   }
-  CHECK(auth::preview_scope(8080) == "preview:8080");
+  // Tokens carry the preview they belong to; clients name only the port.
+  CHECK(auth::preview_scope(8080, "prv_x") == "preview:8080@prv_x");
 }
 
 TEST_CASE("verify_any accepts any listed scope; a wrong scope is 403, not 401") {
