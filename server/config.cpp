@@ -108,6 +108,9 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--preview-domain", c.preview_domain,
                  "wildcard domain for host-based previews (p-<port>-<session>.<domain>)")
       ->envname("CABIN_PREVIEW_DOMAIN");
+  app.add_option("--preview-answer-timeout-s", c.preview_answer_timeout_s,
+                 "how long a preview's app may take to start answering a request (then 504)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))->capture_default_str();
   app.add_option("--sandbox-memory-mb", c.sandbox_memory_mb, "memory limit per sandbox")
       ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20))->capture_default_str();
   app.add_option("--sandbox-pids-max", c.sandbox_pids_max, "process limit per sandbox")

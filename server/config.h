@@ -35,6 +35,8 @@ struct ServerConfig {
   bool allow_plain_http = false;  // plain HTTP beyond loopback
   // Host-based previews: https://p-<port>-<session>.<preview_domain>/; empty: path-based only.
   std::string preview_domain;
+  // How long a preview's app may take to start answering a request (then 504).
+  int64_t preview_answer_timeout_s = 60;
   bool tls() const { return !tls_cert.empty() || tls_self_signed; }
   uint64_t sandbox_memory_mb = 2048;
   int sandbox_pids_max = 2048;

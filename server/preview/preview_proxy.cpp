@@ -2,15 +2,16 @@
 
 #include <sys/socket.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/buffer_body.hpp>
-#include <boost/container/static_vector.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
-
+#include <boost/container/static_vector.hpp>
 #include <charconv>
 #include <limits>
 #include <vector>
@@ -128,11 +129,34 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
   }
 }
 
+// Ends the wait for an app's answer after `timeout`: one timer per connection, which looks at the
+// wait when it fires, where a timer per request would be armed and cancelled every time.
+net::awaitable<void> watch_answers(std::shared_ptr<ConnectionFds> fds,
+                                   std::shared_ptr<net::steady_timer> timer,
+                                   std::chrono::steady_clock::duration timeout) {
+  auto next = timeout;
+  while (!fds->ended) {
+    timer->expires_after(next);
+    boost::system::error_code ec;
+    co_await timer->async_wait(net::redirect_error(net::use_awaitable, ec));
+    if (fds->ended) break;
+    next = timeout;
+    if (!fds->awaiting_answer) continue;
+    auto waited = std::chrono::steady_clock::now() - fds->awaiting_since;
+    if (waited < timeout) {
+      next = timeout - waited;
+    } else if (fds->upstream >= 0) {
+      fds->answer_timed_out = true;
+      ::shutdown(fds->upstream, SHUT_RDWR);  // the pending read ends
+    }
+  }
+}
+
 std::string cookie_header(const std::string& token, const std::string& path, int64_t max_age,
                           bool secure) {
   return std::string(kCookieName) + "=" + token + "; Path=" + path +
-         "; Max-Age=" + std::to_string(std::max<int64_t>(max_age, 0)) +
-         "; HttpOnly; SameSite=Lax" + (secure ? "; Secure" : "");
+         "; Max-Age=" + std::to_string(std::max<int64_t>(max_age, 0)) + "; HttpOnly; SameSite=Lax" +
+         (secure ? "; Secure" : "");
 }
 
 }  // namespace
@@ -200,9 +224,9 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   } else {
     if (!allowed_api_host(*host)) {
       // A name this server is not configured for: DNS rebinding, or a misrouted request.
-      co_return co_await answer(error_response(
-          http::status::misdirected_request, "unknown_host",
-          "this server does not serve previews for host " + host->substr(0, 64)));
+      co_return co_await answer(
+          error_response(http::status::misdirected_request, "unknown_host",
+                         "this server does not serve previews for host " + host->substr(0, 64)));
     }
     auto addr = parse_preview_path(h.target());
     if (!addr) co_return co_await answer(error_response(addr.error()));
@@ -296,7 +320,8 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
   const int64_t token_expires_at = known.claims.expires_at;
   if (auto te = h.find(http::field::transfer_encoding);
-      te != h.end() && (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
+      te != h.end() &&
+      (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
     co_return co_await answer(error_response(http::status::bad_request, "bad_transfer_encoding",
                                              "only Transfer-Encoding: chunked is accepted"));
   }
@@ -311,16 +336,15 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   if (auto reg = state.registrations.find(grant->id);
       reg == state.registrations.end() || !reg->second.active()) {
     int64_t left = std::min(token_expires_at, grant->expires_at) - tokens_.clock().unix_seconds();
-    state.registrations[grant->id] =
-        connections_.add({grant->session_id, grant->id, std::chrono::seconds(left)},
-                         [fds = state.fds] {
-                           if (fds->busy) {
-                             if (fds->client >= 0) ::shutdown(fds->client, SHUT_RDWR);
-                             if (fds->upstream >= 0) ::shutdown(fds->upstream, SHUT_RDWR);
-                           } else {
-                             fds->stale = true;
-                           }
-                         });
+    state.registrations[grant->id] = connections_.add(
+        {grant->session_id, grant->id, std::chrono::seconds(left)}, [fds = state.fds] {
+          if (fds->busy) {
+            if (fds->client >= 0) ::shutdown(fds->client, SHUT_RDWR);
+            if (fds->upstream >= 0) ::shutdown(fds->upstream, SHUT_RDWR);
+          } else {
+            fds->stale = true;
+          }
+        });
   }
 
   // 4. The request as the app gets it.
@@ -393,6 +417,15 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
 
   // 6. The answer, as it comes.
+  if (!state.answer_watch) {
+    state.answer_watch = std::make_shared<net::steady_timer>(client.get_executor());
+    net::co_spawn(client.get_executor(),
+                  watch_answers(state.fds, state.answer_watch,
+                                std::chrono::seconds(config_.preview_answer_timeout_s)),
+                  net::detached);
+  }
+  state.fds->awaiting_since = std::chrono::steady_clock::now();
+  state.fds->awaiting_answer = true;
   std::optional<http::response_parser<http::buffer_body>> parsed;
   for (;;) {
     parsed.emplace();
@@ -406,10 +439,17 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     // Interim answers (103 Early Hints) are not passed on.
     if (status < 100 || status >= 200 || status == 101) break;
   }
+  state.fds->awaiting_answer = false;
   auto& res = *parsed;
   if (ec) {
     state.upstream.reset();
     state.fds->upstream = -1;
+    if (std::exchange(state.fds->answer_timed_out, false)) {
+      co_return co_await answer(
+          error_response(http::status::gateway_timeout, "preview_timeout",
+                         "the app did not answer within " +
+                             std::to_string(config_.preview_answer_timeout_s) + " s"));
+    }
     co_return co_await answer(error_response(http::status::bad_gateway, "preview_bad_answer",
                                              "the app's answer is not HTTP/1.1: " + ec.message()));
   }

@@ -3,17 +3,22 @@
 // WebSocket upgrades to 127.0.0.1:<port> inside the sandbox.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+// clang-format on
+
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
-
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
 
 #include "server/auth/token_connections.h"
 #include "server/auth/tokens.h"
@@ -44,6 +49,11 @@ struct ConnectionFds {
   int upstream = -1;
   bool busy = false;
   bool stale = false;  // the upstream belongs to a revoked grant: drop it before the next request
+  // The wait for the app's answer, watched by one timer per connection (see AnswerWatch).
+  bool awaiting_answer = false;
+  std::chrono::steady_clock::time_point awaiting_since;
+  bool answer_timed_out = false;
+  bool ended = false;  // the connection is gone: the watch stops
 };
 
 // What one client connection keeps between its requests.
@@ -67,6 +77,15 @@ struct ConnectionState {
   // and direction was a fifth of the proxy's CPU time.
   std::unique_ptr<char[]> relay_buffer;
   std::string head;  // the head being relayed, its capacity kept between requests
+  std::shared_ptr<net::steady_timer> answer_watch;  // started with the first proxied request
+
+  ConnectionState() = default;
+  ConnectionState(const ConnectionState&) = delete;
+  ConnectionState& operator=(const ConnectionState&) = delete;
+  ~ConnectionState() {
+    fds->ended = true;
+    if (answer_watch) answer_watch->cancel();
+  }
 };
 
 class PreviewProxy {

@@ -3,7 +3,6 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 #include <boost/container/small_vector.hpp>
-
 #include <charconv>
 
 #include "server/preview/preview_request.h"
@@ -39,7 +38,8 @@ class ConnectionNamed {
   explicit ConnectionNamed(const http::fields& f) {
     for (auto it = f.find(Field::connection); it != f.end() && it->name() == Field::connection;
          ++it) {
-      for (auto token : http::token_list{it->value()}) names_.emplace_back(token.data(), token.size());
+      for (auto token : http::token_list{it->value()})
+        names_.emplace_back(token.data(), token.size());
     }
   }
   bool contains(std::string_view name) const {

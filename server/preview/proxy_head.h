@@ -5,7 +5,6 @@
 #pragma once
 
 #include <boost/beast/http/message.hpp>
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,7 +50,6 @@ struct ClientAnswer {
 
 // Appends the answer head for the client (HTTP/1.1) to `out`. Set-Cookie headers that would set
 // Cabin's preview cookie are dropped.
-void write_response_head(std::string& out, const http::response_header<>& h,
-                         const ClientAnswer& a);
+void write_response_head(std::string& out, const http::response_header<>& h, const ClientAnswer& a);
 
 }  // namespace cabin::preview

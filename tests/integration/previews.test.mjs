@@ -1,11 +1,13 @@
 // Port previews end to end: a real app and a static file server started inside a sandbox through
 // exec, reached through both routing modes with real HTTP clients and from real Chromium; HTTP/1.1
 // streamed both ways (keep-alive, chunked, 100 MB down, 64 MB up, server-sent events), WebSocket
-// upgrades, and closing on delete.
+// upgrades, closing on delete, and a time limit on the app's answer.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { test } from 'node:test';
 
 import { chromium } from 'playwright-core';
@@ -13,7 +15,10 @@ import { chromium } from 'playwright-core';
 import { useCabind, waitFor, withDeadline, wsOpen } from './helpers.mjs';
 import { DOMAIN, hostRequest, openPreview, startApps } from './preview_helpers.mjs';
 
-const ctx = useCabind({ args: ['--preview-domain', DOMAIN] });
+const ANSWER_TIMEOUT_S = 3;
+const ctx = useCabind({
+  args: ['--preview-domain', DOMAIN, '--preview-answer-timeout-s', String(ANSWER_TIMEOUT_S)],
+});
 
 let apps;  // { session, app: 8000, files: 8001 }
 async function setup() {
@@ -176,6 +181,28 @@ test('a preview expires: open connections close and requests are refused', async
   await withDeadline(closed, 8000, 'the WebSocket to close at expiry');
   const after = await fetch(pv.base + pv.prefix + '/echo', { headers: { cookie: pv.cookie } });
   assert.ok([401, 404].includes(after.status), `${after.status}`);
+});
+
+test('an app that does not start answering in time: 504, and the client keeps its connection', async () => {
+  const { session } = await setup();
+  const pv = await openPreview(ctx.server, session.id, 8000, 'path');
+  const socket = net.connect(ctx.server.port, '127.0.0.1');
+  await once(socket, 'connect');
+  let got = '';
+  socket.on('data', (d) => { got += d; });
+  const ask = (p) => socket.write(`GET ${pv.prefix}${p} HTTP/1.1\r\nHost: ${ctx.server.hostPort}\r\nCookie: ${pv.cookie}\r\n\r\n`);
+  const t0 = Date.now();
+  ask('/hang');
+  await waitFor(() => /\r\n\r\n\{.*\}\}\n$/s.test(got), { what: 'the 504', timeoutMs: 20000, intervalMs: 50 });
+  const waited = (Date.now() - t0) / 1000;
+  assert.match(got, /^HTTP\/1\.1 504 /, got);
+  assert.match(got, /"code":"preview_timeout"/);
+  assert.ok(waited >= ANSWER_TIMEOUT_S - 0.5 && waited < ANSWER_TIMEOUT_S + 8, `answered after ${waited} s`);
+  got = '';
+  ask('/echo');  // the same client connection, a fresh one to the app
+  await waitFor(() => /"method": ?"GET"/.test(got), { what: 'the next answer', timeoutMs: 10000, intervalMs: 50 });
+  assert.match(got, /^HTTP\/1\.1 200 /, got);
+  socket.destroy();
 });
 
 test('host-based: its own origin, checked Host, from a real HTTP client and Chromium', async () => {

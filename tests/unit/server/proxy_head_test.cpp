@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "server/preview/proxy_head.h"
+
+#include <catch2/catch.hpp>
 
 using namespace cabin::preview;
 
@@ -93,8 +93,9 @@ TEST_CASE("the client's answer head: framing, Cabin's cookie and paths under the
   h.set(http::field::content_type, "text/plain");
 
   std::string head;
-  write_response_head(head, h, {.prefix = "/preview/prv_x", .port = 8000,
-                                .framing = Framing::kChunked, .keep_alive = true});
+  write_response_head(
+      head, h,
+      {.prefix = "/preview/prv_x", .port = 8000, .framing = Framing::kChunked, .keep_alive = true});
   CHECK(head.rfind("HTTP/1.1 302 Found\r\n", 0) == 0);
   CHECK(head.find("cabin_preview") == std::string::npos);
   CHECK(head.find("X-Hop") == std::string::npos);
@@ -120,6 +121,7 @@ TEST_CASE("the client's answer head: framing, Cabin's cookie and paths under the
   up.set(http::field::upgrade, "WebSocket");
   up.set(http::field::sec_websocket_accept, "abc=");
   write_response_head(head, up, {.websocket = true});
-  CHECK(head == "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: abc=\r\n"
-                "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+  CHECK(head ==
+        "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: abc=\r\n"
+        "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
 }
