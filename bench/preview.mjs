@@ -40,8 +40,12 @@ http {
       proxy_pass http://backend;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      # The forwarding fields Cabin sets too, so both backends parse the same request.
       proxy_set_header Host $host;
       proxy_set_header X-Forwarded-For $remote_addr;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-Host $http_host;
+      proxy_set_header Forwarded "for=\\"$remote_addr\\";host=\\"$http_host\\";proto=$scheme";
       proxy_max_temp_file_size 0;
     }
   }
