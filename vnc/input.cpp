@@ -1,6 +1,7 @@
 #include "vnc/input.h"
 
 #include <X11/Xlib.h>
+#include <X11/Xutil.h>
 #include <X11/extensions/XTest.h>
 #include <X11/keysym.h>
 
@@ -33,6 +34,8 @@ struct Input::Impl {
   int per = 0;  // keysyms per keycode
   std::vector<KeySym> map;
   std::array<bool, 256> is_modifier{};
+  std::array<bool, 256> is_shift{};  // keycodes bound to the Shift modifier
+  unsigned numlock_mask = 0;         // the modifier bit Num_Lock sets, 0 if none
 
   // Borrowed keycodes; sym == NoSymbol while a slot is free.
   struct Spare {
@@ -152,9 +155,16 @@ struct Input::Impl {
     map.assign(syms, syms + static_cast<size_t>(count) * per);
     XFree(syms);
     is_modifier.fill(false);
+    is_shift.fill(false);
+    numlock_mask = 0;
     if (XModifierKeymap* mm = XGetModifierMapping(d->dpy)) {
       for (int i = 0; i < 8 * mm->max_keypermod; ++i) {
-        if (mm->modifiermap[i] != 0) is_modifier[mm->modifiermap[i]] = true;
+        const int kc = mm->modifiermap[i];
+        if (kc == 0) continue;
+        is_modifier[kc] = true;
+        const int mod = i / mm->max_keypermod;
+        if (mod == ShiftMapIndex) is_shift[kc] = true;
+        if (kc >= min_kc && kc <= max_kc && sym_at(kc, 0) == XK_Num_Lock) numlock_mask = 1u << mod;
       }
       XFreeModifiermap(mm);
     }
@@ -235,16 +245,66 @@ struct Input::Impl {
     return KeyRef{slot->keycode, false};
   }
 
+  // The key that reaches a keysym's shifted level.
+  Result<int> shift_keycode() const {
+    auto shift = find(XK_Shift_L, false);
+    if (!shift) shift = find(XK_Shift_R, false);
+    if (!shift) return make_error(Errc::kUnavailable, "no_shift_key", "layout has no Shift key");
+    return shift->keycode;
+  }
+
+  // Shift keys to press (`add`) or let go of (`lift`) around pressing `ref` so that it types
+  // `sym` in the server's current modifier state; see key_down_exact.
+  struct ShiftFix {
+    int add = 0;
+    std::vector<int> lift;
+  };
+  Result<ShiftFix> shift_fix(KeySym sym, const KeyRef& ref) const {
+    ShiftFix fix;
+    const KeySym s0 = sym_at(ref.keycode, 0);
+    const KeySym s1 = per > 1 ? sym_at(ref.keycode, 1) : NoSymbol;
+    if (s1 == NoSymbol || s1 == s0) return fix;  // Shift changes nothing (borrowed keycodes too)
+    ::Window root = 0, child = 0;
+    int rx = 0, ry = 0, wx = 0, wy = 0;
+    unsigned mask = 0;
+    XQueryPointer(d->dpy, d->root, &root, &child, &rx, &ry, &wx, &wy, &mask);
+    const bool shift_down = (mask & ShiftMask) != 0;
+    // The level the key would type now: Caps Lock flips letters, Num Lock the keypad.
+    bool shifted = shift_down;
+    KeySym lower = NoSymbol, upper = NoSymbol;
+    XConvertCase(s0, &lower, &upper);
+    if ((mask & LockMask) != 0 && lower == s0 && upper == s1) shifted = !shifted;
+    if ((mask & numlock_mask) != 0 && IsKeypadKey(s1)) shifted = !shifted;
+    if (shifted == ref.shift) return fix;
+    if (!shift_down) {
+      auto kc = shift_keycode();
+      if (!kc) return kc.error();
+      fix.add = *kc;
+      return fix;
+    }
+    // Shift is down but would change the key: lift it only for a printable character with no
+    // other modifier down, which can only mean the character itself.
+    const unsigned others =
+        (ControlMask | Mod1Mask | Mod2Mask | Mod3Mask | Mod4Mask | Mod5Mask) & ~numlock_mask;
+    const char32_t cp = char_for_keysym(static_cast<Keysym>(sym));
+    if (cp < 0x20 || (mask & others) != 0) return fix;
+    char keys[32] = {};
+    XQueryKeymap(d->dpy, keys);
+    for (int kc = 8; kc < 256; ++kc) {
+      if ((keys[kc / 8] & (1 << (kc % 8))) != 0 && is_shift[kc]) fix.lift.push_back(kc);
+    }
+    return fix;
+  }
+
   Result<void> type_one(Guard& g, char32_t cp) {
     const Keysym ks = keysym_for_char(cp);
     auto ref = ensure(ks, g.down());
     if (!ref) return ref.error();
     int shift_kc = 0;
     if (ref->shift) {
-      auto shift = find(XK_Shift_L, false);
-      if (!shift) shift = find(XK_Shift_R, false);
-      if (!shift) return make_error(Errc::kUnavailable, "no_shift_key", "layout has no Shift key");
-      shift_kc = shift->keycode;
+      auto shift = shift_keycode();
+      if (!shift) return shift.error();
+      shift_kc = *shift;
       g.press(shift_kc);
     }
     g.press(ref->keycode);
@@ -377,6 +437,34 @@ Result<void> Input::key_down(Keysym keysym) {
   return impl_->d->sync("key down");
 }
 
+Result<void> Input::key_down_exact(Keysym keysym) {
+  if (is_modifier_keysym(keysym)) return key_down(keysym);
+  if (auto r = impl_->refresh(); !r) return r;
+  std::vector<int> none;
+  auto ref = impl_->ensure(keysym, none);
+  if (!ref) return ref.error();
+  auto fix = impl_->shift_fix(keysym, *ref);
+  if (!fix) return fix.error();
+  ::Display* dpy = impl_->d->dpy;
+  // The server drops a second press of a key that is down: a client's repeat (another press
+  // before the release) goes in as a release and a new press.
+  auto& held = impl_->held_keys;
+  if (auto it = std::find_if(held.begin(), held.end(),
+                             [&](const auto& h) { return h.second == ref->keycode; });
+      it != held.end()) {
+    XTestFakeKeyEvent(dpy, ref->keycode, False, CurrentTime);
+    held.erase(it);
+  }
+  if (fix->add != 0) XTestFakeKeyEvent(dpy, fix->add, True, CurrentTime);
+  for (int kc : fix->lift) XTestFakeKeyEvent(dpy, kc, False, CurrentTime);
+  XTestFakeKeyEvent(dpy, ref->keycode, True, CurrentTime);
+  held.emplace_back(keysym, ref->keycode);
+  // Shift goes back as it was right after the press: the key itself stays down.
+  if (fix->add != 0) XTestFakeKeyEvent(dpy, fix->add, False, CurrentTime);
+  for (int kc : fix->lift) XTestFakeKeyEvent(dpy, kc, True, CurrentTime);
+  return impl_->d->sync("key down");
+}
+
 Result<void> Input::key_up(Keysym keysym) {
   if (auto r = impl_->refresh(); !r) return r;
   auto& held = impl_->held_keys;
@@ -407,9 +495,9 @@ Result<void> Input::press(const KeyChord& chord) {
     auto ref = impl_->ensure(ks, order);
     if (!ref) return ref.error();
     if (ref->shift && !has_shift && !is_modifier_keysym(ks)) {
-      auto shift = impl_->find(XK_Shift_L, false);
-      if (shift && std::find(order.begin(), order.end(), shift->keycode) == order.end()) {
-        order.push_back(shift->keycode);
+      auto shift = impl_->shift_keycode();
+      if (shift && std::find(order.begin(), order.end(), *shift) == order.end()) {
+        order.push_back(*shift);
       }
     }
     order.push_back(ref->keycode);

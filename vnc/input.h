@@ -53,6 +53,15 @@ class Input {
   // A key by keysym, left down until key_up (holding a key for a while). Presses the key that
   // carries the keysym and nothing else: Shift is not added for shifted symbols.
   Result<void> key_down(Keysym keysym);
+  // A key by keysym as a VNC client sends it: the press types what `keysym` says whatever Shift,
+  // Caps Lock and Num Lock are doing. A keysym on the shifted level of its key gets Shift pressed
+  // around the key's press when no Shift is down ("A" alone types "A"); a character on the
+  // unshifted level gets the Shift keys that are down lifted around the press, when no other
+  // modifier is down (Shift, "a" types "a"; Shift+Tab, Shift+arrows and Ctrl+Shift shortcuts are
+  // left as they are). Only the key stays down until key_up, so keys that overlap while typing
+  // fast each get their own Shift state, and a repeated key_down (auto-repeat) types the same
+  // character again.
+  Result<void> key_down_exact(Keysym keysym);
   Result<void> key_up(Keysym keysym);
   // Presses the chord's keys in order and releases them in reverse. A main key that sits on the
   // shifted level of its key ("ctrl+plus" on a US layout) gets Shift added.

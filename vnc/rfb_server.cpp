@@ -118,11 +118,10 @@ Result<UniqueFd> listen_on(const std::string& host, uint16_t port, uint16_t& bou
   if (!fd.valid()) return make_error(Errc::kInternal, "socket", std::strerror(errno));
   int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-      ::listen(fd.get(), 16) != 0) {
-    return make_error(Errc::kUnavailable, "listen_failed",
-                      "cannot listen on " + host + ":" + std::to_string(port) + ": " +
-                          std::strerror(errno));
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 || ::listen(fd.get(), 16) != 0) {
+    return make_error(
+        Errc::kUnavailable, "listen_failed",
+        "cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(errno));
   }
   sockaddr_storage got{};
   socklen_t got_len = sizeof(got);
@@ -148,8 +147,8 @@ struct RfbServer::Impl {
   std::optional<Clipboard> clipboard;
 
   Size size;
-  Image grab;                  // the newest capture
-  std::vector<char> fb;        // what viewers are sent: changed tiles of `grab`, BGRX
+  Image grab;                       // the newest capture
+  std::vector<char> fb;             // what viewers are sent: changed tiles of `grab`, BGRX
   std::vector<uint64_t> fb_rows;    // row_hash of each fb row (empty: unknown)
   std::vector<uint64_t> grab_rows;  // row_hash of each grab row
   rfbScreenInfoPtr screen = nullptr;
@@ -291,7 +290,9 @@ struct RfbServer::Impl {
   static void on_key(rfbBool down, rfbKeySym key, rfbClientPtr cl) {
     Impl& self = of(cl);
     if (!self.input) return;
-    auto r = down ? self.input->key_down(key) : self.input->key_up(key);
+    // Clients differ in whether they send Shift with shifted symbols (noVNC does not for IME
+    // and synthetic input): the keysym decides what is typed.
+    auto r = down ? self.input->key_down_exact(key) : self.input->key_up(key);
     if (!r) log()->debug("key {:#x}: {}", key, r.error().message);
     self.count([](RfbStats& s) { ++s.input_events; });
   }
@@ -381,8 +382,8 @@ struct RfbServer::Impl {
     cur->richSource = rich;
     cur->alphaSource = alpha;
     cur->alphaPreMultiplied = TRUE;
-    cur->mask = reinterpret_cast<unsigned char*>(
-        rfbMakeMaskFromAlphaSource(c->width, c->height, alpha));
+    cur->mask =
+        reinterpret_cast<unsigned char*>(rfbMakeMaskFromAlphaSource(c->width, c->height, alpha));
     cur->cleanup = TRUE;
     cur->cleanupMask = TRUE;
     cur->cleanupRichSource = TRUE;
@@ -560,7 +561,8 @@ struct RfbServer::Impl {
       int timeout = -1;  // idle: sleep until something happens
       if (dirty && watched && x_ok()) {
         timeout = static_cast<int>(std::max<int64_t>(
-            0, std::chrono::duration_cast<std::chrono::milliseconds>(next_frame - now).count() + 1));
+            0,
+            std::chrono::duration_cast<std::chrono::milliseconds>(next_frame - now).count() + 1));
       }
       if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
         log()->error("poll: {}", std::strerror(errno));

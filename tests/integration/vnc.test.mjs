@@ -167,6 +167,48 @@ describe('live view over RFB', () => {
     c.close();
   });
 
+  test('keysyms type what they say, with or without the client\'s Shift', async () => {
+    await page.evaluate(() => {
+      const t = document.createElement('input');
+      t.id = 'typed';
+      t.style.cssText = 'position:absolute;left:400px;top:50px;width:300px';
+      document.body.append(t);
+      t.focus();
+    });
+    const c = await wsViewer(vncUrl(mintToken(ctx.server.stateDir, s.id, 'control', inAnHour())));
+    const SHIFT = 0xffe1;
+    const tap = (k) => {
+      c.key(true, k);
+      c.key(false, k);
+    };
+    // As noVNC sends IME and synthetic input, and some clients everything: no Shift at all.
+    for (const ch of 'Hi! A') tap(ch.charCodeAt(0));
+    // The client's own Shift around shifted symbols: each is typed once, as it says.
+    c.key(true, SHIFT);
+    tap(0x42); // B
+    tap(0x40); // @
+    tap(0x63); // c: an unshifted letter while the client holds Shift
+    c.key(false, SHIFT);
+    // Overlapping keys, as fast typing sends them, and a key repeated before its release.
+    c.key(true, 0x44); // D
+    c.key(true, 0x65); // e
+    c.key(false, 0x44);
+    c.key(false, 0x65);
+    c.key(true, 0x46); // F
+    c.key(true, 0x46);
+    c.key(false, 0x46);
+    // A marker last: once it is in, every key before it is too. Nothing is left down, so a
+    // plain letter types in lower case.
+    tap(0x67); // g
+    tap(0x2e); // .
+    const value = () => page.evaluate(() => document.getElementById('typed').value);
+    await waitFor(async () => (await value()).endsWith('.'),
+                  { what: 'the marker in the input', timeoutMs: 10000 });
+    assert.equal(await value(), 'Hi! AB@cDeFFg.');
+    c.close();
+    await page.evaluate(() => document.getElementById('typed').remove());
+  });
+
   test('a view token watches but its clicks and keys never reach the page', async () => {
     const viewer = await wsViewer(vncUrl(mintToken(ctx.server.stateDir, s.id, 'view', inAnHour())));
     await viewer.fullFrame();

@@ -210,6 +210,92 @@ TEST_CASE("typing lifts held modifiers and Caps Lock, then puts them back", "[in
   CHECK(f.client.no_key_down());
 }
 
+TEST_CASE("key_down_exact types what the keysym says, whatever Shift and the locks do", "[input]") {
+  Fixture f;
+  auto in = Input::create(f.display);
+  REQUIRE(in.ok());
+  auto tap = [&](Keysym ks) {
+    REQUIRE(in->key_down_exact(ks).ok());
+    REQUIRE(in->key_up(ks).ok());
+  };
+
+  // Shifted symbols without Shift from the caller get Shift for their press only.
+  for (Keysym ks : {Keysym{'H'}, Keysym{'i'}, Keysym{'!'}, Keysym{' '}, Keysym{'A'}}) tap(ks);
+  CHECK(read_typed(f.client, 5) == U"Hi! A");
+  CHECK(f.client.no_key_down());
+  CHECK((f.client.pointer_mask() & ShiftMask) == 0);
+
+  // The caller's Shift: shifted symbols type once; a letter on the unshifted level has Shift
+  // lifted around it; Shift is down again afterwards.
+  REQUIRE(in->key_down(XK_Shift_L).ok());
+  for (Keysym ks : {Keysym{'B'}, Keysym{'@'}, Keysym{'c'}}) tap(ks);
+  CHECK(read_typed(f.client, 3) == U"B@c");
+  CHECK((f.client.pointer_mask() & ShiftMask) != 0);
+  // Shift stays for keys that are not characters (Shift+Tab) and for shortcuts.
+  tap(XK_Tab);
+  auto k = next_key(f.client);
+  REQUIRE(k);
+  CHECK(k->base == XK_Tab);
+  CHECK((k->state & ShiftMask) != 0);
+  REQUIRE(in->key_down(XK_Control_L).ok());
+  tap(XK_t);
+  k = next_key(f.client);
+  REQUIRE(k);
+  CHECK(k->base == XK_t);
+  CHECK((k->state & (ControlMask | ShiftMask)) == (ControlMask | ShiftMask));
+  REQUIRE(in->key_up(XK_Control_L).ok());
+  REQUIRE(in->key_up(XK_Shift_L).ok());
+  CHECK(f.client.no_key_down());
+
+  // Overlapping keys and a repeated press each get their own Shift state.
+  REQUIRE(in->key_down_exact('D').ok());
+  REQUIRE(in->key_down_exact('e').ok());
+  REQUIRE(in->key_up('D').ok());
+  REQUIRE(in->key_up('e').ok());
+  REQUIRE(in->key_down_exact('F').ok());
+  REQUIRE(in->key_down_exact('F').ok());
+  CHECK_FALSE(f.client.no_key_down());  // the key itself stays down until key_up
+  CHECK((f.client.pointer_mask() & ShiftMask) == 0);
+  REQUIRE(in->key_up('F').ok());
+  CHECK(read_typed(f.client, 4) == U"DeFF");
+  CHECK(f.client.no_key_down());
+
+  // Caps Lock on: a lower-case letter gets Shift (which undoes the lock), upper case does not.
+  REQUIRE(in->press(*parse_chord("Caps_Lock")).ok());
+  tap(XK_a);
+  k = next_key(f.client);
+  REQUIRE(k);
+  CHECK(k->base == XK_a);
+  CHECK((k->state & (ShiftMask | LockMask)) == (ShiftMask | LockMask));
+  tap(XK_A);
+  k = next_key(f.client);
+  REQUIRE(k);
+  CHECK(k->base == XK_a);
+  CHECK((k->state & (ShiftMask | LockMask)) == LockMask);
+  tap('1');  // the lock leaves digits alone
+  CHECK(read_typed(f.client, 1) == U"1");
+  REQUIRE(in->press(*parse_chord("Caps_Lock")).ok());
+
+  // The keypad: KP_1 shares its key with KP_End; Num Lock decides whether Shift is needed.
+  tap(XK_KP_1);
+  k = next_key(f.client);
+  REQUIRE(k);
+  CHECK(k->keysym == XK_KP_1);
+  REQUIRE(in->press(*parse_chord("Num_Lock")).ok());
+  tap(XK_KP_1);
+  k = next_key(f.client);
+  REQUIRE(k);
+  CHECK(k->base == XK_KP_End);
+  CHECK((k->state & ShiftMask) == 0);
+  REQUIRE(in->press(*parse_chord("Num_Lock")).ok());
+
+  // A character the layout lacks still gets a borrowed keycode.
+  tap(0x1000416);
+  CHECK(read_typed(f.client, 1) == U"\u0416");
+  CHECK(f.client.no_key_down());
+  CHECK((f.client.pointer_mask() & (ShiftMask | LockMask)) == 0);
+}
+
 TEST_CASE("failed calls leave nothing down", "[input]") {
   Fixture f;
   SECTION("bad text types nothing") {
