@@ -59,7 +59,7 @@ const PREVIEW = {
   conns: Number(opt['preview-conns']),
   ms: Number(opt['preview-ms'] ?? (opt.quick ? 1000 : 2000)),
   bigMiB: Number(opt['preview-big'] ?? (opt.quick ? 64 : 256)),
-  rounds: Number(opt['preview-rounds'] ?? (opt.quick ? 1 : 5)),
+  rounds: Number(opt['preview-rounds'] ?? (opt.quick ? 2 : 8)),
 };
 
 const log = (...a) => console.error('[bench]', ...a);

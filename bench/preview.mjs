@@ -150,13 +150,21 @@ export async function benchPreview(cabin, { conns, ms, bigMiB, rounds, log }) {
     const big = { cabin: [], nginx: [] };
     // Warm-up, then alternate so drifts of the machine hit both sides.
     for (const s of Object.values(sides)) await load(`${s.base}/small`, s.headers, { conns, ms: 500 });
+    // Small requests first, every round in the other order, so that neither side always follows
+    // the other; the downloads after, so that their aftermath (a backend collecting garbage)
+    // falls on no load round.
+    const order = (r) => (r % 2 ? Object.entries(sides).reverse() : Object.entries(sides));
     for (let r = 0; r < rounds; r++) {
-      for (const [name, s] of Object.entries(sides)) {
+      for (const [name, s] of order(r)) {
         const c0 = cpuMs(s.pid);
         const run = await load(`${s.base}/small`, s.headers, { conns, ms });
         // What the proxy itself spends: less noisy than rates on a shared machine.
         run.cpu_us_per_request = ((cpuMs(s.pid) - c0) * 1000) / (run.rps * (ms / 1000));
         small[name].push(run);
+      }
+    }
+    for (let r = 0; r < rounds; r++) {
+      for (const [name, s] of order(r)) {
         big[name].push(await download(`${s.base}/big/${bigMiB << 20}`, s.headers, bigMiB << 20));
       }
     }
