@@ -150,7 +150,43 @@ net::awaitable<void> watch_socket(ClientStream& socket, std::shared_ptr<bool> go
   feed->changed.notify_all();
 }
 
+// Writes the newest frame with `write` (a callable that starts the write and returns what to
+// co_await; not a coroutine itself) until the viewer leaves, the feed ends or a write fails.
+// A frame that arrives while one is written replaces any before it: a slow viewer skips frames
+// and never builds a queue. Returns the frames sent.
+template <typename Write>
+net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, Write write,
+                                   boost::system::error_code& ec) {
+  uint64_t seen = 0;
+  size_t sent = 0;
+  while (!ec) {
+    auto frame = co_await next_frame(feed, seen, gone);
+    if (!frame) break;
+    co_await write(*frame);
+    seen = frame->seq;
+    ++sent;
+  }
+  co_return sent;
+}
+
+// The watcher holds the viewer's stream by reference: the viewer waits for it before leaving.
+net::awaitable<void> wait_gone(FrameFeed& feed, const bool& gone) {
+  while (!gone) co_await feed.changed.wait_until(Notifier::Clock::time_point::max());
+}
+
 }  // namespace
+
+net::awaitable<std::shared_ptr<FrameFeed>> FrameHub::join_or_refuse(sessions::SessionPtr session,
+                                                                    const std::string& agent_query,
+                                                                    ClientStream& socket) {
+  auto joined = co_await join(session, agent_query);
+  session.reset();  // a viewer must not keep an ended session alive
+  if (!joined) {
+    co_await refuse_connection(socket, error_response(joined.error()));
+    co_return nullptr;
+  }
+  co_return std::move(*joined);
+}
 
 net::awaitable<Result<std::shared_ptr<FrameFeed>>> FrameHub::join(
     const sessions::SessionPtr& session, const std::string& agent_query) {
@@ -187,14 +223,9 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
                                                std::string agent_query, std::string format, int fps,
                                                http::request<http::string_body> req,
                                                ClientStream socket) {
-  auto joined = co_await join(session, agent_query);
   const std::string id = session->id();
-  session.reset();  // a viewer must not keep an ended session alive
-  if (!joined) {
-    co_await refuse_connection(socket, error_response(joined.error()));
-    co_return;
-  }
-  std::shared_ptr<FrameFeed> feed = std::move(*joined);
+  auto feed = co_await join_or_refuse(std::move(session), agent_query, socket);
+  if (!feed) co_return;
   Viewing viewing(feed);
 
   namespace websocket = beast::websocket;
@@ -217,36 +248,26 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   ws.text(true);
   co_await ws.async_write(net::buffer(hello.dump()), net::redirect_error(net::use_awaitable, ec));
   ws.binary(true);
-  uint64_t seen = 0;
-  size_t sent = 0;
-  while (!ec) {
-    auto frame = co_await next_frame(*feed, seen, *gone);
-    if (!frame) break;
-    // A frame that arrives while this one is written replaces any before it: a slow viewer
-    // skips frames and never builds a queue.
-    co_await ws.async_write(net::buffer(frame->bytes), net::redirect_error(net::use_awaitable, ec));
-    seen = frame->seq;
-    ++sent;
-  }
+  const size_t sent = co_await send_frames(
+      *feed, *gone,
+      [&](const Frame& f) {
+        return ws.async_write(net::buffer(f.bytes), net::redirect_error(net::use_awaitable, ec));
+      },
+      ec);
   if (!*gone && !ec) {
     websocket::close_reason why(websocket::close_code::going_away, feed->end_reason.substr(0, 120));
     co_await ws.async_close(why, net::redirect_error(net::use_awaitable, ec));
   }
   // The reader must finish before `ws` goes out of scope.
   beast::get_lowest_layer(ws).close(ec);
-  while (!*gone) co_await feed->changed.wait_until(Notifier::Clock::time_point::max());
+  co_await wait_gone(*feed, *gone);
   log()->debug("session {}: frame viewer left after {} frames", id, sent);
 }
 
 net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::string agent_query,
                                            ClientStream socket) {
-  auto joined = co_await join(session, agent_query);
-  session.reset();
-  if (!joined) {
-    co_await refuse_connection(socket, error_response(joined.error()));
-    co_return;
-  }
-  std::shared_ptr<FrameFeed> feed = std::move(*joined);
+  auto feed = co_await join_or_refuse(std::move(session), agent_query, socket);
+  if (!feed) co_return;
   Viewing viewing(feed);
   static constexpr std::string_view kHead =
       "HTTP/1.1 200 OK\r\nServer: cabind\r\n"
@@ -260,20 +281,20 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
   auto gone = std::make_shared<bool>(false);
   net::co_spawn(co_await net::this_coro::executor, watch_socket(socket, gone, feed), net::detached);
 
-  uint64_t seen = 0;
-  while (!ec) {
-    auto frame = co_await next_frame(*feed, seen, *gone);
-    if (!frame) break;
-    std::string head = "--cabinframe\r\nContent-Type: image/jpeg\r\nContent-Length: " +
-                       std::to_string(frame->bytes.size()) + "\r\n\r\n";
-    const std::array<net::const_buffer, 3> parts{net::buffer(head), net::buffer(frame->bytes),
-                                                 net::buffer("\r\n", 2)};
-    co_await net::async_write(socket, parts, net::redirect_error(net::use_awaitable, ec));
-    seen = frame->seq;
-  }
+  std::string head;
+  std::array<net::const_buffer, 3> parts;
+  co_await send_frames(
+      *feed, *gone,
+      [&](const Frame& f) {
+        head = "--cabinframe\r\nContent-Type: image/jpeg\r\nContent-Length: " +
+               std::to_string(f.bytes.size()) + "\r\n\r\n";
+        parts = {net::buffer(head), net::buffer(f.bytes), net::buffer("\r\n", 2)};
+        return net::async_write(socket, parts, net::redirect_error(net::use_awaitable, ec));
+      },
+      ec);
   socket.shutdown(net::socket_base::shutdown_both, ec);
   socket.close(ec);
-  while (!*gone) co_await feed->changed.wait_until(Notifier::Clock::time_point::max());
+  co_await wait_gone(*feed, *gone);
 }
 
 }  // namespace cabin::http_api

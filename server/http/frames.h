@@ -48,6 +48,10 @@ class FrameHub {
   // refused the stream (bad query for this screen, display not ready).
   net::awaitable<Result<std::shared_ptr<FrameFeed>>> join(const sessions::SessionPtr& session,
                                                           const std::string& agent_query);
+  // join, then let go of the session; a refusal is answered on `socket` (null comes back).
+  net::awaitable<std::shared_ptr<FrameFeed>> join_or_refuse(sessions::SessionPtr session,
+                                                            const std::string& agent_query,
+                                                            ClientStream& socket);
 
   std::map<std::string, std::shared_ptr<FrameFeed>> feeds_;  // key: session id + ' ' + query
 };
