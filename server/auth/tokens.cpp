@@ -187,6 +187,16 @@ Result<TokenClaims> TokenService::verify_any(std::string_view token, std::string
   return claims;
 }
 
+Error token_revoked(std::string message) {
+  return make_error(Errc::kUnauthenticated, "token_revoked", std::move(message));
+}
+
+Result<void> TokenService::check_current(const TokenClaims& claims, uint32_t generation) const {
+  if (auto live = check_expiry(claims); !live) return live;
+  if (claims.generation != generation) return token_revoked();
+  return {};
+}
+
 Result<void> TokenService::check_expiry(const TokenClaims& claims) const {
   if (clock_.unix_seconds() >= claims.expires_at) {
     return make_error(Errc::kUnauthenticated, "token_expired", "token has expired");

@@ -38,6 +38,10 @@ inline std::string preview_scope(int port, std::string_view preview_id) {
   return "preview:" + std::to_string(port) + "@" + std::string(preview_id);
 }
 
+// The refusal of a token that was valid once: its session's tokens were revoked, or what it
+// was issued for is gone.
+Error token_revoked(std::string message = "token has been revoked");
+
 class TokenService {
  public:
   // keys: key id -> secret (at least 32 bytes). The greatest key id signs; all verify.
@@ -75,8 +79,9 @@ class TokenService {
   Result<TokenClaims> verify_any(std::string_view token, std::string_view session_id,
                                  const std::vector<std::string_view>& scopes) const;
 
-  // Whether claims already verified are still within their expiry.
-  Result<void> check_expiry(const TokenClaims& claims) const;
+  // Whether verified claims still hold: within their expiry, and of the session's current token
+  // generation (`generation`), else token_revoked.
+  Result<void> check_current(const TokenClaims& claims, uint32_t generation) const;
 
   // Parses and checks the signature only.
   Result<TokenClaims> decode(std::string_view token) const;
@@ -84,6 +89,8 @@ class TokenService {
   const Clock& clock() const { return clock_; }
 
  private:
+  Result<void> check_expiry(const TokenClaims& claims) const;
+
   std::map<std::string, std::string> keys_;
   uint64_t key_epoch_ = 0;
   const Clock& clock_;

@@ -61,9 +61,7 @@ Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::st
     if (r && r->status != "starting" && r->status != "running") return session_ended(*r);
     return session_not_found();
   }
-  if (claims->generation != s->token_generation) {
-    return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
-  }
+  if (auto live = tokens_.check_current(*claims, s->token_generation); !live) return live.error();
   return claims;
 }
 

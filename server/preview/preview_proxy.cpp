@@ -249,26 +249,19 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
                                              "no live preview at this address"));
   }
   const std::string scope = auth::preview_scope(grant->port, grant->id);
-  // Expiry and revocation, for a token whose signature, session and scope have been checked.
-  auto current = [&](const auth::TokenClaims& claims) -> Result<void> {
-    if (auto live = tokens_.check_expiry(claims); !live) return live;
-    if (claims.generation != session->token_generation) {
-      return make_error(Errc::kUnauthenticated, "token_revoked", "token has been revoked");
-    }
-    return {};
-  };
   auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
     auto claims = tokens_.verify(token, grant->session_id, scope);
     if (!claims && claims.error().code == "token_scope") {
       // A token of an earlier preview of this port, which was deleted or replaced.
       auto decoded = tokens_.decode(token);
       if (decoded && decoded->scope.rfind(auth::preview_scope(grant->port, ""), 0) == 0) {
-        return make_error(Errc::kUnauthenticated, "token_revoked",
-                          "this preview was deleted or replaced: open its new URL");
+        return auth::token_revoked("this preview was deleted or replaced: open its new URL");
       }
     }
     if (!claims) return claims.error();
-    if (auto live = current(*claims); !live) return live.error();
+    if (auto live = tokens_.check_current(*claims, session->token_generation); !live) {
+      return live.error();
+    }
     return claims;
   };
   const std::string cookie_path = by_host ? "/" : prefix + "/";
@@ -308,7 +301,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   Result<void> accepted;
   if (!known.token.empty() && known.grant_id == grant->id &&
       known.key_epoch == tokens_.key_epoch() && constant_time_equal(known.token, cookie_token)) {
-    accepted = current(known.claims);
+    accepted = tokens_.check_current(known.claims, session->token_generation);
   } else if (auto claims = check(cookie_token)) {
     known = {std::move(cookie_token), grant->id, tokens_.key_epoch(), std::move(*claims)};
   } else {
