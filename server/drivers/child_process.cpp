@@ -36,8 +36,11 @@ Result<ChildProcess> spawn_child(const ChildSpawn& s) {
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, out_w.get(), 1);
   posix_spawn_file_actions_adddup2(&fa, out_w.get(), 2);
-  // dup2 clears FD_CLOEXEC on the copy, so the child inherits exactly this one extra descriptor.
+  // dup2 clears FD_CLOEXEC on the copy (glibc clears it too when pass_fd is already 3).
   if (s.pass_fd >= 0) posix_spawn_file_actions_adddup2(&fa, s.pass_fd, 3);
+  // Everything else is closed, CLOEXEC or not: Asio opens and accepts sockets without
+  // SOCK_CLOEXEC, and a sandbox holding cabind's listener could accept operators' requests.
+  posix_spawn_file_actions_addclosefrom_np(&fa, s.pass_fd >= 0 ? 4 : 3);
   if (!s.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, s.cwd.c_str());
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

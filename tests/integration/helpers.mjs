@@ -56,8 +56,10 @@ export function withDeadline(promise, ms, what) {
 // `port`, `key`, `runDir`, `stateDir`, `api()`, `createSession()`, `deleteSession()`,
 // `stop()` and `logTail()`.
 // Pass `stateDir`, `runDir` and `key` of an earlier server to restart on its state.
+// `wrap`: a command that execs cabind after it (e.g. ['prlimit', '--nofile=64:64', '--']), so
+// the pid is still cabind's.
 export async function startCabind({
-  args = [], env = {}, startTimeoutMs = 15000, stateDir, runDir, key,
+  args = [], env = {}, startTimeoutMs = 15000, stateDir, runDir, key, wrap = [],
 } = {}) {
   key ??= randomBytes(16).toString('hex'); // 32 characters
   stateDir ??= await fsp.mkdtemp(path.join(os.tmpdir(), 'cabin-state-'));
@@ -69,9 +71,10 @@ export async function startCabind({
     await removeTree(runDir);
     throw new Error(`${bin} does not exist: build it first, or set CABIN_BIN_DIR`);
   }
+  const argv = ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--run-dir', runDir, ...args];
   const child = spawn(
-    bin,
-    ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--run-dir', runDir, ...args],
+    wrap.length ? wrap[0] : bin,
+    wrap.length ? [...wrap.slice(1), bin, ...argv] : argv,
     {
       env: { ...process.env, CABIN_API_KEY: key, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -530,6 +533,39 @@ export function leftovers(sessionId, runDir) {
     if (line.includes(sessionId)) found.push(`mount ${line}`);
   }
   return found;
+}
+
+// The pids of the processes that carry the session id in their command line or cgroup: a
+// namespace sandbox's launcher, PID 1 and everything under it; a microVM's QEMU.
+export function sessionPids(sessionId) {
+  const pids = [];
+  for (const pid of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid) || Number(pid) === process.pid) continue;
+    const cmdline = readText(`/proc/${pid}/cmdline`) || '';
+    const cgroup = readText(`/proc/${pid}/cgroup`) || '';
+    if (cmdline.includes(sessionId) || cgroup.includes(sessionId)) pids.push(Number(pid));
+  }
+  return pids;
+}
+
+// fd number -> what it refers to (`socket:[123]`, `pipe:[45]`, a path) for one process; empty
+// when it is gone.
+export function openDescriptors(pid) {
+  const fds = new Map();
+  let names = [];
+  try {
+    names = fs.readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return fds;
+  }
+  for (const fd of names) {
+    try {
+      fds.set(Number(fd), fs.readlinkSync(`/proc/${pid}/fd/${fd}`));
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return fds;
 }
 
 // Polls leftovers() until it is empty; rejects with the list when the deadline passes.

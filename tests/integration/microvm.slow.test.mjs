@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 
-import { leftovers, useCabind, waitFor, waitForNoLeftovers, withDeadline } from './helpers.mjs';
+import { leftovers, openDescriptors, useCabind, waitFor, waitForNoLeftovers, withDeadline } from './helpers.mjs';
 import { wsViewer } from './rfb_client.mjs';
 
 const ctx = useCabind();
@@ -64,6 +64,15 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
     assert.equal(s.driver, 'microvm');
     assert.deepEqual(s.resolution, { width: 1024, height: 768 });
     assert.equal(qemuProcessesOf(s.id).length, 1, 'one QEMU runs for the session');
+  });
+
+  test('QEMU holds no socket or pipe of cabind but its output pipe', () => {
+    const shared = (fds) => new Set([...fds.values()].filter((t) => /^(socket|pipe):/.test(t)));
+    const cabind = shared(openDescriptors(ctx.server.pid));
+    const [pid] = qemuProcessesOf(s.id);
+    const qemu = openDescriptors(pid);
+    const leaks = [...qemu].filter(([fd, t]) => fd > 2 && cabind.has(t));
+    assert.deepEqual(leaks, [], 'descriptors of cabind in QEMU');
   });
 
   test('Playwright and Puppeteer drive the guest browser at once', { timeout: 400000 }, async () => {

@@ -1,5 +1,7 @@
 #include "vm-images/agent/http_server.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -337,6 +339,21 @@ Result<void> HttpServer::start() {
     return make_error(Errc::kUnavailable, "listen_failed", what + ": " + ec.message());
   };
   boost::system::error_code ec;
+  if (opts_.listen.kind == ListenAddress::Kind::kFd) {
+    // Bound and listening already: the host made it where the sandbox cannot reach the path.
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (::getsockopt(opts_.listen.fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+        type != SOCK_STREAM) {
+      return fail("fd " + std::to_string(opts_.listen.fd),
+                  boost::system::error_code(ENOTSOCK, boost::system::system_category()));
+    }
+    ::fcntl(opts_.listen.fd, F_SETFD, FD_CLOEXEC);
+    acceptor_.assign(generic_stream(AF_UNIX, 0), opts_.listen.fd, ec);
+    if (ec) return fail("assign listening socket", ec);
+    net::co_spawn(ex_, accept_loop(), net::detached);
+    return {};
+  }
   generic_stream::endpoint ep;
   if (opts_.listen.kind == ListenAddress::Kind::kUnix) {
     struct stat sb;

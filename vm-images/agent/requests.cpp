@@ -96,7 +96,14 @@ Result<ListenAddress> parse_listen_address(std::string_view text) {
     }
     return a;
   }
-  return bad("listen address must start with unix: or tcp:");
+  if (text.substr(0, 3) == "fd:") {
+    a.kind = ListenAddress::Kind::kFd;
+    auto fd = parse_decimal(text.substr(3), 3, 1023);
+    if (!fd) return bad("fd: needs a descriptor number in 3..1023");
+    a.fd = static_cast<int>(*fd);
+    return a;
+  }
+  return bad("listen address must start with unix:, tcp: or fd:");
 }
 
 std::pair<std::string_view, std::string_view> split_target(std::string_view target) {

@@ -35,9 +35,10 @@ Result<ConnectTarget> parse_connect_target(std::string_view target);
 
 // --listen value: "unix:PATH" or "tcp:HOST:PORT" (HOST an IPv4 literal or [IPv6]).
 struct ListenAddress {
-  enum class Kind { kUnix, kTcp };
+  enum class Kind { kUnix, kTcp, kFd };
   Kind kind = Kind::kUnix;
   std::string path;   // kUnix
+  int fd = -1;        // kFd: a listening UNIX socket made by whoever started the agent
   std::string host;   // kTcp, without brackets
   uint16_t port = 0;  // kTcp; 0 picks a free port
 };

@@ -22,6 +22,7 @@
 #include <memory>
 
 #include "common/log.h"
+#include "common/cloexec.h"
 #include "common/unique_fd.h"
 #include "server/drivers/child_process.h"
 #include "server/drivers/microvm/kvm_probe.h"
@@ -137,8 +138,10 @@ class MicrovmSandbox final : public Sandbox {
     net::ip::tcp::endpoint ep(net::ip::address_v4::loopback(), s_->host_port);
     AgentStream socket(s_->executor);
     boost::system::error_code ec;
-    co_await socket.async_connect(net::generic::stream_protocol::endpoint(ep),
-                                  net::redirect_error(net::use_awaitable, ec));
+    const net::generic::stream_protocol::endpoint gep(ep);
+    open_cloexec(socket, gep.protocol(), ec);
+    if (!ec)
+      co_await socket.async_connect(gep, net::redirect_error(net::use_awaitable, ec));
     if (ec)
       co_return make_error(Errc::kUnavailable, "agent_not_ready",
                            "connect to agent: " + ec.message());

@@ -12,6 +12,9 @@ std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap, pid_t 
 }
 
 Result<VmmProcess> spawn_vmm(const VmmSpawn& s) {
+  // The wrapper closes every descriptor above stdio before it becomes QEMU.
+  if (!s.wrap.empty() && s.pass_fd >= 0)
+    return make_error(Errc::kInternal, "vmm_pass_fd", "cabin-vmm-wrap passes no descriptor");
   ChildSpawn c;
   c.argv = s.wrap.empty() ? s.argv : vmm_wrap_argv(s.wrap, ::getpid(), s.argv);
   // QEMU needs nothing from cabind's environment; a fixed one keeps secrets and locale out.

@@ -4,7 +4,9 @@
 //
 // QEMU 7.2 has no option for this. PR_SET_PDEATHSIG survives execve, and fires when the thread
 // that spawned us exits: cabind spawns from its one io_context thread, which lives as long as it.
+#include <linux/close_range.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -23,6 +25,12 @@ int main(int argc, char** argv) {
   const long parent = std::strtol(argv[2], &end, 10);
   if (*end != '\0' || parent <= 0) {
     std::fprintf(stderr, "cabin-vmm-wrap: bad --parent %s\n", argv[2]);
+    return 125;
+  }
+  // QEMU gets no descriptor of cabind's but stdio, whatever cabind forgot to mark CLOEXEC: a
+  // VMM holding cabind's sockets could accept its clients or talk to other sessions' agents.
+  if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+    std::fprintf(stderr, "cabin-vmm-wrap: close_range: %s\n", std::strerror(errno));
     return 125;
   }
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {

@@ -39,7 +39,7 @@ Error usage(std::string message) {
 std::vector<std::string> build_launcher_argv(const std::string& launcher_path,
                                              const LauncherArgs& args) {
   std::vector<std::string> argv{launcher_path, "--id", args.id};
-  if (!args.run_dir.empty()) argv.insert(argv.end(), {"--run-dir", args.run_dir});
+  if (args.agent_fd >= 0) argv.insert(argv.end(), {"--agent-fd", std::to_string(args.agent_fd)});
   if (!args.agent.empty()) argv.insert(argv.end(), {"--agent", args.agent});
   if (args.map_root) argv.insert(argv.end(), {"--map-root", ids_text(*args.map_root)});
   if (args.map_user) argv.insert(argv.end(), {"--map-user", ids_text(*args.map_user)});
@@ -69,11 +69,13 @@ Result<LauncherArgs> parse_launcher_args(const std::vector<std::string>& argv) {
     if (flag == "--id") {
       if (!valid_sandbox_id(v)) return usage("--id must be [a-z0-9_]{1,64}");
       a.id = v;
-    } else if (flag == "--run-dir" || flag == "--agent" || flag == "--cgroup-procs") {
+    } else if (flag == "--agent-fd") {
+      auto fd = parse_number<int>(v);
+      if (!fd || *fd < 3) return usage("--agent-fd needs a descriptor number, at least 3");
+      a.agent_fd = *fd;
+    } else if (flag == "--agent" || flag == "--cgroup-procs") {
       if (v.empty() || v[0] != '/') return usage(flag + " needs an absolute path");
-      if (flag == "--run-dir")
-        a.run_dir = v;
-      else if (flag == "--agent")
+      if (flag == "--agent")
         a.agent = v;
       else
         a.cgroup_procs.push_back(v);
@@ -93,7 +95,7 @@ Result<LauncherArgs> parse_launcher_args(const std::vector<std::string>& argv) {
                    argv.end());
   if (a.id.empty()) return usage("--id is required");
   if (!a.probe && a.payload.empty()) return usage("a payload argv after -- is required");
-  if (!a.probe && a.run_dir.empty()) return usage("--run-dir is required");
+  if (!a.probe && a.agent_fd < 0) return usage("--agent-fd is required");
   if (a.map_root.has_value() != a.map_user.has_value())
     return usage("--map-root and --map-user go together");
   if (a.map_root && a.map_root->uid == a.map_user->uid)

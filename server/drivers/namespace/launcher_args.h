@@ -12,10 +12,11 @@
 namespace cabin::nsbox {
 
 // Fixed paths inside every sandbox.
-inline constexpr char kSandboxRunDir[] = "/run/cabin";
 inline constexpr char kSandboxAgentPath[] = "/opt/cabin/bin/cabin-agent";
 inline constexpr char kSandboxHome[] = "/home/cabin";
-inline constexpr char kAgentSocketName[] = "agent.sock";
+inline constexpr char kAgentSocketName[] = "agent.sock";  // in the host's <run-dir>/<id>/
+// The descriptor the payload finds the agent's listening socket on (made and bound by cabind).
+inline constexpr int kAgentListenFd = 3;
 // The unprivileged user every payload runs as, inside the sandbox's user namespace.
 inline constexpr uint32_t kSandboxUid = 1000;
 inline constexpr uint32_t kSandboxGid = 1000;
@@ -31,7 +32,9 @@ struct HostIds {
 
 struct LauncherArgs {
   std::string id;       // session id: names the sandbox in messages
-  std::string run_dir;  // host dir bound read-write at /run/cabin; empty: none (probe)
+  // The payload gets this fd as kAgentListenFd: the agent's listening socket, which cabind
+  // binds in a host dir the sandbox never sees. -1: none (probe).
+  int agent_fd = -1;
   std::string agent;    // host binary bound read-only at kSandboxAgentPath; empty: none
   // Host ids for inside-root and inside-1000; only used (and required) when the launcher is root.
   std::optional<HostIds> map_root;

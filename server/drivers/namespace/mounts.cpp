@@ -201,10 +201,6 @@ std::vector<MountEntry> sandbox_mounts(const MountPlan& plan) {
       {MountKind::kTmpfs, "", kSandboxHome, kNoSuidDev, size + ",mode=0700" + ids, false,
        "the sandbox user's home: Chromium profile, downloads"},
   };
-  if (!plan.run_dir_source.empty()) {
-    t.push_back({MountKind::kBindRw, plan.run_dir_source, kSandboxRunDir, kNoSuidDevExec, "", false,
-                 "the host's per-session dir: the agent's socket, reached by cabind"});
-  }
   if (!plan.agent_source.empty()) {
     t.push_back({MountKind::kBindFileRo, plan.agent_source, kSandboxAgentPath, MS_NOSUID | MS_NODEV,
                  "", false, "the cabin-agent binary, read-only"});

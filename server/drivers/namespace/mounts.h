@@ -35,7 +35,6 @@ struct MountEntry {
 };
 
 struct MountPlan {
-  std::string run_dir_source;  // host dir (usually /proc/self/fd/N) for /run/cabin; empty: none
   std::string agent_source;    // host file for the agent binary; empty: none
   uint64_t tmpfs_bytes = 512ull << 20;
 };

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include <functional>
 #include <memory>
 
+#include "common/cloexec.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
 #include "server/drivers/child_process.h"
@@ -42,13 +45,34 @@ std::string signal_name(int sig) {
   return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
 }
 
-// Starts cabin-sandbox with a clean environment.
+// Starts cabin-sandbox with a clean environment; agent_fd (if valid) becomes its fd 3.
 Result<ChildProcess> spawn_launcher(const std::vector<std::string>& argv,
-                                    const std::vector<std::string>& env) {
+                                    const std::vector<std::string>& env, int agent_fd = -1) {
   ChildSpawn s;
   s.argv = argv;
   s.env = env;
+  s.pass_fd = agent_fd;
   return spawn_child(s);
+}
+
+// The agent's listening socket, bound at dir/agent.sock. cabind makes it in a dir the sandbox
+// never sees, so nothing inside can unlink it or bind an impostor in its place.
+Result<UniqueFd> listen_agent_socket(const fs::path& dir) {
+  UniqueFd dfd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dfd.valid()) return nsbox::sys_error("open " + dir.string());
+  UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return nsbox::sys_error("socket");
+  // Through the dir's descriptor: the run dir may be longer than sun_path allows.
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string path =
+      "/proc/self/fd/" + std::to_string(dfd.get()) + "/" + nsbox::kAgentSocketName;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+    return nsbox::sys_error("bind agent socket");
+  // The agent accepts one connection per request; a burst of them waits here.
+  if (::listen(sock.get(), 128) != 0) return nsbox::sys_error("listen agent socket");
+  return sock;
 }
 
 // Live state of one sandbox, shared by the Sandbox object and its background coroutines.
@@ -58,8 +82,7 @@ struct SandboxState : RunningChild {
         exit_event(ex, Clock::time_point::max()) {}
 
   std::vector<fs::path> cgroups;
-  fs::path run_dir;
-  uid_t socket_uid = 0;  // owner agent.sock must have
+  fs::path run_dir;  // cabind's own: holds agent.sock, which the sandbox never sees
   UniqueFd netns;        // the sandbox's network namespace, opened on first direct dial
   std::chrono::milliseconds stop_timeout{2000};
 
@@ -144,23 +167,20 @@ class NamespaceSandbox final : public Sandbox {
   net::awaitable<Result<AgentStream>> dial_agent() override {
     if (s_->destroy_started || s_->exited)
       co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
-    // The socket lives in a dir the sandbox writes: open it without following links and check
-    // what it is, then connect through the descriptor so nothing can be swapped in between.
-    UniqueFd dir(::open(s_->run_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    UniqueFd sock;
-    if (dir.valid())
-      sock.reset(::openat(dir.get(), nsbox::kAgentSocketName, O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    // cabind made the socket in a dir of its own; connect through a descriptor of it, as the
+    // run dir's path may be longer than a socket address allows.
+    UniqueFd sock(::open((s_->run_dir / nsbox::kAgentSocketName).c_str(),
+                         O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (!sock.valid())
-      co_return make_error(Errc::kUnavailable, "agent_not_ready", "agent socket not there yet");
-    struct stat st {};
-    if (::fstat(sock.get(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != s_->socket_uid)
-      co_return make_error(Errc::kBadGateway, "agent_socket_invalid",
-                           "agent.sock is not a socket owned by the sandbox user");
+      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the agent socket is gone");
     net::local::stream_protocol::socket socket(s_->executor);
     boost::system::error_code ec;
-    co_await socket.async_connect(
-        net::local::stream_protocol::endpoint("/proc/self/fd/" + std::to_string(sock.get())),
-        net::redirect_error(net::use_awaitable, ec));
+    open_cloexec(socket, net::local::stream_protocol(), ec);
+    if (!ec) {
+      co_await socket.async_connect(
+          net::local::stream_protocol::endpoint("/proc/self/fd/" + std::to_string(sock.get())),
+          net::redirect_error(net::use_awaitable, ec));
+    }
     if (ec)
       co_return make_error(Errc::kUnavailable, "agent_not_ready",
                            "connect to agent: " + ec.message());
@@ -234,7 +254,7 @@ std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const Sandbo
   std::vector<std::string> argv = {
       nsbox::kSandboxAgentPath,
       "--listen",
-      std::string("unix:") + nsbox::kSandboxRunDir + "/" + nsbox::kAgentSocketName,
+      "fd:" + std::to_string(nsbox::kAgentListenFd),
       "--width",
       std::to_string(spec.width),
       "--height",
@@ -255,7 +275,7 @@ std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& co
                                                  const std::vector<std::string>& cgroup_procs) {
   nsbox::LauncherArgs a;
   a.id = spec.session_id;
-  a.run_dir = (config.run_dir / spec.session_id).string();
+  a.agent_fd = nsbox::kAgentListenFd;  // spawn_launcher's pass_fd lands there
   if (config.payload_override.empty()) a.agent = config.agent_path.string();
   if (host_root) {
     a.map_root = nsbox::HostIds{config.sandbox_root_uid, config.sandbox_root_gid};
@@ -364,11 +384,10 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
                            "a sandbox dir for " + id + " exists");
     co_return nsbox::sys_error("mkdir " + dir.string());
   }
-  // The sandbox user creates agent.sock here; nothing else on the host may.
-  if (host_root_ && ::chown(dir.c_str(), config_.sandbox_uid, config_.sandbox_gid) != 0) {
-    auto err = nsbox::sys_error("chown " + dir.string());
+  auto agent_sock = listen_agent_socket(dir);
+  if (!agent_sock) {
     fs::remove_all(dir, ec);
-    co_return err;
+    co_return agent_sock.error();
   }
 
   std::vector<fs::path> cgroups;
@@ -392,7 +411,9 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   }
 
   auto argv = namespace_launcher_argv(config_, spec, host_root_, procs);
-  auto spawned = spawn_launcher(argv, {"CABIN_AGENT_SECRET=" + spec.agent_secret});
+  auto spawned =
+      spawn_launcher(argv, {"CABIN_AGENT_SECRET=" + spec.agent_secret}, agent_sock->get());
+  agent_sock->reset();  // the agent's alone from here; cabind connects by path
   if (!spawned) {
     for (const auto& d : cgroups) (void)nsbox::remove_cgroup(d);
     fs::remove_all(dir, ec);
@@ -402,7 +423,6 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   state->id = id;
   state->cgroups = std::move(cgroups);
   state->run_dir = dir;
-  state->socket_uid = host_root_ ? config_.sandbox_uid : ::geteuid();
   state->stop_timeout = config_.stop_timeout;
   // Logs the launcher's and the payload's output line by line, with the session id.
   net::co_spawn(executor_, log_child_output(state, OutputStyle{"sandbox"}), net::detached);

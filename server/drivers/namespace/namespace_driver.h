@@ -14,8 +14,9 @@
 namespace cabin::drivers {
 
 struct NamespaceDriverConfig {
-  // Host dir for per-session dirs: <run_dir>/<id>/ is bound at /run/cabin in the sandbox and holds
-  // agent.sock. cabind reaches the socket through a descriptor, so its length is not limited.
+  // Host dir for per-session dirs: <run_dir>/<id>/ holds agent.sock, which cabind binds and hands
+  // the agent as a listening descriptor; the sandbox never sees the dir. cabind reaches the socket
+  // through a descriptor, so the path's length is not limited.
   std::filesystem::path run_dir = "/run/cabin";
   std::filesystem::path agent_path;     // host path of cabin-agent
   std::filesystem::path launcher_path;  // host path of cabin-sandbox

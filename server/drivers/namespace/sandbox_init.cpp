@@ -52,6 +52,15 @@ void on_signal(int) {}  // PID 1 drops signals without a handler; sigwaitinfo ta
 // Forked child of PID 1: drops to the sandbox user and execs the payload. Never returns.
 [[noreturn]] void exec_payload(const LauncherArgs& args, bool can_setgroups, int report_fd) {
   ::close(report_fd);
+  // The agent's listening socket at the fd it expects; nothing else of the launcher's passes on
+  // (the launcher closed every other descriptor at start, and ours are CLOEXEC).
+  if (args.agent_fd >= 0) {
+    if (args.agent_fd != kAgentListenFd && ::dup2(args.agent_fd, kAgentListenFd) < 0)
+      fail_errno("dup2 agent socket");
+    int flags = ::fcntl(kAgentListenFd, F_GETFD);
+    if (flags < 0 || ::fcntl(kAgentListenFd, F_SETFD, flags & ~FD_CLOEXEC) != 0)
+      fail_errno("agent socket fd");
+  }
   sigset_t none;
   sigemptyset(&none);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) ::signal(sig, SIG_DFL);
@@ -125,7 +134,6 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
 
   // Opened in our own mount namespace (a descriptor from the launcher's would name the host's
   // mounts, which bind refuses) and with the host uid we started with, before anything hides them.
-  UniqueFd run_dir = open_path(args.run_dir, O_DIRECTORY, "open run dir");
   UniqueFd agent = open_path(args.agent, 0, "open agent");
 
   if (::setresgid(maps.setup_gid, maps.setup_gid, maps.setup_gid) != 0)
@@ -142,7 +150,6 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
   if (::sethostname(kHostname, sizeof kHostname - 1) != 0) fail_errno("sethostname");
 
   MountPlan plan;
-  if (run_dir.valid()) plan.run_dir_source = "/proc/self/fd/" + std::to_string(run_dir.get());
   if (agent.valid()) plan.agent_source = "/proc/self/fd/" + std::to_string(agent.get());
   plan.tmpfs_bytes = args.tmpfs_bytes;
   std::vector<std::string> warnings;
@@ -150,7 +157,6 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
   for (const auto& w : warnings)
     std::fprintf(stderr, "cabin-sandbox[%s]: warning: optional mount: %s\n", args.id.c_str(),
                  w.c_str());
-  run_dir.reset();
   agent.reset();
 
   check(bring_up_loopback(), "loopback");
@@ -165,6 +171,8 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
   pid_t payload = ::fork();
   if (payload < 0) fail_errno("fork payload");
   if (payload == 0) exec_payload(args, !maps.deny_setgroups, fds.report);
+  // The listening socket is the payload's alone.
+  if (args.agent_fd >= 0) ::close(args.agent_fd);
 
   int status = supervise(payload);
   (void)retry_eintr([&] { return ::write(fds.report, &status, sizeof status); });

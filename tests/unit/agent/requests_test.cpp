@@ -143,8 +143,13 @@ TEST_CASE("listen address", "[agent][requests]") {
   auto t6 = parse_listen_address("tcp:[::1]:0");
   REQUIRE(t6.ok());
   CHECK(t6->host == "::1");
+  auto f = parse_listen_address("fd:3");
+  REQUIRE(f.ok());
+  CHECK(f->kind == ListenAddress::Kind::kFd);
+  CHECK(f->fd == 3);
   for (const char* a : {"", "unix:", "tcp:", "tcp:1.2.3.4", "tcp:host:80", "tcp:1.2.3.4:65536",
-                        "tcp:::1:80", "/tmp/x.sock", "udp:1.2.3.4:5"}) {
+                        "tcp:::1:80", "/tmp/x.sock", "udp:1.2.3.4:5", "fd:", "fd:2", "fd:03",
+                        "fd:-3", "fd:1024", "fd:3x"}) {
     INFO(a);
     CHECK_FALSE(parse_listen_address(a).ok());
   }

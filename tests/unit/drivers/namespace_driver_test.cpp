@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/read_until.hpp>
@@ -87,15 +89,19 @@ std::string ns_link(const std::string& pid, const char* ns) {
   return fs::read_symlink("/proc/" + pid + "/ns/" + ns, ec).string();
 }
 
-std::map<std::string, std::string> read_report(const fs::path& p) {
+// The payload's "key=value" lines, once its "report_done=1" line has been logged.
+std::map<std::string, std::string> read_report(const std::vector<std::string>& lines) {
   std::map<std::string, std::string> kv;
-  std::ifstream in(p);
-  std::string line;
-  while (std::getline(in, line)) {
+  for (const auto& line : lines) {
     auto eq = line.find('=');
     if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
   }
   return kv;
+}
+
+bool reported(const SandboxPtr& sandbox) {
+  auto lines = sandbox->recent_output();
+  return std::find(lines.begin(), lines.end(), "report_done=1") != lines.end();
 }
 
 // A temp run dir and a per-test cgroup name; both removed at the end.
@@ -138,7 +144,6 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
   const std::string marker = "private_" + std::to_string(::getpid());
   f.config.payload_override = {"/bin/sh", "-c",
                                R"SH(
-    r=/run/cabin/report.tmp
     {
       echo "uid=$(id -u)"
       if touch /root_probe 2>/dev/null; then echo root_rw=yes; else echo root_rw=no; fi
@@ -148,8 +153,11 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
       echo "ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
       echo "secret=$CABIN_AGENT_SECRET"
       echo "pid=$$"
-    } > $r
-    mv $r /run/cabin/report
+      # The shell's own descriptors, listed by a child so that listing adds none.
+      python3 -c "import os; print('fds=' + ' '.join(sorted(os.listdir('/proc/%d/fd' % os.getppid()), key=int)))"
+      if ls /run/cabin >/dev/null 2>&1; then echo run_dir=visible; else echo run_dir=none; fi
+      echo report_done=1
+    }
     exec sleep 600)SH"};
   NamespaceDriver driver(f.config, f.io.get_executor());
   auto info = driver.info();
@@ -166,9 +174,8 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
   INFO(sandbox->describe());
 
   const fs::path run_dir = f.config.run_dir / spec.session_id;
-  const fs::path report_path = run_dir / "report";
-  REQUIRE(wait_until(f.io, [&] { return fs::exists(report_path); }));
-  auto report = read_report(report_path);
+  REQUIRE(wait_until(f.io, [&] { return reported(sandbox); }));
+  auto report = read_report(sandbox->recent_output());
   CHECK(report["uid"] == "1000");
   CHECK(report["root_rw"] == "no");
   CHECK(report["tmp_rw"] == "yes");
@@ -177,6 +184,9 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
   CHECK(report["ifaces"] == "lo ");
   CHECK(report["secret"] == spec.agent_secret);
   CHECK(report["pid"] == "2");  // PID 1 is the sandbox's init
+  // stdio and the agent's listening socket, nothing of cabind's or the launcher's.
+  CHECK(report["fds"] == "0 1 2 3");
+  CHECK(report["run_dir"] == "none");  // the host's session dir is not bound inside
 
   const bool root = ::geteuid() == 0;
   auto layout = cabin::nsbox::detect_cgroup_layout(f.config.cgroup_root);
@@ -264,27 +274,23 @@ TEST_CASE("a payload that cannot start is reported", "[sandbox]") {
   run(f.io, sandbox->destroy());
 }
 
-TEST_CASE("dial_agent reaches a socket in the sandbox and refuses a symlink", "[sandbox]") {
+TEST_CASE("dial_agent reaches the socket cabind passed, which the sandbox cannot replace",
+          "[sandbox]") {
   Fixture f;
-  // A stand-in agent: answers each connection with one line naming the secret.
+  // A stand-in agent on the listening socket it was given as fd 3; before it serves, it tries to
+  // put an impostor where the socket used to be reachable.
   const std::string server =
       "import os,socket\n"
-      "s=socket.socket(socket.AF_UNIX)\n"
-      "s.bind('/run/cabin/%s')\n"
-      "s.listen(4)\n"
-      "%s"
+      "s=socket.socket(fileno=3)\n"
+      "i=socket.socket(socket.AF_UNIX)\n"
+      "try:\n"
+      "  i.bind('/run/cabin/agent.sock'); print('impostor=bound', flush=True)\n"
+      "except OSError:\n"
+      "  print('impostor=refused', flush=True)\n"
       "while True:\n"
       "  c,_=s.accept(); c.sendall(('hello '+os.environ['CABIN_AGENT_SECRET']+'\\n').encode());"
       " c.close()\n";
-  std::string name = "agent.sock", extra;
-  bool via_symlink = GENERATE(false, true);
-  if (via_symlink) {
-    name = "real.sock";
-    extra = "os.symlink('/run/cabin/real.sock','/run/cabin/agent.sock')\n";
-  }
-  char buf[1024];
-  std::snprintf(buf, sizeof buf, server.c_str(), name.c_str(), extra.c_str());
-  f.config.payload_override = {"/usr/bin/python3", "-c", buf};
+  f.config.payload_override = {"/usr/bin/python3", "-c", server};
   NamespaceDriver driver(f.config, f.io.get_executor());
   if (!driver.info().available) return;
   auto spec = spec_for("dial_1");
@@ -292,25 +298,31 @@ TEST_CASE("dial_agent reaches a socket in the sandbox and refuses a symlink", "[
   REQUIRE(created.ok());
   SandboxPtr sandbox = std::move(created.value());
 
-  std::optional<cabin::Result<cabin::drivers::AgentStream>> dial;
+  // Made by cabind before the sandbox started, in a dir only cabind may write.
   auto agent_sock = f.config.run_dir / spec.session_id / "agent.sock";
+  struct stat st {};
+  REQUIRE(::lstat(agent_sock.c_str(), &st) == 0);
+  CHECK(S_ISSOCK(st.st_mode));
+  CHECK(st.st_uid == ::geteuid());
+  REQUIRE(::stat(agent_sock.parent_path().c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+
+  auto dial = run(f.io, sandbox->dial_agent());
+  REQUIRE(dial.ok());
+  net::streambuf sb;
+  auto n = run(f.io, [&]() -> net::awaitable<size_t> {
+    co_return co_await net::async_read_until(dial.value(), sb, '\n', net::use_awaitable);
+  }());
+  std::string line(net::buffers_begin(sb.data()), net::buffers_begin(sb.data()) + n);
+  CHECK(line == "hello " + spec.agent_secret + "\n");
   REQUIRE(wait_until(f.io, [&] {
-    if (!fs::exists(fs::symlink_status(agent_sock))) return false;
-    dial.emplace(run(f.io, sandbox->dial_agent()));
-    return dial->ok() || dial->error().code != "agent_not_ready";
+    auto lines = sandbox->recent_output();
+    return std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+             return l.rfind("impostor=", 0) == 0;
+           }) != lines.end();
   }));
-  if (via_symlink) {
-    REQUIRE_FALSE(dial->ok());
-    CHECK(dial->error().code == "agent_socket_invalid");
-  } else {
-    REQUIRE(dial->ok());
-    net::streambuf sb;
-    auto n = run(f.io, [&]() -> net::awaitable<size_t> {
-      co_return co_await net::async_read_until(dial->value(), sb, '\n', net::use_awaitable);
-    }());
-    std::string line(net::buffers_begin(sb.data()), net::buffers_begin(sb.data()) + n);
-    CHECK(line == "hello " + spec.agent_secret + "\n");
-  }
+  auto report = read_report(sandbox->recent_output());
+  CHECK(report["impostor"] == "refused");
   run(f.io, sandbox->destroy());
   CHECK_FALSE(fs::exists(f.config.run_dir / spec.session_id));
 }

@@ -29,20 +29,20 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 TEST_CASE("launcher argv round-trips through the parser") {
   LauncherArgs a;
   a.id = "s_1";
-  a.run_dir = "/run/cabin/s_1";
+  a.agent_fd = 3;
   a.agent = "/opt/bin/cabin-agent";
   a.map_root = HostIds{600000, 600001};
   a.map_user = HostIds{601000, 601001};
   a.cgroup_procs = {"/sys/fs/cgroup/memory/cabin/s_1/cgroup.procs",
                     "/sys/fs/cgroup/pids/cabin/s_1/cgroup.procs"};
   a.tmpfs_bytes = 64 << 20;
-  a.payload = {"/opt/cabin/bin/cabin-agent", "--listen", "unix:/run/cabin/agent.sock", "--x"};
+  a.payload = {"/opt/cabin/bin/cabin-agent", "--listen", "fd:3", "--x"};
   auto argv = build_launcher_argv("/usr/bin/cabin-sandbox", a);
   REQUIRE(argv[0] == "/usr/bin/cabin-sandbox");
   auto back = parse_launcher_args(argv);
   REQUIRE(back.ok());
   CHECK(back->id == a.id);
-  CHECK(back->run_dir == a.run_dir);
+  CHECK(back->agent_fd == 3);
   CHECK(back->agent == a.agent);
   CHECK(back->map_root->uid == 600000);
   CHECK(back->map_root->gid == 600001);
@@ -58,15 +58,18 @@ TEST_CASE("launcher argv parser rejects bad input") {
     v.insert(v.begin(), "cabin-sandbox");
     return parse_launcher_args(v);
   };
-  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r"}).ok());                        // no payload
-  CHECK_FALSE(parse({"--id", "../x", "--run-dir", "/r", "--", "/bin/true"}).ok());  // bad id
-  CHECK_FALSE(parse({"--id", "s", "--run-dir", "rel", "--", "/bin/true"}).ok());
-  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r", "--bogus", "1", "--", "/x"}).ok());
-  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r", "--map-root", "0:0", "--map-user",
+  CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3"}).ok());                        // no payload
+  CHECK_FALSE(parse({"--id", "../x", "--agent-fd", "3", "--", "/bin/true"}).ok());  // bad id
+  CHECK_FALSE(parse({"--id", "s", "--agent-fd", "2", "--", "/bin/true"}).ok());     // stdio
+  CHECK_FALSE(parse({"--id", "s", "--agent-fd", "x", "--", "/bin/true"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--", "/bin/true"}).ok());  // a payload needs its socket
+  CHECK_FALSE(parse({"--id", "s", "--agent", "rel", "--agent-fd", "3", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--bogus", "1", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--map-root", "0:0", "--map-user",
                      "601000:601000", "--", "/x"})
                   .ok());  // host root is never a target
-  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r", "--map-root", "5:5", "--", "/x"}).ok());
-  CHECK_FALSE(parse({"--id", "s", "--run-dir", "/r", "--tmpfs-size", "12k", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--map-root", "5:5", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--tmpfs-size", "12k", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id"}).ok());
   CHECK(parse({"--id", "probe", "--probe"}).ok());
 }
@@ -136,7 +139,6 @@ TEST_CASE("seccomp denylist is sane") {
 
 TEST_CASE("mount table: read-only system dirs, private writable dirs, each with a reason") {
   MountPlan plan;
-  plan.run_dir_source = "/proc/self/fd/5";
   plan.agent_source = "/proc/self/fd/6";
   auto table = sandbox_mounts(plan);
   std::set<std::string> targets;
@@ -161,12 +163,10 @@ TEST_CASE("mount table: read-only system dirs, private writable dirs, each with 
   CHECK(find("/tmp").kind == MountKind::kTmpfs);
   CHECK(find("/dev/shm").kind == MountKind::kTmpfs);
   CHECK(find(kSandboxHome).data.find("uid=1000") != std::string::npos);
-  CHECK(find(kSandboxRunDir).source == "/proc/self/fd/5");
+  // Nothing of the host is writable inside: the agent's socket comes as a descriptor.
+  CHECK(std::none_of(table.begin(), table.end(), [](auto& e) { return e.kind == MountKind::kBindRw; }));
   CHECK(find(kSandboxAgentPath).kind == MountKind::kBindFileRo);
   CHECK(targets.count("/dev/null") == 1);
-
-  auto bare = sandbox_mounts(MountPlan{});
-  CHECK(std::none_of(bare.begin(), bare.end(), [](auto& e) { return e.target == kSandboxRunDir; }));
 }
 
 TEST_CASE("mountinfo escapes are decoded") {
@@ -199,13 +199,13 @@ TEST_CASE("driver builds the launcher argv for the agent") {
   auto parsed = parse_launcher_args(argv);
   REQUIRE(parsed.ok());
   CHECK(argv[0] == "/usr/lib/cabin/cabin-sandbox");
-  CHECK(parsed->run_dir == "/run/cabin/abc_1");
+  CHECK(parsed->agent_fd == 3);
   CHECK(parsed->agent == "/usr/lib/cabin/cabin-agent");
   CHECK(parsed->map_root->uid == 600000);
   CHECK(parsed->map_user->uid == 601000);
   CHECK(parsed->tmpfs_bytes == 512ull << 20);
   CHECK(parsed->payload == std::vector<std::string>{"/opt/cabin/bin/cabin-agent", "--listen",
-                                                    "unix:/run/cabin/agent.sock", "--width", "1024",
+                                                    "fd:3", "--width", "1024",
                                                     "--height", "768", "--chromium-sandbox", "on",
                                                     "--home", "/home/cabin", "--start-url",
                                                     "https://example.com/"});
