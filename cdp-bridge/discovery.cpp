@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
+
 namespace cabin::cdp {
 namespace {
 
@@ -26,8 +28,9 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 }  // namespace
 
 Result<std::string> rewrite_version(std::string_view guest_body, const std::string& browser_ws_url) {
-  if (guest_body.size() > kMaxDiscoveryBody) return bad_guest("too large");
-  json in = json::parse(guest_body, nullptr, false);
+  auto parsed = parse_bounded(guest_body, {kMaxDiscoveryBody, kGuestJsonDepth, 1u << 16});
+  if (!parsed) return bad_guest(parsed.error().message);
+  const json& in = *parsed;
   if (!in.is_object()) return bad_guest("not a JSON object");
   json out = json::object();
   for (const char* key : {"Browser", "Protocol-Version", "User-Agent", "V8-Version",
@@ -40,8 +43,9 @@ Result<std::string> rewrite_version(std::string_view guest_body, const std::stri
 
 Result<std::string> rewrite_list(std::string_view guest_body, const std::string& page_ws_prefix,
                                  const std::string& token_query) {
-  if (guest_body.size() > kMaxDiscoveryBody) return bad_guest("too large");
-  json in = json::parse(guest_body, nullptr, false);
+  auto parsed = parse_bounded(guest_body, {kMaxDiscoveryBody, kGuestJsonDepth, 1u << 16});
+  if (!parsed) return bad_guest(parsed.error().message);
+  const json& in = *parsed;
   if (!in.is_array()) return bad_guest("not a JSON array");
   json out = json::array();
   for (const auto& t : in) {

@@ -1,5 +1,6 @@
 #include "common/agent_protocol.h"
 
+#include "common/bounded_json.h"
 #include "common/json_fields.h"
 
 namespace cabin::agent_protocol {
@@ -77,7 +78,10 @@ Result<ExecResult> parse_exec_result(std::string_view body, int64_t max_output_b
   auto bad = [](const std::string& why) {
     return make_error(Errc::kBadGateway, "agent_error", "exec answer from the agent: " + why);
   };
-  json j = json::parse(body, nullptr, false);
+  // The caller bounded the body by what max_output_bytes can take (exec_answer_limit).
+  auto parsed = parse_bounded(body, {body.size(), kGuestJsonDepth, 64});
+  if (!parsed) return bad(parsed.error().message);
+  const json& j = *parsed;
   if (!j.is_object()) return bad("not a JSON object");
   ExecResult r;
   auto get_bool = [&](const char* k, bool& out) {

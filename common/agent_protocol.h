@@ -52,6 +52,12 @@ nlohmann::json to_json(const ExecRequest& r);
 
 // Parses the agent's answer; `max_output_bytes` bounds each stream (a guest may lie).
 Result<ExecResult> parse_exec_result(std::string_view body, int64_t max_output_bytes);
+
+// The most an honest exec answer for `max_output_bytes` can be: two streams of bytes each
+// written as at most 6 JSON characters (\u00XX), plus the other fields.
+inline size_t exec_answer_limit(int64_t max_output_bytes) {
+  return 2 * 6 * static_cast<size_t>(max_output_bytes) + 64 * 1024;
+}
 nlohmann::json to_json(const ExecResult& r);
 
 }  // namespace cabin::agent_protocol

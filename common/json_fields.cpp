@@ -1,16 +1,20 @@
 #include "common/json_fields.h"
 
+#include "common/bounded_json.h"
+
 namespace cabin {
 
 Result<nlohmann::json> parse_object(std::string_view body) {
-  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    return make_error(Errc::kInvalidArgument, "invalid_json", "request body is not valid JSON");
+  // The HTTP layers bound the size; the depth and count are bounded here.
+  auto parsed = parse_bounded(body, {64u << 20, kClientJsonDepth, 1u << 20});
+  if (!parsed) {
+    return make_error(Errc::kInvalidArgument, "invalid_json",
+                      "request body is not valid JSON: " + parsed.error().message);
   }
-  if (!j.is_object()) {
+  if (!parsed->is_object()) {
     return make_error(Errc::kInvalidArgument, "invalid_json", "request body must be a JSON object");
   }
-  return j;
+  return std::move(*parsed);
 }
 
 Result<void> reject_unknown(const nlohmann::json& obj, std::initializer_list<std::string_view> allowed,

@@ -16,6 +16,7 @@ enum class Errc {
   kMethodNotAllowed,   // 405
   kConflict,           // 409
   kTooLarge,           // 413
+  kTooManyRequests,    // 429
   kUnavailable,        // 503
   kTimeout,            // 504
   kBadGateway,         // 502
@@ -75,6 +76,7 @@ inline int http_status(Errc e) {
     case Errc::kMethodNotAllowed: return 405;
     case Errc::kConflict: return 409;
     case Errc::kTooLarge: return 413;
+    case Errc::kTooManyRequests: return 429;
     case Errc::kUnavailable: return 503;
     case Errc::kTimeout: return 504;
     case Errc::kBadGateway: return 502;

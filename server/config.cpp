@@ -111,6 +111,16 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--preview-answer-timeout-s", c.preview_answer_timeout_s,
                  "how long a preview's app may take to start answering a request (then 504)")
       ->check(CLI::Range(int64_t{1}, int64_t{86400}))->capture_default_str();
+  app.add_option("--max-connections", c.max_connections,
+                 "client connections open at once (default: a quarter of the descriptor limit, "
+                 "at most 16384)")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--max-connections-per-peer", c.max_connections_per_peer,
+                 "client connections open at once from one address")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--max-token-connections-per-session", c.max_token_connections_per_session,
+                 "CDP, VNC, frame and preview connections a session's tokens may hold open")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--sandbox-memory-mb", c.sandbox_memory_mb, "memory limit per sandbox")
       ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20))->capture_default_str();
   app.add_option("--sandbox-pids-max", c.sandbox_pids_max, "process limit per sandbox")

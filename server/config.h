@@ -37,6 +37,12 @@ struct ServerConfig {
   std::string preview_domain;
   // How long a preview's app may take to start answering a request (then 504).
   int64_t preview_answer_timeout_s = 60;
+  // Client connections open at once, in all and from one address; 0: derived from the
+  // descriptor limit (RLIMIT_NOFILE), which cabind raises to its hard limit at start.
+  int max_connections = 0;
+  int max_connections_per_peer = 256;
+  // Token-authenticated long-lived connections (CDP, VNC, frames, previews) per session.
+  int max_token_connections_per_session = 256;
   bool tls() const { return !tls_cert.empty() || tls_self_signed; }
   uint64_t sandbox_memory_mb = 2048;
   int sandbox_pids_max = 2048;

@@ -10,6 +10,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <functional>
@@ -41,6 +42,19 @@ int fail(const std::string& what) {
   return 1;
 }
 
+// Raises the soft descriptor limit to the hard one (systemd's soft default is 1024, which a few
+// hundred connections and sandboxes exhaust); returns the limit now in force.
+rlim_t raise_fd_limit() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+  if (rl.rlim_cur < rl.rlim_max) {
+    struct rlimit raised = rl;
+    raised.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) rl = raised;
+  }
+  return rl.rlim_cur;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,6 +70,16 @@ int main(int argc, char** argv) {
   set_log_level(cfg.log_level);
   auto log = logger("cabind");
   std::signal(SIGPIPE, SIG_IGN);
+  const rlim_t fd_limit = raise_fd_limit();
+  http_api::ConnectionLimits conn_limits;
+  // A connection may hold two descriptors (a CDP bridge, a preview); sessions need the rest.
+  conn_limits.max_total =
+      cfg.max_connections > 0
+          ? static_cast<size_t>(cfg.max_connections)
+          : static_cast<size_t>(std::clamp<rlim_t>(fd_limit / 4, 16, 16384));
+  conn_limits.max_per_peer = static_cast<size_t>(cfg.max_connections_per_peer);
+  log->info("descriptor limit {}; at most {} connections, {} from one address", fd_limit,
+            conn_limits.max_total, conn_limits.max_per_peer);
 
   std::error_code ec;
   std::filesystem::create_directories(cfg.state_dir, ec);
@@ -171,7 +195,7 @@ int main(int argc, char** argv) {
   preview::Previews previews(clock);
   http_api::Api api(cfg, manager, tokens, token_connections, previews, api_key->key, ui);
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
-  http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls);
+  http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls, conn_limits);
   if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
 
   std::string host = cfg.listen_host.find(':') != std::string::npos ? "[" + cfg.listen_host + "]"

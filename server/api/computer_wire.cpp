@@ -2,7 +2,10 @@
 
 #include <charconv>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
+#include "common/bounded_json.h"
 #include "common/frame_stream.h"
 
 namespace cabin::api {
@@ -56,8 +59,35 @@ Result<json> check_image(const json& in) {
 
 }  // namespace
 
+int64_t image_bytes_limit(int64_t width, int64_t height) {
+  return width * height * 4 + 64 * 1024;
+}
+
+size_t computer_answer_limit(const computer::Batch& batch, computer::ScreenSize screen) {
+  auto base64 = [](int64_t bytes) { return static_cast<size_t>((bytes + 2) / 3 * 4); };
+  size_t total = 64 * 1024 + batch.actions.size() * 256;  // ops, cursor positions, an error
+  for (const auto& a : batch.actions) {
+    const auto* shot = std::get_if<computer::Screenshot>(&a);
+    if (!shot) continue;
+    int64_t w = screen.width, h = screen.height;
+    if (shot->region) std::tie(w, h) = std::pair(shot->region->width, shot->region->height);
+    if (shot->size) std::tie(w, h) = std::pair(shot->size->width, shot->size->height);
+    total += base64(image_bytes_limit(w, h));
+  }
+  // The closing screenshot is of the screen, or of the smaller model size.
+  if (batch.screenshot_after) total += base64(image_bytes_limit(screen.width, screen.height));
+  return total;
+}
+
 Result<std::string> screenshot_agent_query(const std::map<std::string, std::string>& query,
                                            computer::ScreenSize screen) {
+  auto q = screenshot_query(query, screen);
+  if (!q) return q.error();
+  return std::move(q->query);
+}
+
+Result<ShotQuery> screenshot_query(const std::map<std::string, std::string>& query,
+                                   computer::ScreenSize screen) {
   std::string format = "png";
   int64_t quality = 80;
   std::optional<int64_t> width, height, x, y, w, h;
@@ -122,7 +152,7 @@ Result<std::string> screenshot_agent_query(const std::map<std::string, std::stri
     }
     out += "&width=" + std::to_string(*width) + "&height=" + std::to_string(*height);
   }
-  return out;
+  return ShotQuery{std::move(out), width.value_or(rw), height.value_or(rh)};
 }
 
 Result<FramesQuery> frames_agent_query(const std::map<std::string, std::string>& query,
@@ -151,7 +181,10 @@ Result<FramesQuery> frames_agent_query(const std::map<std::string, std::string>&
 Result<json> check_computer_answer(std::string_view body, size_t actions,
                                    computer::ScreenSize screen,
                                    std::optional<computer::Size> model) {
-  json in = json::parse(body, nullptr, false);
+  // The body was bounded by computer_answer_limit.
+  auto parsed = parse_bounded(body, {body.size(), kGuestJsonDepth, 16 * actions + 64});
+  if (!parsed) return bad_agent(parsed.error().message);
+  const json& in = *parsed;
   if (!in.is_object()) return bad_agent("not a JSON object");
   auto results = in.find("results");
   if (results == in.end() || !results->is_array() || results->size() > actions) {

@@ -17,6 +17,20 @@ namespace cabin::api {
 // Images the agent may return, decoded size; base64 in JSON is 4/3 of it.
 inline constexpr int64_t kMaxImageDim = computer::kMaxScreenDim;
 
+// The most bytes an encoded PNG or JPEG of width x height pixels takes: never more than its raw
+// RGBA pixels plus headers. Agent answers are bounded by it, so a lying agent cannot make cabind
+// buffer more than the image it was asked for.
+int64_t image_bytes_limit(int64_t width, int64_t height);
+
+// The agent's query for a screenshot and the size of the image it will return.
+struct ShotQuery {
+  std::string query;
+  int64_t width = 0;
+  int64_t height = 0;
+};
+Result<ShotQuery> screenshot_query(const std::map<std::string, std::string>& query,
+                                   computer::ScreenSize screen);
+
 // GET /v1/sessions/{id}/screenshot query → the agent's query. Accepts format=png|jpeg,
 // quality=1..100, scale=(0,1] or width+height, region x+y+w+h inside the screen, cursor=0|1.
 Result<std::string> screenshot_agent_query(const std::map<std::string, std::string>& query,
@@ -39,6 +53,9 @@ Result<FramesQuery> frames_agent_query(const std::map<std::string, std::string>&
 Result<nlohmann::json> check_computer_answer(std::string_view body, size_t actions,
                                              computer::ScreenSize screen,
                                              std::optional<computer::Size> model);
+
+// The most an honest answer to `batch` can be: its screenshots in base64, and the rest.
+size_t computer_answer_limit(const computer::Batch& batch, computer::ScreenSize screen);
 
 // An upper bound on how long the agent may take for `batch`: its waits, holds and paced typing
 // plus a fixed allowance.

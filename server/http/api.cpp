@@ -213,7 +213,8 @@ Response Api::info() const {
          {"resolution_max", api::kMaxDimension}}}});
 }
 
-net::awaitable<Response> Api::handle(const api::Route& route, const Request& req) {
+net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn,
+                                     const Request& req) {
   using api::RouteId;
   switch (route.id) {
     case RouteId::kHealthz:
@@ -256,7 +257,7 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Request& req
     }
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
-      co_return co_await discovery(route, req);
+      co_return co_await discovery(route, authn, req);
     case RouteId::kConsolePage:
       co_return ui_file("index.html", req, PageCache::kRevalidate);
     case RouteId::kUiAsset:
@@ -357,16 +358,14 @@ net::awaitable<Response> Api::exec(const api::Route& route, const Request& req) 
   if (!s) co_return error_response(session_not_found());
   auto res = co_await s->agent().request(http::verb::post, "/agent/v1/exec",
                                          agent_protocol::to_json(*parsed).dump(),
-                                         std::chrono::milliseconds(parsed->timeout_ms + 10000));
+                                         std::chrono::milliseconds(parsed->timeout_ms + 10000),
+                                         agent_protocol::exec_answer_limit(parsed->max_output_bytes));
   if (!res) co_return error_response(res.error());
   if (res->result() == http::status::bad_request) {
     // The agent explains why the command could not start; pass on its message, bounded.
-    auto j = json::parse(res->body(), nullptr, false);
-    std::string msg = "the command could not be started";
-    if (j.is_object() && j["error"].is_object() && j["error"]["message"].is_string()) {
-      msg = j["error"]["message"].get<std::string>().substr(0, 1024);
-    }
-    co_return error_response(http::status::bad_request, "spawn_failed", msg);
+    auto text = sessions::agent_error_message(res->body());
+    co_return error_response(http::status::bad_request, "spawn_failed",
+                             text ? text->message : "the command could not be started");
   }
   if (res->result() != http::status::ok) {
     co_return error_response(http::status::bad_gateway, "agent_error",
@@ -377,14 +376,36 @@ net::awaitable<Response> Api::exec(const api::Route& route, const Request& req) 
   co_return json_response(http::status::ok, agent_protocol::to_json(*result));
 }
 
-net::awaitable<Response> Api::discovery(const api::Route& route, const Request& req) {
+Result<void> Api::token_connection_room(const Authn& authn, const std::string& session_id) const {
+  if (!authn.by_token) return {};
+  const auto max = static_cast<size_t>(config_.max_token_connections_per_session);
+  if (connections_.count(session_id) < max) return {};
+  return make_error(Errc::kTooManyRequests, "too_many_connections",
+                    "this session's tokens hold " + std::to_string(max) +
+                        " connections open, the most allowed");
+}
+
+std::optional<std::chrono::steady_clock::duration> Api::token_time_left(
+    const Authn& authn) const {
+  if (!authn.by_token) return std::nullopt;
+  const int64_t left = authn.claims.expires_at - tokens_.clock().unix_seconds();
+  return std::chrono::seconds(std::max<int64_t>(left, 0));
+}
+
+net::awaitable<Response> Api::discovery(const api::Route& route, const Authn& authn,
+                                        const Request& req) {
   auto s = sessions_.find(route.session_id);
   if (!s) co_return error_response(session_not_found());
   bool version = route.id == api::RouteId::kJsonVersion;
   auto res = co_await s->agent().get_through_tunnel(
       s->devtools_port, version ? "/json/version" : "/json/list", cdp::kMaxDiscoveryBody);
   if (!res) co_return error_response(res.error());
-  std::string token = cdp_token(*s);
+  std::string token;
+  if (authn.by_token) {
+    token = route.query.at("token");  // authenticate() found and verified it there
+  } else {
+    token = cdp_token(*s);
+  }
   std::string ws = base_url(req, true) + "/v1/sessions/" + s->id();
   auto body = version ? cdp::rewrite_version(res->body(), ws + "/cdp?token=" + token)
                       : cdp::rewrite_list(res->body(), ws + "/devtools/page/", "?token=" + token);
@@ -399,6 +420,10 @@ net::awaitable<Response> Api::discovery(const api::Route& route, const Request& 
 
 net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& authn, Request req,
                                          ClientStream socket, beast::flat_buffer buffer) {
+  if (auto room = token_connection_room(authn, route.session_id); !room) {
+    co_await refuse_connection(socket, error_response(room.error()));
+    co_return;
+  }
   if (route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg) {
     co_await frames(route, authn, std::move(req), std::move(socket));
     co_return;
@@ -439,7 +464,8 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   // lives in this frame, so it ends with the bridge; the closer only touches the socket's handle.
   auth::TokenConnections::Registration reg;
   if (authn.by_token) {
-    reg = connections_.add({id, "", std::nullopt}, [client = socket.socket().native_handle(),
+    reg = connections_.add({id, "", token_time_left(authn)},
+                           [client = socket.socket().native_handle(),
                                                     up = tunnel->stream.native_handle()] {
       // shutdown() rather than close(): the fds stay owned by the pump,
       // which then reads EOF both ways and ends.
@@ -475,7 +501,7 @@ net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Reque
                                     : vnc::RfbAccess::kView;
   auth::TokenConnections::Registration reg;
   if (authn.by_token) {
-    reg = connections_.add({id, "", std::nullopt},
+    reg = connections_.add({id, "", token_time_left(authn)},
                            [fd = socket.socket().native_handle()] { ::shutdown(fd, SHUT_RDWR); });
   }
   s.reset();  // a viewer must not keep an ended session alive

@@ -56,7 +56,7 @@ class Api {
                                         const std::vector<std::string_view>& scopes) const;
 
   // Handles every non-upgrade route.
-  net::awaitable<Response> handle(const api::Route& route, const Request& req);
+  net::awaitable<Response> handle(const api::Route& route, const Authn& authn, const Request& req);
 
   // Handles a WebSocket upgrade route; takes the connection. Answers errors itself.
   net::awaitable<void> handle_upgrade(const api::Route& route, const Authn& authn, Request req,
@@ -84,7 +84,15 @@ class Api {
   // GET /frames (WebSocket) and /frames.mjpeg; takes the connection.
   net::awaitable<void> frames(const api::Route& route, const Authn& authn, Request req,
                               ClientStream socket);
-  net::awaitable<Response> discovery(const api::Route& route, const Request& req);
+  // Discovery's URLs carry the caller's own token, or a fresh one for the API key: a token never
+  // buys itself more time.
+  net::awaitable<Response> discovery(const api::Route& route, const Authn& authn,
+                                     const Request& req);
+  // A token-authenticated connection may join its session's only while they are fewer than
+  // --max-token-connections-per-session; else 429 too_many_connections.
+  Result<void> token_connection_room(const Authn& authn, const std::string& session_id) const;
+  // How long a token-authenticated connection may stay open: the token's time left.
+  std::optional<std::chrono::steady_clock::duration> token_time_left(const Authn& authn) const;
   Response info() const;
   Response ui_file(std::string_view name, const Request& req, PageCache cache) const;
   Response live_status(const api::Route& route, const Request& req) const;

@@ -41,7 +41,8 @@ net::awaitable<Response> Api::computer(const api::Route& route, const Request& r
   if (!batch) co_return error_response(batch.error());
   auto res = co_await s->agent().request(
       http::verb::post, "/agent/v1/computer", computer::to_json(*batch).dump(),
-      std::chrono::milliseconds(api::computer_budget_ms(*batch)));
+      std::chrono::milliseconds(api::computer_budget_ms(*batch)),
+      api::computer_answer_limit(*batch, screen));
   if (!res) co_return error_response(res.error());
   auto status = res->result();
   if (status != http::status::ok && status != http::status::unprocessable_entity) {
@@ -57,10 +58,11 @@ net::awaitable<Response> Api::computer(const api::Route& route, const Request& r
 net::awaitable<Response> Api::screenshot(const api::Route& route) {
   auto s = sessions_.find(route.session_id);
   if (!s) co_return error_response(session_gone());
-  auto query = api::screenshot_agent_query(route.query, screen_of(*s));
-  if (!query) co_return error_response(query.error());
-  auto res = co_await s->agent().request(http::verb::get, "/agent/v1/screenshot?" + *query, "",
-                                         std::chrono::seconds(30));
+  auto shot = api::screenshot_query(route.query, screen_of(*s));
+  if (!shot) co_return error_response(shot.error());
+  auto res = co_await s->agent().request(http::verb::get, "/agent/v1/screenshot?" + shot->query,
+                                         "", std::chrono::seconds(30),
+                                         api::image_bytes_limit(shot->width, shot->height));
   if (!res) co_return error_response(res.error());
   auto type = res->find(http::field::content_type);
   bool image =
@@ -111,7 +113,7 @@ net::awaitable<void> Api::frames(const api::Route& route, const Authn& authn, Re
   // reads and writes, and the viewer's coroutines then finish on their own.
   auth::TokenConnections::Registration reg;
   if (authn.by_token) {
-    reg = connections_.add({s->id(), "", std::nullopt},
+    reg = connections_.add({s->id(), "", token_time_left(authn)},
                            [fd = socket.socket().native_handle()] { ::shutdown(fd, SHUT_RDWR); });
   }
   if (mjpeg) {

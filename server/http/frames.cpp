@@ -15,6 +15,7 @@
 #include "common/frame_stream.h"
 #include "common/log.h"
 #include "common/notifier.h"
+#include "server/api/computer_wire.h"
 
 namespace cabin::http_api {
 
@@ -79,17 +80,27 @@ net::awaitable<void> read_feed(std::shared_ptr<FrameFeed> feed, std::function<vo
       log()->warn("frame stream: {}", reason);
       break;
     }
+    // An encoded image is never larger than its raw pixels: a header that says otherwise lies.
+    if (static_cast<int64_t>(h->length) > api::image_bytes_limit(h->width, h->height)) {
+      reason = "a frame's length does not fit its size";
+      log()->warn("frame stream: {}", reason);
+      break;
+    }
     t.buffer.consume(head.size());
     auto frame = std::make_shared<Frame>();
-    frame->bytes.resize(h->length);
+    // Grown as the bytes arrive, not from the header's word: a header alone costs nothing.
     const size_t have = std::min<size_t>(t.buffer.size(), h->length);
-    net::buffer_copy(net::buffer(frame->bytes.data(), have), t.buffer.data());
+    frame->bytes.assign(static_cast<const char*>(t.buffer.data().data()), have);
     t.buffer.consume(have);
-    if (have < h->length) {
-      co_await net::async_read(t.stream, net::buffer(frame->bytes.data() + have, h->length - have),
-                               net::redirect_error(net::use_awaitable, ec));
-      if (ec) break;
+    while (!ec && frame->bytes.size() < h->length) {
+      const size_t old = frame->bytes.size();
+      const size_t want = std::min<size_t>(h->length - old, 256 * 1024);
+      frame->bytes.resize(old + want);
+      const size_t n = co_await t.stream.async_read_some(
+          net::buffer(frame->bytes.data() + old, want), net::redirect_error(net::use_awaitable, ec));
+      frame->bytes.resize(old + n);
     }
+    if (ec) break;
     frame->width = h->width;
     frame->height = h->height;
     frame->seq = ++seq;
@@ -196,6 +207,17 @@ net::awaitable<Result<std::shared_ptr<FrameFeed>>> FrameHub::join(
     // Another viewer is opening it: wait for the outcome rather than open a second stream.
     while (feed->opening) co_await feed->changed.wait_until(Notifier::Clock::time_point::max());
     if (!feed->ended) co_return feed;
+  }
+  // Each feed is a capture and an encode in the agent: a session's viewers share a few.
+  const std::string prefix = session->id() + ' ';
+  size_t open = 0;
+  for (auto it = feeds_.lower_bound(prefix); it != feeds_.end() && it->first.starts_with(prefix);
+       ++it)
+    ++open;
+  if (open >= kMaxFeedsPerSession) {
+    co_return make_error(Errc::kTooManyRequests, "too_many_streams",
+                         "a session streams at most " + std::to_string(kMaxFeedsPerSession) +
+                             " different kinds of frames at once");
   }
   auto ex = co_await net::this_coro::executor;
   auto feed = std::make_shared<FrameFeed>(ex);

@@ -25,6 +25,9 @@ namespace beast = boost::beast;
 
 struct FrameFeed;
 
+// Distinct frame streams (format, size, fps) of one session open at once.
+inline constexpr size_t kMaxFeedsPerSession = 8;
+
 class FrameHub {
  public:
   FrameHub() = default;

@@ -14,6 +14,7 @@
 #include <array>
 #include <limits>
 
+#include "common/cloexec.h"
 #include "common/log.h"
 
 namespace cabin::http_api {
@@ -94,7 +95,7 @@ Result<void> HttpServer::listen(const std::string& host, uint16_t port) {
   auto addr = net::ip::make_address(host, ec);
   if (ec) return make_error(Errc::kInvalidArgument, "bad_listen", "not an IP address: " + host);
   net::ip::tcp::endpoint ep(addr, port);
-  acceptor_.open(ep.protocol(), ec);
+  open_cloexec(acceptor_, ep.protocol(), ec);
   if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
@@ -105,26 +106,79 @@ Result<void> HttpServer::listen(const std::string& host, uint16_t port) {
   return {};
 }
 
+HttpServer::Slot::Slot(std::shared_ptr<Counts> counts, net::ip::address peer)
+    : counts_(std::move(counts)), peer_(peer) {
+  ++counts_->total;
+  ++counts_->per_peer[peer_];
+}
+
+HttpServer::Slot::~Slot() {
+  if (!counts_) return;  // moved from
+  --counts_->total;
+  if (auto it = counts_->per_peer.find(peer_); it != counts_->per_peer.end() && --it->second == 0)
+    counts_->per_peer.erase(it);
+}
+
+void HttpServer::note_accept_problem(const std::string& what) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - problem_logged_ < std::chrono::seconds(1)) {
+    ++problems_unlogged_;
+    return;
+  }
+  if (problems_unlogged_ > 0) {
+    log()->warn("{} ({} more accept problems in the last second)", what, problems_unlogged_);
+  } else {
+    log()->warn("{}", what);
+  }
+  problem_logged_ = now;
+  problems_unlogged_ = 0;
+}
+
 net::awaitable<void> HttpServer::run() {
+  net::steady_timer backoff(ex_);
   for (;;) {
     boost::system::error_code ec;
     net::ip::tcp::socket socket(ex_);
     co_await acceptor_.async_accept(socket, net::redirect_error(net::use_awaitable, ec));
     if (stopping_) co_return;
     if (ec) {
-      log()->warn("accept: {}", ec.message());
+      note_accept_problem("accept: " + ec.message());
+      // Out of descriptors or memory, a pending connection stays pending and accept fails at
+      // once again: wait for connections to end rather than spin.
+      const int err = ec.category() == boost::system::system_category() ? ec.value() : 0;
+      if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        backoff.expires_after(kAcceptBackoff);
+        co_await backoff.async_wait(net::redirect_error(net::use_awaitable, ec));
+        if (stopping_) co_return;
+      }
       continue;
     }
+    if (!set_cloexec(socket.native_handle())) continue;  // closed with `socket`
+    const auto peer = socket.remote_endpoint(ec).address();
+    if (ec) continue;  // already gone
+    if (counts_->total >= limits_.max_total) {
+      note_accept_problem("refusing a connection: " + std::to_string(counts_->total) +
+                          " open, the most --max-connections allows");
+      continue;
+    }
+    if (auto it = counts_->per_peer.find(peer);
+        it != counts_->per_peer.end() && it->second >= limits_.max_per_peer) {
+      note_accept_problem("refusing a connection from " + peer.to_string() + ": " +
+                          std::to_string(it->second) + " open, the most --max-connections-per-peer allows");
+      continue;
+    }
+    Slot slot(counts_, peer);
     socket.set_option(net::ip::tcp::no_delay(true), ec);
     if (tls_) {
-      net::co_spawn(ex_, accept_tls(std::move(socket)), net::detached);
+      net::co_spawn(ex_, accept_tls(std::move(socket), std::move(slot)), net::detached);
     } else {
-      net::co_spawn(ex_, serve(ClientStream(beast::tcp_stream(std::move(socket)))), net::detached);
+      net::co_spawn(ex_, serve(ClientStream(beast::tcp_stream(std::move(socket))), std::move(slot)),
+                    net::detached);
     }
   }
 }
 
-net::awaitable<void> HttpServer::accept_tls(net::ip::tcp::socket socket) {
+net::awaitable<void> HttpServer::accept_tls(net::ip::tcp::socket socket, Slot slot) {
   auto tls = std::make_unique<ClientStream::Tls>(beast::tcp_stream(std::move(socket)), *tls_);
   tls->next_layer().expires_after(kTlsHandshakeTimeout);
   boost::system::error_code ec;
@@ -134,7 +188,7 @@ net::awaitable<void> HttpServer::accept_tls(net::ip::tcp::socket socket) {
     log()->debug("TLS handshake: {}", ec.message());
     co_return;
   }
-  co_await serve(ClientStream(std::move(tls)));
+  co_await serve(ClientStream(std::move(tls)), std::move(slot));
 }
 
 void HttpServer::stop() {
@@ -144,7 +198,7 @@ void HttpServer::stop() {
   for (auto& s : open_) s->close(ec);
 }
 
-net::awaitable<void> HttpServer::serve(ClientStream stream) {
+net::awaitable<void> HttpServer::serve(ClientStream stream, [[maybe_unused]] Slot slot) {
   boost::system::error_code ec;
   beast::flat_buffer buffer;
   // Tracked by a shared handle to the stream's socket so stop() can close it.
@@ -181,7 +235,7 @@ net::awaitable<void> HttpServer::serve(ClientStream stream) {
     // Beast 1.74 compares a length with an empty optional as "over the limit".)
     header.body_limit((std::numeric_limits<std::uint64_t>::max)());
     if (first) {
-      stream.tcp().expires_after(kReadTimeout);
+      stream.tcp().expires_after(kFirstRequestTimeout);
       first = false;
     } else {
       if (!idle) {
@@ -249,7 +303,7 @@ net::awaitable<void> HttpServer::serve(ClientStream stream) {
       co_return;
     } else {
       stream.tcp().expires_never();  // handlers bound their own waits (session start, exec timeout)
-      res = co_await api_.handle(*route, req);
+      res = co_await api_.handle(*route, *authed, req);
     }
     bool keep = req.keep_alive() && !stopping_;
     res.keep_alive(keep);

@@ -7,8 +7,10 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <set>
+#include <string>
 
 #include "common/result.h"
 #include "server/http/api.h"
@@ -24,6 +26,10 @@ namespace cabin::http_api {
 inline constexpr size_t kMaxHeaderBytes = 16 * 1024;
 inline constexpr size_t kMaxBodyBytes = 1024 * 1024;
 inline constexpr std::chrono::seconds kReadTimeout{30};   // a request must arrive whole by then
+// A new connection's first request head must arrive by then: idle sockets cost descriptors.
+inline constexpr std::chrono::seconds kFirstRequestTimeout{10};
+// After accept fails for want of descriptors or memory: how long to wait before trying again.
+inline constexpr std::chrono::milliseconds kAcceptBackoff{100};
 // Keep-alive between requests: a connection that served none for this long (up to twice this,
 // as a per-connection watch checks it) is closed.
 inline constexpr std::chrono::seconds kIdleTimeout{120};
@@ -32,12 +38,23 @@ inline constexpr std::chrono::seconds kLingerTimeout{5};
 inline constexpr size_t kMaxLingerBytes = 64 * 1024 * 1024;
 inline constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
 
+// Client connections open at once: a connection over either is closed as soon as it is accepted.
+struct ConnectionLimits {
+  size_t max_total = 4096;
+  size_t max_per_peer = 256;
+};
+
 class HttpServer {
  public:
   // tls: serve HTTPS with this context; null: plain HTTP.
   HttpServer(net::any_io_executor ex, Api& api, preview::PreviewProxy& previews,
-             std::shared_ptr<net::ssl::context> tls = nullptr)
-      : ex_(std::move(ex)), api_(api), previews_(previews), tls_(std::move(tls)), acceptor_(ex_) {}
+             std::shared_ptr<net::ssl::context> tls = nullptr, ConnectionLimits limits = {})
+      : ex_(std::move(ex)),
+        api_(api),
+        previews_(previews),
+        tls_(std::move(tls)),
+        limits_(limits),
+        acceptor_(ex_) {}
 
   // Binds and listens; port 0 picks a free port (see port()).
   Result<void> listen(const std::string& host, uint16_t port);
@@ -47,16 +64,43 @@ class HttpServer {
   void stop();
 
  private:
-  net::awaitable<void> accept_tls(net::ip::tcp::socket socket);
-  net::awaitable<void> serve(ClientStream stream);
+  // Holds one connection's place in the counts from accept until its coroutine ends, whether
+  // the request loop or a handler that took the connection over (CDP, VNC, frames, previews).
+  struct Counts {
+    size_t total = 0;                             // accepted and not yet ended
+    std::map<net::ip::address, size_t> per_peer;  // the same, by client address
+  };
+  // Shares the counts, not the server: a coroutine frame may be destroyed after the server.
+  class Slot {
+   public:
+    Slot(std::shared_ptr<Counts> counts, net::ip::address peer);
+    Slot(Slot&& o) noexcept = default;
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+    Slot& operator=(Slot&&) = delete;
+    ~Slot();
+
+   private:
+    std::shared_ptr<Counts> counts_;
+    net::ip::address peer_;
+  };
+  // Logs a failed or refused accept at most once a second, with how many there were.
+  void note_accept_problem(const std::string& what);
+
+  net::awaitable<void> accept_tls(net::ip::tcp::socket socket, Slot slot);
+  net::awaitable<void> serve(ClientStream stream, Slot slot);
 
   net::any_io_executor ex_;
   Api& api_;
   preview::PreviewProxy& previews_;
   std::shared_ptr<net::ssl::context> tls_;
+  ConnectionLimits limits_;
   net::ip::tcp::acceptor acceptor_;
   // Live connections, so stop() can close them; entries remove themselves.
   std::set<std::shared_ptr<net::ip::tcp::socket>> open_;
+  std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
+  std::chrono::steady_clock::time_point problem_logged_{};
+  size_t problems_unlogged_ = 0;
   bool stopping_ = false;
 };
 

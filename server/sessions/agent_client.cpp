@@ -6,14 +6,26 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
+
+#include "common/bounded_json.h"
 
 namespace cabin::sessions {
 namespace {
 
 Error bad_gateway(std::string message) {
   return make_error(Errc::kBadGateway, "agent_error", std::move(message));
+}
+
+Error read_failed(const char* from, const boost::system::error_code& ec, size_t limit) {
+  if (ec == http::error::body_limit)
+    return bad_gateway(std::string(from) + "'s answer exceeds " + std::to_string(limit) + " bytes");
+  if (ec == http::error::header_limit)
+    return bad_gateway(std::string(from) + "'s answer header exceeds " +
+                       std::to_string(kMaxAgentHeader) + " bytes");
+  return bad_gateway(std::string("reading from ") + from + ": " + ec.message());
 }
 
 // Closes the stream when the deadline passes, so a guest that stops answering cannot hold a
@@ -44,9 +56,22 @@ class Deadline {
 
 }  // namespace
 
+std::optional<AgentErrorText> agent_error_message(std::string_view body) {
+  auto parsed = parse_bounded(body, {kMaxAgentErrorBody, kGuestJsonDepth, 64});
+  if (!parsed || !parsed->is_object()) return std::nullopt;
+  auto e = parsed->find("error");
+  if (e == parsed->end() || !e->is_object()) return std::nullopt;
+  auto m = e->find("message");
+  auto c = e->find("code");
+  if (m == e->end() || !m->is_string() || c == e->end() || !c->is_string()) return std::nullopt;
+  return AgentErrorText{c->get<std::string>().substr(0, 64),
+                        m->get<std::string>().substr(0, 1024)};
+}
+
 net::awaitable<Result<http::response<http::string_body>>> AgentClient::request(
     http::verb method, const std::string& target, std::string body,
-    std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds timeout, size_t body_limit) {
+  body_limit = std::min(body_limit, kMaxAgentBody);
   auto dialed = co_await sandbox_.dial_agent();
   if (!dialed) co_return dialed.error();
   drivers::AgentStream stream = std::move(*dialed);
@@ -66,21 +91,23 @@ net::awaitable<Result<http::response<http::string_body>>> AgentClient::request(
   boost::beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.header_limit(kMaxAgentHeader);
-  parser.body_limit(kMaxAgentBody);
+  parser.body_limit(body_limit);
   co_await http::async_read(stream, buf, parser, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return bad_gateway("reading from agent: " + ec.message());
+  if (ec) co_return read_failed("agent", ec, body_limit);
   co_return parser.release();
 }
 
 net::awaitable<Result<AgentHealth>> AgentClient::health(int wait_ms) {
   auto res =
       co_await request(http::verb::get, "/agent/v1/health?wait_ms=" + std::to_string(wait_ms), "",
-                       std::chrono::milliseconds(wait_ms + 5000));
+                       std::chrono::milliseconds(wait_ms + 5000), kMaxHealthBody);
   if (!res) co_return res.error();
   if (res->result() != http::status::ok) {
     co_return bad_gateway("agent health answered " + std::to_string(res->result_int()));
   }
-  auto j = nlohmann::json::parse(res->body(), nullptr, false);
+  auto parsed = parse_bounded(res->body(), {kMaxHealthBody, kGuestJsonDepth, 64});
+  if (!parsed) co_return bad_gateway("agent health answer: " + parsed.error().message);
+  auto& j = *parsed;
   if (!j.is_object() || !j.contains("state") || !j["state"].is_string()) {
     co_return bad_gateway("agent health answer is malformed");
   }
@@ -153,10 +180,10 @@ net::awaitable<Result<Tunnel>> AgentClient::open_stream(const std::string& targe
     co_await http::async_write(t.stream, req, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return bad_gateway("writing to agent: " + ec.message());
     parser.header_limit(kMaxAgentHeader);
-    parser.body_limit(64 * 1024);
+    parser.body_limit(kMaxAgentErrorBody);
     co_await http::async_read_header(t.stream, t.buffer, parser,
                                      net::redirect_error(net::use_awaitable, ec));
-    if (ec) co_return bad_gateway("reading from agent: " + ec.message());
+    if (ec) co_return read_failed("agent", ec, kMaxAgentErrorBody);
     if (parser.get().result() == http::status::ok) co_return t;
     co_await http::async_read(t.stream, t.buffer, parser,
                               net::redirect_error(net::use_awaitable, ec));
@@ -164,11 +191,9 @@ net::awaitable<Result<Tunnel>> AgentClient::open_stream(const std::string& targe
   const int status = parser.get().result_int();
   std::string message = "agent answered " + std::to_string(status);
   std::string code = "agent_error";
-  auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
-  if (!ec && j.is_object() && j["error"].is_object() && j["error"]["message"].is_string() &&
-      j["error"]["code"].is_string()) {
-    message = j["error"]["message"].get<std::string>().substr(0, 1024);
-    code = j["error"]["code"].get<std::string>().substr(0, 64);
+  if (auto text = agent_error_message(parser.get().body()); !ec && text) {
+    message = std::move(text->message);
+    code = std::move(text->code);
   }
   if (status == 400) co_return make_error(Errc::kInvalidArgument, code, message);
   if (status == 503) co_return make_error(Errc::kUnavailable, code, message);
@@ -191,7 +216,7 @@ net::awaitable<Result<http::response<http::string_body>>> AgentClient::get_throu
   parser.body_limit(body_limit);
   co_await http::async_read(tunnel->stream, tunnel->buffer, parser,
                             net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return bad_gateway("reading from browser: " + ec.message());
+  if (ec) co_return read_failed("browser", ec, body_limit);
   co_return parser.release();
 }
 

@@ -10,7 +10,9 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 #include "server/drivers/sandbox_driver.h"
@@ -35,7 +37,18 @@ struct Tunnel {
 };
 
 inline constexpr size_t kMaxAgentHeader = 16 * 1024;
-inline constexpr size_t kMaxAgentBody = 64 * 1024 * 1024;  // exec output plus JSON escaping
+// No answer is ever larger, whatever a request's own limit says.
+inline constexpr size_t kMaxAgentBody = 64 * 1024 * 1024;
+inline constexpr size_t kMaxHealthBody = 16 * 1024;
+inline constexpr size_t kMaxAgentErrorBody = 64 * 1024;  // an error's JSON: a code and a message
+
+// The code and message of an agent's error answer ({"error": {"code", "message"}}), cut to
+// 64 and 1024 bytes; nullopt when the body is not that.
+struct AgentErrorText {
+  std::string code;
+  std::string message;
+};
+std::optional<AgentErrorText> agent_error_message(std::string_view body);
 
 class AgentClient {
  public:
@@ -44,10 +57,12 @@ class AgentClient {
 
   // Parses the agent's health answer; waits up to wait_ms for it to leave "starting".
   net::awaitable<Result<AgentHealth>> health(int wait_ms);
-  // One request to the agent on a new connection; the answer is bounded by kMaxAgentBody.
+  // One request to the agent on a new connection. The answer's body may be at most
+  // `body_limit` bytes (never more than kMaxAgentBody): what that endpoint can honestly carry,
+  // so a hostile agent cannot make cabind buffer more.
   net::awaitable<Result<http::response<http::string_body>>> request(
       http::verb method, const std::string& target, std::string body,
-      std::chrono::milliseconds timeout);
+      std::chrono::milliseconds timeout, size_t body_limit);
   // Opens a stream to 127.0.0.1:port inside the sandbox: directly where the driver can, else
   // through the agent's CONNECT.
   net::awaitable<Result<Tunnel>> connect(int port);

@@ -12,6 +12,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.h"
+#include "common/cloexec.h"
 #include "common/unique_fd.h"
 
 namespace cabin::drivers {
@@ -32,7 +34,10 @@ Error qmp_error(std::string what) {
 }  // namespace
 
 QmpMessage parse_qmp_line(std::string_view line) {
-  json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  // Lines are at most kMaxQmpLine; QMP answers nest a few levels.
+  auto parsed = parse_bounded(line, {kMaxQmpLine, 16, 1u << 14});
+  if (!parsed) return {QmpKind::kInvalid, parsed.error().message};
+  const json& j = *parsed;
   if (!j.is_object()) return {QmpKind::kInvalid, "not a JSON object"};
   if (j.contains("QMP")) return {QmpKind::kGreeting, ""};
   if (j.contains("return")) return {QmpKind::kReturn, ""};
@@ -68,9 +73,12 @@ net::awaitable<Result<void>> qmp_execute(net::any_io_executor ex, std::filesyste
     }
   });
   boost::system::error_code ec;
-  co_await sock->async_connect(
-      local::endpoint("/proc/self/fd/" + std::to_string(dirfd.get()) + "/" + socket_name),
-      net::redirect_error(net::use_awaitable, ec));
+  open_cloexec(*sock, local(), ec);
+  if (!ec) {
+    co_await sock->async_connect(
+        local::endpoint("/proc/self/fd/" + std::to_string(dirfd.get()) + "/" + socket_name),
+        net::redirect_error(net::use_awaitable, ec));
+  }
   if (ec) {
     timer.cancel();
     co_return qmp_error("connect: " + ec.message());

@@ -1,0 +1,93 @@
+// A compromised agent inside a real sandbox cannot exhaust cabind: a nesting bomb, a body larger
+// than the endpoint can honestly carry, an endless image and a frame header that lies each get a
+// clean 502 agent_error (or a closed stream), while cabind keeps answering everyone else at once.
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { BIN_DIR, removeTree, useCabind, wsOpen } from './helpers.mjs';
+
+const FAKE_AGENT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures',
+                             'hostile-agent.py');
+// A bin dir whose cabin-agent is the hostile one; the launcher is the real cabin-sandbox.
+const binDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cabin-hostile-bin-'));
+fs.symlinkSync(path.join(BIN_DIR, 'cabin-sandbox'), path.join(binDir, 'cabin-sandbox'));
+fs.copyFileSync(FAKE_AGENT, path.join(binDir, 'cabin-agent'));
+fs.chmodSync(path.join(binDir, 'cabin-agent'), 0o755);
+fs.chmodSync(binDir, 0o755);
+
+const ctx = useCabind({ args: ['--bin-dir', binDir] });
+let s;
+let created;
+
+// One session for the file, made by the first test (after useCabind's start).
+async function session() {
+  created ??= ctx.server.createSession({ resolution: { width: 1280, height: 800 } }).then((r) => {
+    s = r;
+  });
+  await created;
+}
+
+after(async () => {
+  await removeTree(binDir);
+});
+
+// Runs `work` while /healthz is asked every few milliseconds; resolves with work's result and
+// the slowest /healthz answer.
+async function whileProbingHealth(work) {
+  let done = false;
+  let slowest = 0;
+  const probe = (async () => {
+    while (!done) {
+      const t0 = performance.now();
+      const r = await fetch(`${ctx.server.base}/healthz`);
+      await r.text();
+      assert.equal(r.status, 200);
+      slowest = Math.max(slowest, performance.now() - t0);
+      await new Promise((res) => setTimeout(res, 5));
+    }
+  })();
+  try {
+    return { result: await work(), slowest };
+  } finally {
+    done = true;
+    await probe;
+  }
+}
+
+for (const [name, method, p, body] of [
+  ['a nesting bomb for exec', 'POST', 'exec', { argv: ['true'] }],
+  ['a body larger than any computer answer', 'POST', 'computer', { actions: [{ op: 'cursor_position' }] }],
+  ['an endless screenshot', 'GET', 'screenshot', undefined],
+]) {
+  test(`${name} is a 502 agent_error, and cabind stays responsive`, async () => {
+    await session();
+    const { result: r, slowest } = await whileProbingHealth(() =>
+      ctx.server.api(method, `/v1/sessions/${s.id}/${p}`, body));
+    assert.equal(r.status, 502, r.text);
+    assert.equal(r.json.error.code, 'agent_error', r.text);
+    assert.ok(slowest < 50, `/healthz took ${slowest.toFixed(1)} ms meanwhile`);
+  });
+}
+
+test('a frame header that lies about its length ends the stream, not cabind', async () => {
+  await session();
+  const ws = await wsOpen(`ws://${ctx.server.hostPort}/v1/sessions/${s.id}/frames`, {
+    headers: { authorization: `Bearer ${ctx.server.key}` },
+  });
+  const [code, reason] = await once(ws, 'close');
+  assert.equal(code, 1001);
+  assert.match(String(reason), /length/);
+  const health = await fetch(`${ctx.server.base}/healthz`);
+  assert.equal(health.status, 200);
+});
+
+test('the session still ends cleanly', async () => {
+  await session();
+  const r = await ctx.server.api('DELETE', `/v1/sessions/${s.id}`);
+  assert.equal(r.status, 200, r.text);
+});
