@@ -129,7 +129,7 @@ test('attack matrix: refused with the right status, nothing forwarded', async ()
   fs.rmSync(path.join(keysDir, oldKey));
   process.kill(server.pid, 'SIGHUP');
   const removed = await waitFor(async () => {
-    const r = await rawHttp(server.port, `GET ${fresh.prefix}/echo HTTP/1.1\r\nHost: ${h}\r\nCookie: ${fresh.cookie}\r\n\r\n`);
+    const r = await rawHttp(server.port, `GET ${fresh.prefix}/__count HTTP/1.1\r\nHost: ${h}\r\nCookie: ${fresh.cookie}\r\n\r\n`);
     return r.status === 401 ? r : null;
   }, { what: 'the removed key to stop verifying' });
   assert.equal(removed.json.error.code, 'invalid_token');
