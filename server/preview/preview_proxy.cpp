@@ -195,10 +195,12 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   const bool has_body = header.chunked() || header.content_length().value_or(0) > 0;
   const bool client_keep = h.keep_alive();
   const unsigned client_version = h.version();
+  bool path_based = false;
   auto answer = [&](Response res) -> net::awaitable<Outcome> {
     // A body the request still carries is never read here: the connection closes after.
     bool keep = client_keep && !has_body;
     res.keep_alive(keep);
+    if (path_based) res.insert("Content-Security-Policy", kPathPreviewCsp);
     co_await http::async_write(client, res, net::redirect_error(net::use_awaitable, ec));
     co_return ec || !keep ? Outcome::kClose : Outcome::kKeepAlive;
   };
@@ -228,8 +230,17 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
           error_response(http::status::misdirected_request, "unknown_host",
                          "this server does not serve previews for host " + host->substr(0, 64)));
     }
+    path_based = true;
     auto addr = parse_preview_path(h.target());
     if (!addr) co_return co_await answer(error_response(addr.error()));
+    if (h.find("Service-Worker") != h.end()) {
+      // A worker's scope is at most its script's directory, but on cabind's origin even one under
+      // the prefix sees every request of that path, tokens included.
+      co_return co_await answer(error_response(
+          http::status::forbidden, "service_worker_refused",
+          "a path-based preview shares cabind's origin and cannot register a service worker; "
+          "use a host-based preview (--preview-domain)"));
+    }
     prefix = std::string(kPathPrefix) + addr->preview_id;
     if (addr->bare) {
       // "/preview/<id>?q" → "/preview/<id>/?q", so relative links resolve under the prefix.

@@ -134,6 +134,8 @@ void write_response_head(std::string& out, const http::response_header<>& h,
   for (const auto& f : h) {
     auto id = f.name();
     if (hop_by_hop(id) || named.contains(f.name_string())) continue;
+    // It would let a script under a preview register a service worker above it (for "/").
+    if (iequals(f.name_string(), "Service-Worker-Allowed")) continue;
     if (id == Field::set_cookie) {
       if (sets_cookie(f.value(), kCookieName)) continue;
       if (!a.prefix.empty()) {
@@ -147,6 +149,7 @@ void write_response_head(std::string& out, const http::response_header<>& h,
     }
     field(out, f.name_string(), f.value());
   }
+  if (!a.prefix.empty()) field(out, "Content-Security-Policy", kPathPreviewCsp);
   if (a.websocket) {
     out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
   } else {

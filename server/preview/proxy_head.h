@@ -15,6 +15,12 @@ namespace cabin::preview {
 
 namespace http = boost::beast::http;
 
+// Every answer of a path-based preview carries this policy: the app's documents get an opaque
+// origin, so on cabind's own origin they cannot read the console's storage or cookies, script
+// its windows or register service workers. (A second policy the app sends only narrows it.)
+inline constexpr std::string_view kPathPreviewCsp =
+    "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads";
+
 // How a body goes out.
 enum class Framing {
   kNone,     // no body, or one that ends when the connection does
@@ -49,7 +55,8 @@ struct ClientAnswer {
 };
 
 // Appends the answer head for the client (HTTP/1.1) to `out`. Set-Cookie headers that would set
-// Cabin's preview cookie are dropped.
+// Cabin's preview cookie are dropped, and Service-Worker-Allowed is dropped. Path-based answers
+// get kPathPreviewCsp.
 void write_response_head(std::string& out, const http::response_header<>& h, const ClientAnswer& a);
 
 }  // namespace cabin::preview

@@ -1,10 +1,13 @@
 // The preview attack matrix: every row is refused with the right status and reaches nothing in
-// the sandbox (the app counts every request it gets).
+// the sandbox (the app counts every request it gets). Then what keeps a path-based preview's page
+// away from cabind's origin, in real Chromium.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+
+import { chromium } from 'playwright-core';
 
 import { rawHttp, useCabind, waitFor } from './helpers.mjs';
 import { DOMAIN, hostRequest, openPreview, startApps } from './preview_helpers.mjs';
@@ -140,4 +143,63 @@ test('attack matrix: refused with the right status, nothing forwarded', async ()
   assert.equal(r.json.seen, before, 'a refused request reached the app');
   await server.deleteSession(other.id);
   await server.deleteSession(session.id);
+});
+
+let apps;  // a session of its own for the tests below
+async function setup() {
+  apps ??= await startApps(ctx.server);
+  return apps;
+}
+
+test('path-based: no service worker over the console, no reach into its storage (Chromium)', async () => {
+  const server = ctx.server;
+  const { session } = await setup();
+  const pv = await openPreview(server, session.id, 8000, 'path');
+  const h = server.hostPort;
+  const cookie = `cabin_preview=${pv.token}`;
+  const get = (p, extra = '') => rawHttp(server.port,
+    `GET ${pv.prefix}${p} HTTP/1.1\r\nHost: ${h}\r\nCookie: ${cookie}\r\n${extra}\r\n`);
+  // The worker script's own request is refused; fetched as a plain file it loses the header that
+  // would widen a worker's scope, and every answer is sandboxed.
+  const asWorker = await get('/sw.js', 'Service-Worker: script\r\n');
+  assert.equal(asWorker.status, 403, asWorker.text);
+  assert.equal(asWorker.json.error.code, 'service_worker_refused');
+  assert.ok(asWorker.json.error.message);
+  const plain = await get('/sw.js');
+  assert.equal(plain.status, 200, plain.text);
+  assert.equal(plain.headers['service-worker-allowed'], undefined);
+  assert.match(plain.headers['content-security-policy'], /^sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads$/);
+
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const page = await browser.newPage();
+    // What the console keeps on cabind's origin, in this tab.
+    await page.goto(`${server.base}/healthz`);
+    await page.evaluate(() => {
+      localStorage.setItem('console_secret', 'stand-in-for-the-api-key');
+      sessionStorage.setItem('console_secret', 'stand-in-for-the-api-key');
+      document.cookie = 'console_secret=stand-in-for-the-api-key; path=/';
+    });
+    await page.goto(`${server.base}${pv.prefix}/?cabin_token=${pv.token}`);
+    assert.equal(new URL(page.url()).pathname, `${pv.prefix}/`);
+    await page.goto(`${server.base}${pv.prefix}/grab`);
+    await page.waitForFunction(() => document.getElementById('result')?.textContent, null, { timeout: 10000 });
+    const got = JSON.parse(await page.textContent('#result'));
+    for (const name of ['register', 'localStorage', 'sessionStorage', 'cookie']) {
+      assert.match(got[name], /^error: SecurityError$/, `${name}: ${JSON.stringify(got)}`);
+    }
+    assert.equal(got.origin, 'ok: null', 'the page runs in an opaque origin');
+    // Back on the console's origin: nothing controls it, and what it kept is still there.
+    await page.goto(`${server.base}/healthz`);
+    const after = await page.evaluate(async () => ({
+      workers: (await navigator.serviceWorker.getRegistrations()).map((r) => r.scope),
+      kept: localStorage.getItem('console_secret'),
+    }));
+    assert.deepEqual(after, { workers: [], kept: 'stand-in-for-the-api-key' });
+  } finally {
+    await browser.close();
+  }
 });

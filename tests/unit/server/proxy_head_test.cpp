@@ -125,3 +125,25 @@ TEST_CASE("the client's answer head: framing, Cabin's cookie and paths under the
         "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: abc=\r\n"
         "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
 }
+
+TEST_CASE("the client's answer head: no service worker above the app, a sandbox under the prefix") {
+  http::response_header<> h;
+  h.result(http::status::ok);
+  h.set("Service-Worker-Allowed", "/");
+  h.set("Content-Security-Policy", "default-src 'self'");
+
+  const std::string csp = "Content-Security-Policy: " + std::string(kPathPreviewCsp);
+  std::string head;
+  write_response_head(head, h, {.prefix = "/preview/prv_x", .framing = Framing::kLength});
+  CHECK(head.find("Service-Worker-Allowed") == std::string::npos);
+  // The app's own policy stays beside Cabin's: both apply.
+  CHECK(has_line(head, "Content-Security-Policy: default-src 'self'"));
+  CHECK(has_line(head, csp));
+  CHECK(csp.find("allow-same-origin") == std::string::npos);
+
+  head.clear();
+  write_response_head(head, h, {.framing = Framing::kLength});  // host-based
+  CHECK(head.find("Service-Worker-Allowed") == std::string::npos);
+  CHECK(has_line(head, "Content-Security-Policy: default-src 'self'"));
+  CHECK(head.find("sandbox") == std::string::npos);
+}
