@@ -137,11 +137,11 @@ void write_response_head(std::string& out, const http::response_header<>& h,
     // It would let a script under a preview register a service worker above it (for "/").
     if (iequals(f.name_string(), "Service-Worker-Allowed")) continue;
     if (id == Field::set_cookie) {
-      if (sets_cookie(f.value(), kCookieName)) continue;
-      if (!a.prefix.empty()) {
-        field(out, f.name_string(), rewrite_cookie_path(f.value(), a.prefix));
-        continue;
-      }
+      if (sets_cookie(f.value(), kCookieName) || sets_cookie(f.value(), kHostCookieName)) continue;
+      std::string cookie = drop_cookie_domain(f.value());
+      field(out, f.name_string(),
+            a.prefix.empty() ? cookie : rewrite_cookie_path(cookie, a.prefix));
+      continue;
     }
     if ((id == Field::location || id == Field::content_location) && !a.prefix.empty()) {
       field(out, f.name_string(), rewrite_location(f.value(), a.prefix, a.port));

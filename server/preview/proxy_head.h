@@ -55,8 +55,8 @@ struct ClientAnswer {
 };
 
 // Appends the answer head for the client (HTTP/1.1) to `out`. Set-Cookie headers that would set
-// Cabin's preview cookie are dropped, and Service-Worker-Allowed is dropped. Path-based answers
-// get kPathPreviewCsp.
+// Cabin's preview cookie are dropped, and the others lose their Domain; Service-Worker-Allowed
+// is dropped. Path-based answers get kPathPreviewCsp.
 void write_response_head(std::string& out, const http::response_header<>& h, const ClientAnswer& a);
 
 }  // namespace cabin::preview

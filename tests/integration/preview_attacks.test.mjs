@@ -1,6 +1,6 @@
 // The preview attack matrix: every row is refused with the right status and reaches nothing in
-// the sandbox (the app counts every request it gets). Then what keeps a path-based preview's page
-// away from cabind's origin, in real Chromium.
+// the sandbox (the app counts every request it gets). Then what keeps a preview's page away from
+// cabind's origin (path-based, in real Chromium) and from its sibling previews (host-based).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -9,7 +9,7 @@ import { test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { rawHttp, useCabind, waitFor } from './helpers.mjs';
+import { rawHttp, useCabind, waitFor, wsOpen } from './helpers.mjs';
 import { DOMAIN, hostRequest, openPreview, startApps } from './preview_helpers.mjs';
 
 const ctx = useCabind({ args: ['--preview-domain', DOMAIN] });
@@ -202,4 +202,68 @@ test('path-based: no service worker over the console, no reach into its storage 
   } finally {
     await browser.close();
   }
+});
+
+test('host-based: other origins cannot post or open WebSockets, tossed cookies do not lock out', async () => {
+  const server = ctx.server;
+  const { session } = await setup();
+  const pv = await openPreview(server, session.id, 8000, 'host');
+  const sibling = await openPreview(server, session.id, 8001, 'host');
+  const hostPort = `${pv.host}:${server.port}`;
+  const own = `http://${hostPort}`;
+  const other = `http://${sibling.host}:${server.port}`;
+  const req = (head, body = '') => rawHttp(server.port,
+    `${head}\r\nHost: ${hostPort}\r\n${body ? `Content-Length: ${body.length}\r\n` : ''}\r\n${body}`);
+  const count = async () => {
+    const r = await req(`GET /__count HTTP/1.1\r\nCookie: ${pv.cookie}`);
+    assert.equal(r.status, 200, r.text);
+    return r.json.seen;
+  };
+  const before = await count();
+  const upgrade = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==';
+  const refused = [
+    ['a WebSocket from a sibling preview', `GET /ws HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: ${other}\r\n${upgrade}`],
+    ['a POST from a sibling preview', `POST /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: ${other}`, 'hi'],
+    ['a DELETE from another site', `DELETE /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: http://evil.example`],
+    ['a POST from an opaque origin', `POST /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: null`, 'hi'],
+    ['a POST from the same host over https', `POST /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: https://${hostPort}`, 'hi'],
+  ];
+  for (const [name, head, body] of refused) {
+    const r = await req(head, body);
+    assert.equal(r.status, 403, `${name}: ${r.status} ${r.text}`);
+    assert.equal(r.json?.error?.code, 'cross_origin', `${name}: ${r.text}`);
+  }
+  await assert.rejects(
+    wsOpen(`ws://127.0.0.1:${server.port}/ws`, { headers: { host: hostPort, origin: other, cookie: pv.cookie } }),
+    (err) => err.status === 403 && err.json?.error?.code === 'cross_origin');
+  assert.equal(await count(), before, 'a refused request reached the app');
+
+  // Its own origin, or no Origin at all (a client that is not a browser), passes; so does a
+  // cross-origin GET, which changes nothing.
+  for (const origin of [`\r\nOrigin: ${own}`, '']) {
+    const r = await req(`POST /echo HTTP/1.1\r\nCookie: ${pv.cookie}${origin}`, 'hi');
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.body, 'hi');
+  }
+  assert.equal((await req(`GET /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: ${other}`)).status, 200);
+  const ws = await wsOpen(`ws://127.0.0.1:${server.port}/ws`, { headers: { host: hostPort, origin: own, cookie: pv.cookie } });
+  const reply = new Promise((r) => ws.once('message', (d) => r(d.toString())));
+  ws.send('same origin');
+  assert.equal(await reply, 'echo:same origin');
+  ws.close();
+
+  // Cookies a sibling planted under the preview domain, beside the real one, in either order.
+  const good = pv.cookie.split('=')[1];
+  for (const planted of ['junk', sibling.cookie.split('=')[1]]) {
+    for (const cookies of [`cabin_preview=${good}; cabin_preview=${planted}`,
+                           `cabin_preview=${planted}; cabin_preview=${good}`]) {
+      const r = await req(`GET /echo HTTP/1.1\r\nCookie: ${cookies}; app=1`);
+      assert.equal(r.status, 200, `${cookies}: ${r.text}`);
+      assert.equal(Object.fromEntries(r.json.headers).cookie, 'app=1');
+    }
+  }
+  // The app cannot plant them: Domain is taken off its cookies, Cabin's own are dropped.
+  const tossed = await hostRequest(server.port, pv.host, '/toss-cookies', { cookie: pv.cookie });
+  assert.deepEqual(tossed.headers['set-cookie'], ['theme=dark; Path=/']);
+
 });

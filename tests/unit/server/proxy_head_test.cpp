@@ -147,3 +147,24 @@ TEST_CASE("the client's answer head: no service worker above the app, a sandbox 
   CHECK(has_line(head, "Content-Security-Policy: default-src 'self'"));
   CHECK(head.find("sandbox") == std::string::npos);
 }
+
+TEST_CASE("the client's answer head: the app's cookies lose their Domain, Cabin's are dropped") {
+  http::response_header<> h;
+  h.result(http::status::ok);
+  h.insert(http::field::set_cookie, "sid=1; Domain=preview.test; Path=/; domain=.x");
+  h.insert(http::field::set_cookie, "__Host-cabin_preview=forged; Path=/; Secure");
+  h.insert(http::field::set_cookie, "plain=2; Secure");
+
+  std::string head;
+  write_response_head(head, h, {.prefix = "/preview/prv_x", .framing = Framing::kLength});
+  CHECK(head.find("forged") == std::string::npos);
+  CHECK(has_line(head, "Set-Cookie: sid=1; Path=/preview/prv_x/"));
+  CHECK(has_line(head, "Set-Cookie: plain=2; Secure; Path=/preview/prv_x/"));
+
+  head.clear();
+  write_response_head(head, h, {.framing = Framing::kLength});  // host-based
+  CHECK(head.find("forged") == std::string::npos);
+  CHECK(head.find("omain") == std::string::npos);
+  CHECK(has_line(head, "Set-Cookie: sid=1; Path=/"));
+  CHECK(has_line(head, "Set-Cookie: plain=2; Secure"));
+}
