@@ -305,7 +305,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
                                                "open the preview URL with GET first"));
     }
     Response res{http::status::found, 11};
-    res.set(http::field::location, split.target);
+    res.set(http::field::location, redirect_target(split.target));
     res.set(http::field::set_cookie,
             cookie_header(cookie_name, *split.token, cookie_path,
                           claims->expires_at - tokens_.clock().unix_seconds(), client.is_tls()));

@@ -208,6 +208,12 @@ TokenSplit take_token(std::string_view target, std::string_view name) {
   return out;
 }
 
+std::string redirect_target(std::string_view target) {
+  size_t first = target.find_first_not_of('/');
+  if (first == std::string_view::npos) return "/";
+  return std::string(target.substr(first == 0 ? 0 : first - 1));
+}
+
 std::string strip_cookie(std::string_view header, std::string_view accepted,
                          std::vector<std::string>* found) {
   std::string out;

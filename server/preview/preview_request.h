@@ -56,6 +56,10 @@ struct TokenSplit {
 };
 TokenSplit take_token(std::string_view target, std::string_view name = kTokenParam);
 
+// The token redirect's target: `target` with its leading slashes collapsed to one, so that
+// "//evil.example/" stays a path on the preview's own origin.
+std::string redirect_target(std::string_view target);
+
 // Removes every pair of Cabin's cookie names (kCookieName and kHostCookieName) from a Cookie
 // header value; the values of the cookie `accepted` are appended to `found`, in order, while it
 // holds fewer than kMaxCookieTries. Returns the header without them (empty: drop the header).

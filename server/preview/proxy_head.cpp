@@ -97,7 +97,7 @@ void write_request_head(std::string& out, const http::request_header<>& h,
   for (const auto& f : h) {
     auto id = f.name();
     if (hop_by_hop(id) || id == Field::host || id == Field::cookie || id == Field::expect ||
-        forwarding(f) || named.contains(f.name_string())) {
+        id == Field::authorization || forwarding(f) || named.contains(f.name_string())) {
       continue;
     }
     field(out, f.name_string(), f.value());

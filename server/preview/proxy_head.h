@@ -2,6 +2,7 @@
 // client gets it, written straight from the parsed header into one string. Hop-by-hop fields
 // (RFC 9110 7.6.1, and those a Connection header names), Cabin's own cookie and the forwarding
 // fields a client might forge are left out while writing, so the parsed header is never edited.
+// The client's Authorization never reaches the app: it may be the API key.
 #pragma once
 
 #include <boost/beast/http/message.hpp>

@@ -1,5 +1,5 @@
 // Fuzz target: the preview proxy's parsers (Host, target, token parameter, cookies, Location and
-// Set-Cookie rewriting, Origin), with the invariants the proxy relies on.
+// Set-Cookie rewriting, the token redirect, Origin), with the invariants the proxy relies on.
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -50,6 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)sets_cookie(in, kCookieName);
   std::string no_domain = drop_cookie_domain(in);
   REQUIRE_THAT(drop_cookie_domain(no_domain) == no_domain);
+  if (!in.empty() && in[0] == '/') {
+    std::string r = redirect_target(in);
+    REQUIRE_THAT(r[0] == '/' && (r.size() < 2 || r[1] != '/'));
+  }
   (void)same_origin(in, "https", "p-1-aaaaaaaaaaaaaaaaaaaa.preview.test");
   (void)rewrite_location(in, "/preview/prv_aaaaaaaaaaaaaaaaaaaa", 8000);
   std::string c = rewrite_cookie_path(in, "/preview/prv_aaaaaaaaaaaaaaaaaaaa");

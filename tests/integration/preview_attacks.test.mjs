@@ -204,7 +204,7 @@ test('path-based: no service worker over the console, no reach into its storage 
   }
 });
 
-test('host-based: other origins cannot post or open WebSockets, tossed cookies do not lock out', async () => {
+test('host-based: other origins cannot post or open WebSockets, tossed cookies do not lock out, no Authorization, no open redirect', async () => {
   const server = ctx.server;
   const { session } = await setup();
   const pv = await openPreview(server, session.id, 8000, 'host');
@@ -266,4 +266,20 @@ test('host-based: other origins cannot post or open WebSockets, tossed cookies d
   const tossed = await hostRequest(server.port, pv.host, '/toss-cookies', { cookie: pv.cookie });
   assert.deepEqual(tossed.headers['set-cookie'], ['theme=dark; Path=/']);
 
+  // The API key a client sends by habit does not reach the app, in either mode.
+  const withKey = await req(`GET /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nAuthorization: Bearer ${server.key}`);
+  assert.equal(withKey.status, 200, withKey.text);
+  assert.ok(!withKey.text.includes(server.key), withKey.text);
+  assert.equal(Object.fromEntries(withKey.json.headers).authorization, undefined);
+  const pathPv = await openPreview(server, session.id, 8000, 'path');
+  const byPath = await rawHttp(server.port, `GET ${pathPv.prefix}/echo HTTP/1.1\r\nHost: ${server.hostPort}\r\nCookie: ${pathPv.cookie}\r\nAuthorization: Bearer ${server.key}\r\n\r\n`);
+  assert.equal(byPath.status, 200, byPath.text);
+  assert.ok(!byPath.text.includes(server.key), byPath.text);
+
+  // The token's redirect stays on the preview's own origin.
+  const fresh = await openPreview(server, session.id, 8000, 'host');
+  const redirect = await req(`GET //evil.example/?cabin_token=${fresh.token} HTTP/1.1`);
+  assert.equal(redirect.status, 302, redirect.text);
+  assert.equal(redirect.headers.location, '/evil.example/');
+  assert.match(redirect.headers['set-cookie'], /^cabin_preview=/);
 });

@@ -121,6 +121,16 @@ TEST_CASE("every preview cookie is a candidate, in order, bounded; none reaches 
   CHECK(found.back() == "t7");
 }
 
+TEST_CASE("the token's redirect stays on the preview's origin") {
+  CHECK(redirect_target("/") == "/");
+  CHECK(redirect_target("/a/b?x=1") == "/a/b?x=1");
+  CHECK(redirect_target("//evil.example/") == "/evil.example/");
+  CHECK(redirect_target("///evil.example/x?y") == "/evil.example/x?y");
+  CHECK(redirect_target("//") == "/");
+  // What the proxy sends for "//evil.example/?cabin_token=T".
+  CHECK(redirect_target(take_token("//evil.example/?cabin_token=T").target) == "/evil.example/");
+}
+
 TEST_CASE("Set-Cookie loses its Domain attributes and nothing else") {
   CHECK(drop_cookie_domain("a=1; Domain=preview.test; Path=/; HttpOnly") ==
         "a=1; Path=/; HttpOnly");

@@ -27,6 +27,7 @@ http::request_header<> client_request() {
   h.set(http::field::forwarded, "for=6.6.6.6");
   h.set("x-forwarded-for", "6.6.6.6");
   h.set("X-Real-IP", "6.6.6.6");
+  h.set(http::field::authorization, "Bearer cabin_apikey");
   h.set(http::field::user_agent, "test/1");
   h.set("X-App-Header", "kept");
   return h;
@@ -50,8 +51,9 @@ TEST_CASE("the app's request head: hop-by-hop, forged and Cabin's own fields nev
   CHECK(head.rfind("POST /upload?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n", 0) == 0);
   CHECK(head.size() >= 4);
   CHECK(head.substr(head.size() - 4) == "\r\n\r\n");
-  for (const char* gone : {"X-Secret-Hop", "Keep-Alive", "TE:", "Transfer-Encoding", "Expect",
-                           "cabin_preview", "6.6.6.6", "cabin.test:8443\r\nConnection"}) {
+  for (const char* gone :
+       {"X-Secret-Hop", "Keep-Alive", "TE:", "Transfer-Encoding", "Expect", "cabin_preview",
+        "6.6.6.6", "cabin.test:8443\r\nConnection", "Authorization", "cabin_apikey"}) {
     INFO(gone);
     CHECK(head.find(gone) == std::string::npos);
   }
@@ -66,6 +68,11 @@ TEST_CASE("the app's request head: hop-by-hop, forged and Cabin's own fields nev
   CHECK(has_line(head, "Forwarded: for=\"10.0.0.7\";host=\"cabin.test:8443\";proto=https"));
   CHECK(head.find("Connection") == std::string::npos);
   CHECK(head.find("Host:") == head.find("Host: 127.0.0.1:8000"));
+
+  head.clear();
+  r.prefix = {};  // host-based: the same fields are left out
+  write_request_head(head, client_request(), r);
+  CHECK(head.find("cabin_apikey") == std::string::npos);
 
   head.clear();
   r.framing = Framing::kChunked;
