@@ -152,9 +152,9 @@ net::awaitable<void> watch_answers(std::shared_ptr<ConnectionFds> fds,
   }
 }
 
-std::string cookie_header(const std::string& token, const std::string& path, int64_t max_age,
-                          bool secure) {
-  return std::string(kCookieName) + "=" + token + "; Path=" + path +
+std::string cookie_header(std::string_view name, const std::string& token, const std::string& path,
+                          int64_t max_age, bool secure) {
+  return std::string(name) + "=" + token + "; Path=" + path +
          "; Max-Age=" + std::to_string(std::max<int64_t>(max_age, 0)) + "; HttpOnly; SameSite=Lax" +
          (secure ? "; Secure" : "");
 }
@@ -195,10 +195,12 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   const bool has_body = header.chunked() || header.content_length().value_or(0) > 0;
   const bool client_keep = h.keep_alive();
   const unsigned client_version = h.version();
+  bool path_based = false;
   auto answer = [&](Response res) -> net::awaitable<Outcome> {
     // A body the request still carries is never read here: the connection closes after.
     bool keep = client_keep && !has_body;
     res.keep_alive(keep);
+    if (path_based) res.insert("Content-Security-Policy", kPathPreviewCsp);
     co_await http::async_write(client, res, net::redirect_error(net::use_awaitable, ec));
     co_return ec || !keep ? Outcome::kClose : Outcome::kKeepAlive;
   };
@@ -228,8 +230,17 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
           error_response(http::status::misdirected_request, "unknown_host",
                          "this server does not serve previews for host " + host->substr(0, 64)));
     }
+    path_based = true;
     auto addr = parse_preview_path(h.target());
     if (!addr) co_return co_await answer(error_response(addr.error()));
+    if (h.find("Service-Worker") != h.end()) {
+      // A worker's scope is at most its script's directory, but on cabind's origin even one under
+      // the prefix sees every request of that path, tokens included.
+      co_return co_await answer(error_response(
+          http::status::forbidden, "service_worker_refused",
+          "a path-based preview shares cabind's origin and cannot register a service worker; "
+          "use a host-based preview (--preview-domain)"));
+    }
     prefix = std::string(kPathPrefix) + addr->preview_id;
     if (addr->bare) {
       // "/preview/<id>?q" → "/preview/<id>/?q", so relative links resolve under the prefix.
@@ -248,6 +259,22 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     co_return co_await answer(error_response(http::status::not_found, "preview_not_found",
                                              "no live preview at this address"));
   }
+  if (by_host && (beast::websocket::is_upgrade(h) ||
+                  (h.method() != http::verb::get && h.method() != http::verb::head &&
+                   h.method() != http::verb::options))) {
+    // Sibling previews are one site, so SameSite lets their requests carry this preview's
+    // cookie: only the preview's own pages (or clients that send no Origin) may change state or
+    // open a WebSocket. Behind a TLS-terminating proxy the browser's origin is https.
+    const bool https = client.is_tls() || config_.public_url.rfind("https://", 0) == 0;
+    auto origin = h.find(http::field::origin);
+    if (origin != h.end() &&
+        !same_origin(origin->value(), https ? "https" : "http", host_field->value())) {
+      co_return co_await answer(error_response(
+          http::status::forbidden, "cross_origin",
+          "a preview takes WebSocket upgrades and methods other than GET, HEAD and OPTIONS only "
+          "from its own origin"));
+    }
+  }
   const std::string scope = auth::preview_scope(grant->port, grant->id);
   auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
     auto claims = tokens_.verify(token, grant->session_id, scope);
@@ -265,6 +292,8 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     return claims;
   };
   const std::string cookie_path = by_host ? "/" : prefix + "/";
+  // A __Host- cookie needs Path=/, so path-based previews keep the plain name.
+  const std::string_view cookie_name = by_host && client.is_tls() ? kHostCookieName : kCookieName;
 
   // 2. A token in the URL becomes a cookie, and the URL loses it.
   auto split = take_token(h.target());
@@ -276,40 +305,55 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
                                                "open the preview URL with GET first"));
     }
     Response res{http::status::found, 11};
-    res.set(http::field::location, split.target);
+    res.set(http::field::location, redirect_target(split.target));
     res.set(http::field::set_cookie,
-            cookie_header(*split.token, cookie_path,
+            cookie_header(cookie_name, *split.token, cookie_path,
                           claims->expires_at - tokens_.clock().unix_seconds(), client.is_tls()));
     res.set(http::field::cache_control, "no-store");
     res.set("Referrer-Policy", "no-referrer");
     res.prepare_payload();
     co_return co_await answer(std::move(res));
   }
-  std::string cookie_token;
+  std::vector<std::string> cookie_tokens;  // at most kMaxCookieTries
   std::vector<std::string> kept_cookies;
   for (auto it = h.find(http::field::cookie); it != h.end() && it->name() == http::field::cookie;
        ++it) {
-    std::string rest = strip_cookie(it->value(), kCookieName, &cookie_token);
+    std::string rest = strip_cookie(it->value(), cookie_name, &cookie_tokens);
     if (!rest.empty()) kept_cookies.push_back(std::move(rest));
   }
-  if (cookie_token.empty()) {
+  if (cookie_tokens.empty()) {
     co_return co_await answer(error_response(
         http::status::unauthorized, "unauthenticated",
         "open the preview URL with its token (cabin_token=) to get a preview cookie"));
   }
+  // A sibling preview may have planted cookies of the same name beside the real one: the first
+  // value that verifies counts, the one this connection verified before first of all.
   auto& known = state.verified;
-  Result<void> accepted;
+  bool accepted = false;
+  bool seen_before = false;
+  std::optional<Error> refusal;  // the most telling one: expired or revoked over malformed
   if (!known.token.empty() && known.grant_id == grant->id &&
-      known.key_epoch == tokens_.key_epoch() && constant_time_equal(known.token, cookie_token)) {
-    accepted = tokens_.check_current(known.claims, session->token_generation);
-  } else if (auto claims = check(cookie_token)) {
-    known = {std::move(cookie_token), grant->id, tokens_.key_epoch(), std::move(*claims)};
-  } else {
-    accepted = claims.error();
+      known.key_epoch == tokens_.key_epoch()) {
+    for (const auto& t : cookie_tokens) {
+      if (!constant_time_equal(known.token, t)) continue;
+      seen_before = true;
+      auto live = tokens_.check_current(known.claims, session->token_generation);
+      accepted = live.ok();
+      if (!live) refusal = live.error();
+      break;
+    }
+  }
+  for (size_t i = 0; !seen_before && !accepted && i < cookie_tokens.size(); ++i) {
+    if (auto claims = check(cookie_tokens[i])) {
+      known = {std::move(cookie_tokens[i]), grant->id, tokens_.key_epoch(), std::move(*claims)};
+      accepted = true;
+    } else if (!refusal || refusal->code == "invalid_token") {
+      refusal = claims.error();
+    }
   }
   if (!accepted) {
     known.token.clear();
-    co_return co_await answer(error_response(accepted.error()));
+    co_return co_await answer(error_response(*refusal));
   }
   const int64_t token_expires_at = known.claims.expires_at;
   if (auto te = h.find(http::field::transfer_encoding);

@@ -208,14 +208,25 @@ TokenSplit take_token(std::string_view target, std::string_view name) {
   return out;
 }
 
-std::string strip_cookie(std::string_view header, std::string_view name, std::string* found) {
+std::string redirect_target(std::string_view target) {
+  size_t first = target.find_first_not_of('/');
+  if (first == std::string_view::npos) return "/";
+  return std::string(target.substr(first == 0 ? 0 : first - 1));
+}
+
+std::string strip_cookie(std::string_view header, std::string_view accepted,
+                         std::vector<std::string>* found) {
   std::string out;
   while (!header.empty()) {
     size_t semi = header.find(';');
     std::string_view pair = trim(header.substr(0, semi));
     size_t eq = pair.find('=');
-    if (eq != std::string_view::npos && trim(pair.substr(0, eq)) == name) {
-      if (found) *found = std::string(trim(pair.substr(eq + 1)));
+    std::string_view name = eq == std::string_view::npos ? "" : trim(pair.substr(0, eq));
+    if (name == kCookieName || name == kHostCookieName) {
+      std::string_view value = trim(pair.substr(eq + 1));
+      if (found && name == accepted && !value.empty() && found->size() < kMaxCookieTries) {
+        found->emplace_back(value);
+      }
     } else if (!pair.empty()) {
       out += (out.empty() ? "" : "; ") + std::string(pair);
     }
@@ -230,6 +241,43 @@ bool sets_cookie(std::string_view set_cookie, std::string_view name) {
   size_t semi = set_cookie.find(';');
   if (eq == std::string_view::npos || (semi != std::string_view::npos && semi < eq)) return false;
   return trim(set_cookie.substr(0, eq)) == name;
+}
+
+std::string drop_cookie_domain(std::string_view set_cookie) {
+  size_t semi = set_cookie.find(';');
+  if (semi == std::string_view::npos) return std::string(set_cookie);
+  std::string out(set_cookie.substr(0, semi));  // name=value
+  std::string_view rest = set_cookie.substr(semi + 1);
+  while (true) {
+    semi = rest.find(';');
+    std::string_view attr = rest.substr(0, semi);
+    std::string_view name = trim(attr.substr(0, attr.find('=')));
+    if (!iequals(name, "domain")) out.append(";").append(attr);
+    if (semi == std::string_view::npos) break;
+    rest.remove_prefix(semi + 1);
+  }
+  return out;
+}
+
+namespace {
+
+std::string_view without_default_port(std::string_view authority, std::string_view scheme) {
+  std::string_view port = iequals(scheme, "https") ? ":443" : ":80";
+  if (authority.size() > port.size() && authority.substr(authority.size() - port.size()) == port) {
+    authority.remove_suffix(port.size());
+  }
+  return authority;
+}
+
+}  // namespace
+
+bool same_origin(std::string_view origin, std::string_view scheme, std::string_view host_header) {
+  size_t sep = origin.find("://");
+  if (sep == std::string_view::npos || !iequals(origin.substr(0, sep), scheme)) return false;
+  std::string_view authority = origin.substr(sep + 3);
+  if (authority.empty() || host_header.empty()) return false;
+  return iequals(without_default_port(authority, scheme),
+                 without_default_port(host_header, scheme));
 }
 
 std::string rewrite_location(std::string_view location, std::string_view prefix, int port) {

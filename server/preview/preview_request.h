@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 
@@ -13,6 +14,12 @@ namespace cabin::preview {
 
 inline constexpr std::string_view kPathPrefix = "/preview/";
 inline constexpr std::string_view kCookieName = "cabin_preview";
+// The cookie's name on a host-based preview under TLS: browsers refuse it with a Domain, without
+// Secure or with a Path other than "/", so a sibling preview cannot set one over it.
+inline constexpr std::string_view kHostCookieName = "__Host-cabin_preview";
+// Preview cookies of one request that are tried: a sibling preview can plant a few of the plain
+// name beside the real one; each try costs an HMAC.
+inline constexpr size_t kMaxCookieTries = 8;
 inline constexpr std::string_view kTokenParam = "cabin_token";
 inline constexpr size_t kMaxTarget = 8 * 1024;
 
@@ -49,12 +56,26 @@ struct TokenSplit {
 };
 TokenSplit take_token(std::string_view target, std::string_view name = kTokenParam);
 
-// Removes every `name=value` pair from a Cookie header value; the value found is returned in
-// `found`. Returns the header without them (empty: drop the header).
-std::string strip_cookie(std::string_view header, std::string_view name, std::string* found);
+// The token redirect's target: `target` with its leading slashes collapsed to one, so that
+// "//evil.example/" stays a path on the preview's own origin.
+std::string redirect_target(std::string_view target);
+
+// Removes every pair of Cabin's cookie names (kCookieName and kHostCookieName) from a Cookie
+// header value; the values of the cookie `accepted` are appended to `found`, in order, while it
+// holds fewer than kMaxCookieTries. Returns the header without them (empty: drop the header).
+std::string strip_cookie(std::string_view header, std::string_view accepted,
+                         std::vector<std::string>* found);
 
 // True when a Set-Cookie header value sets the cookie `name`.
 bool sets_cookie(std::string_view set_cookie, std::string_view name);
+
+// Set-Cookie without its Domain attributes: the cookie stays on the host that set it, and an app
+// cannot plant cookies on its sibling previews or on cabind's parent domain.
+std::string drop_cookie_domain(std::string_view set_cookie);
+
+// Whether an Origin header names the preview's own origin: `scheme` "://" the Host header, both
+// compared without case and without the scheme's default port.
+bool same_origin(std::string_view origin, std::string_view scheme, std::string_view host_header);
 
 // Path-based previews live under `prefix` ("/preview/<id>"): a Location pointing at the app's
 // own root ("/x", or http://127.0.0.1:<port>/x, http://localhost:<port>/x) is mapped under it;

@@ -97,7 +97,7 @@ void write_request_head(std::string& out, const http::request_header<>& h,
   for (const auto& f : h) {
     auto id = f.name();
     if (hop_by_hop(id) || id == Field::host || id == Field::cookie || id == Field::expect ||
-        forwarding(f) || named.contains(f.name_string())) {
+        id == Field::authorization || forwarding(f) || named.contains(f.name_string())) {
       continue;
     }
     field(out, f.name_string(), f.value());
@@ -134,12 +134,14 @@ void write_response_head(std::string& out, const http::response_header<>& h,
   for (const auto& f : h) {
     auto id = f.name();
     if (hop_by_hop(id) || named.contains(f.name_string())) continue;
+    // It would let a script under a preview register a service worker above it (for "/").
+    if (iequals(f.name_string(), "Service-Worker-Allowed")) continue;
     if (id == Field::set_cookie) {
-      if (sets_cookie(f.value(), kCookieName)) continue;
-      if (!a.prefix.empty()) {
-        field(out, f.name_string(), rewrite_cookie_path(f.value(), a.prefix));
-        continue;
-      }
+      if (sets_cookie(f.value(), kCookieName) || sets_cookie(f.value(), kHostCookieName)) continue;
+      std::string cookie = drop_cookie_domain(f.value());
+      field(out, f.name_string(),
+            a.prefix.empty() ? cookie : rewrite_cookie_path(cookie, a.prefix));
+      continue;
     }
     if ((id == Field::location || id == Field::content_location) && !a.prefix.empty()) {
       field(out, f.name_string(), rewrite_location(f.value(), a.prefix, a.port));
@@ -147,6 +149,7 @@ void write_response_head(std::string& out, const http::response_header<>& h,
     }
     field(out, f.name_string(), f.value());
   }
+  if (!a.prefix.empty()) field(out, "Content-Security-Policy", kPathPreviewCsp);
   if (a.websocket) {
     out.append("Connection: Upgrade\r\nUpgrade: websocket\r\n");
   } else {

@@ -2,6 +2,7 @@
 // client gets it, written straight from the parsed header into one string. Hop-by-hop fields
 // (RFC 9110 7.6.1, and those a Connection header names), Cabin's own cookie and the forwarding
 // fields a client might forge are left out while writing, so the parsed header is never edited.
+// The client's Authorization never reaches the app: it may be the API key.
 #pragma once
 
 #include <boost/beast/http/message.hpp>
@@ -14,6 +15,12 @@
 namespace cabin::preview {
 
 namespace http = boost::beast::http;
+
+// Every answer of a path-based preview carries this policy: the app's documents get an opaque
+// origin, so on cabind's own origin they cannot read the console's storage or cookies, script
+// its windows or register service workers. (A second policy the app sends only narrows it.)
+inline constexpr std::string_view kPathPreviewCsp =
+    "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads";
 
 // How a body goes out.
 enum class Framing {
@@ -49,7 +56,8 @@ struct ClientAnswer {
 };
 
 // Appends the answer head for the client (HTTP/1.1) to `out`. Set-Cookie headers that would set
-// Cabin's preview cookie are dropped.
+// Cabin's preview cookie are dropped, and the others lose their Domain; Service-Worker-Allowed
+// is dropped. Path-based answers get kPathPreviewCsp.
 void write_response_head(std::string& out, const http::response_header<>& h, const ClientAnswer& a);
 
 }  // namespace cabin::preview

@@ -1,9 +1,10 @@
 // Fuzz target: the preview proxy's parsers (Host, target, token parameter, cookies, Location and
-// Set-Cookie rewriting), with the invariants the proxy relies on.
+// Set-Cookie rewriting, the token redirect, Origin), with the invariants the proxy relies on.
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/preview/preview_request.h"
 
@@ -40,12 +41,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t q = split.target.find('?');
   std::string query = q == std::string::npos ? "" : "&" + split.target.substr(q + 1);
   REQUIRE_THAT(query.find("&cabin_token=") == std::string::npos);
-  std::string found;
+  std::vector<std::string> found;
   std::string kept = strip_cookie(in, kCookieName, &found);
-  std::string again;
-  (void)strip_cookie(kept, kCookieName, &again);
-  REQUIRE_THAT(again.empty());
+  REQUIRE_THAT(found.size() <= kMaxCookieTries);
+  std::vector<std::string> again;
+  (void)strip_cookie(kept, kHostCookieName, &again);
+  REQUIRE_THAT(again.empty() && strip_cookie(kept, kCookieName, nullptr) == kept);
   (void)sets_cookie(in, kCookieName);
+  std::string no_domain = drop_cookie_domain(in);
+  REQUIRE_THAT(drop_cookie_domain(no_domain) == no_domain);
+  if (!in.empty() && in[0] == '/') {
+    std::string r = redirect_target(in);
+    REQUIRE_THAT(r[0] == '/' && (r.size() < 2 || r[1] != '/'));
+  }
+  (void)same_origin(in, "https", "p-1-aaaaaaaaaaaaaaaaaaaa.preview.test");
   (void)rewrite_location(in, "/preview/prv_aaaaaaaaaaaaaaaaaaaa", 8000);
   std::string c = rewrite_cookie_path(in, "/preview/prv_aaaaaaaaaaaaaaaaaaaa");
   REQUIRE_THAT(c.find("Path=/preview/prv_aaaaaaaaaaaaaaaaaaaa/") != std::string::npos);

@@ -1,12 +1,15 @@
 // The preview attack matrix: every row is refused with the right status and reaches nothing in
-// the sandbox (the app counts every request it gets).
+// the sandbox (the app counts every request it gets). Then what keeps a preview's page away from
+// cabind's origin (path-based, in real Chromium) and from its sibling previews (host-based).
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { rawHttp, useCabind, waitFor } from './helpers.mjs';
+import { chromium } from 'playwright-core';
+
+import { rawHttp, useCabind, waitFor, wsOpen } from './helpers.mjs';
 import { DOMAIN, hostRequest, openPreview, startApps } from './preview_helpers.mjs';
 
 const ctx = useCabind({ args: ['--preview-domain', DOMAIN] });
@@ -129,7 +132,7 @@ test('attack matrix: refused with the right status, nothing forwarded', async ()
   fs.rmSync(path.join(keysDir, oldKey));
   process.kill(server.pid, 'SIGHUP');
   const removed = await waitFor(async () => {
-    const r = await rawHttp(server.port, `GET ${fresh.prefix}/echo HTTP/1.1\r\nHost: ${h}\r\nCookie: ${fresh.cookie}\r\n\r\n`);
+    const r = await rawHttp(server.port, `GET ${fresh.prefix}/__count HTTP/1.1\r\nHost: ${h}\r\nCookie: ${fresh.cookie}\r\n\r\n`);
     return r.status === 401 ? r : null;
   }, { what: 'the removed key to stop verifying' });
   assert.equal(removed.json.error.code, 'invalid_token');
@@ -140,4 +143,143 @@ test('attack matrix: refused with the right status, nothing forwarded', async ()
   assert.equal(r.json.seen, before, 'a refused request reached the app');
   await server.deleteSession(other.id);
   await server.deleteSession(session.id);
+});
+
+let apps;  // a session of its own for the tests below
+async function setup() {
+  apps ??= await startApps(ctx.server);
+  return apps;
+}
+
+test('path-based: no service worker over the console, no reach into its storage (Chromium)', async () => {
+  const server = ctx.server;
+  const { session } = await setup();
+  const pv = await openPreview(server, session.id, 8000, 'path');
+  const h = server.hostPort;
+  const cookie = `cabin_preview=${pv.token}`;
+  const get = (p, extra = '') => rawHttp(server.port,
+    `GET ${pv.prefix}${p} HTTP/1.1\r\nHost: ${h}\r\nCookie: ${cookie}\r\n${extra}\r\n`);
+  // The worker script's own request is refused; fetched as a plain file it loses the header that
+  // would widen a worker's scope, and every answer is sandboxed.
+  const asWorker = await get('/sw.js', 'Service-Worker: script\r\n');
+  assert.equal(asWorker.status, 403, asWorker.text);
+  assert.equal(asWorker.json.error.code, 'service_worker_refused');
+  assert.ok(asWorker.json.error.message);
+  const plain = await get('/sw.js');
+  assert.equal(plain.status, 200, plain.text);
+  assert.equal(plain.headers['service-worker-allowed'], undefined);
+  assert.match(plain.headers['content-security-policy'], /^sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads$/);
+
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const page = await browser.newPage();
+    // What the console keeps on cabind's origin, in this tab.
+    await page.goto(`${server.base}/healthz`);
+    await page.evaluate(() => {
+      localStorage.setItem('console_secret', 'stand-in-for-the-api-key');
+      sessionStorage.setItem('console_secret', 'stand-in-for-the-api-key');
+      document.cookie = 'console_secret=stand-in-for-the-api-key; path=/';
+    });
+    await page.goto(`${server.base}${pv.prefix}/?cabin_token=${pv.token}`);
+    assert.equal(new URL(page.url()).pathname, `${pv.prefix}/`);
+    await page.goto(`${server.base}${pv.prefix}/grab`);
+    await page.waitForFunction(() => document.getElementById('result')?.textContent, null, { timeout: 10000 });
+    const got = JSON.parse(await page.textContent('#result'));
+    for (const name of ['register', 'localStorage', 'sessionStorage', 'cookie']) {
+      assert.match(got[name], /^error: SecurityError$/, `${name}: ${JSON.stringify(got)}`);
+    }
+    assert.equal(got.origin, 'ok: null', 'the page runs in an opaque origin');
+    // Back on the console's origin: nothing controls it, and what it kept is still there.
+    await page.goto(`${server.base}/healthz`);
+    const after = await page.evaluate(async () => ({
+      workers: (await navigator.serviceWorker.getRegistrations()).map((r) => r.scope),
+      kept: localStorage.getItem('console_secret'),
+    }));
+    assert.deepEqual(after, { workers: [], kept: 'stand-in-for-the-api-key' });
+  } finally {
+    await browser.close();
+  }
+});
+
+test('host-based: other origins cannot post or open WebSockets, tossed cookies do not lock out, no Authorization, no open redirect', async () => {
+  const server = ctx.server;
+  const { session } = await setup();
+  const pv = await openPreview(server, session.id, 8000, 'host');
+  const sibling = await openPreview(server, session.id, 8001, 'host');
+  const hostPort = `${pv.host}:${server.port}`;
+  const own = `http://${hostPort}`;
+  const other = `http://${sibling.host}:${server.port}`;
+  const req = (head, body = '') => rawHttp(server.port,
+    `${head}\r\nHost: ${hostPort}\r\n${body ? `Content-Length: ${body.length}\r\n` : ''}\r\n${body}`);
+  const count = async () => {
+    const r = await req(`GET /__count HTTP/1.1\r\nCookie: ${pv.cookie}`);
+    assert.equal(r.status, 200, r.text);
+    return r.json.seen;
+  };
+  const before = await count();
+  const upgrade = 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==';
+  const refused = [
+    ['a WebSocket from a sibling preview', `GET /ws HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: ${other}\r\n${upgrade}`],
+    ['a POST from a sibling preview', `POST /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: ${other}`, 'hi'],
+    ['a DELETE from another site', `DELETE /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: http://evil.example`],
+    ['a POST from an opaque origin', `POST /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: null`, 'hi'],
+    ['a POST from the same host over https', `POST /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: https://${hostPort}`, 'hi'],
+  ];
+  for (const [name, head, body] of refused) {
+    const r = await req(head, body);
+    assert.equal(r.status, 403, `${name}: ${r.status} ${r.text}`);
+    assert.equal(r.json?.error?.code, 'cross_origin', `${name}: ${r.text}`);
+  }
+  await assert.rejects(
+    wsOpen(`ws://127.0.0.1:${server.port}/ws`, { headers: { host: hostPort, origin: other, cookie: pv.cookie } }),
+    (err) => err.status === 403 && err.json?.error?.code === 'cross_origin');
+  assert.equal(await count(), before, 'a refused request reached the app');
+
+  // Its own origin, or no Origin at all (a client that is not a browser), passes; so does a
+  // cross-origin GET, which changes nothing.
+  for (const origin of [`\r\nOrigin: ${own}`, '']) {
+    const r = await req(`POST /echo HTTP/1.1\r\nCookie: ${pv.cookie}${origin}`, 'hi');
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.body, 'hi');
+  }
+  assert.equal((await req(`GET /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nOrigin: ${other}`)).status, 200);
+  const ws = await wsOpen(`ws://127.0.0.1:${server.port}/ws`, { headers: { host: hostPort, origin: own, cookie: pv.cookie } });
+  const reply = new Promise((r) => ws.once('message', (d) => r(d.toString())));
+  ws.send('same origin');
+  assert.equal(await reply, 'echo:same origin');
+  ws.close();
+
+  // Cookies a sibling planted under the preview domain, beside the real one, in either order.
+  const good = pv.cookie.split('=')[1];
+  for (const planted of ['junk', sibling.cookie.split('=')[1]]) {
+    for (const cookies of [`cabin_preview=${good}; cabin_preview=${planted}`,
+                           `cabin_preview=${planted}; cabin_preview=${good}`]) {
+      const r = await req(`GET /echo HTTP/1.1\r\nCookie: ${cookies}; app=1`);
+      assert.equal(r.status, 200, `${cookies}: ${r.text}`);
+      assert.equal(Object.fromEntries(r.json.headers).cookie, 'app=1');
+    }
+  }
+  // The app cannot plant them: Domain is taken off its cookies, Cabin's own are dropped.
+  const tossed = await hostRequest(server.port, pv.host, '/toss-cookies', { cookie: pv.cookie });
+  assert.deepEqual(tossed.headers['set-cookie'], ['theme=dark; Path=/']);
+
+  // The API key a client sends by habit does not reach the app, in either mode.
+  const withKey = await req(`GET /echo HTTP/1.1\r\nCookie: ${pv.cookie}\r\nAuthorization: Bearer ${server.key}`);
+  assert.equal(withKey.status, 200, withKey.text);
+  assert.ok(!withKey.text.includes(server.key), withKey.text);
+  assert.equal(Object.fromEntries(withKey.json.headers).authorization, undefined);
+  const pathPv = await openPreview(server, session.id, 8000, 'path');
+  const byPath = await rawHttp(server.port, `GET ${pathPv.prefix}/echo HTTP/1.1\r\nHost: ${server.hostPort}\r\nCookie: ${pathPv.cookie}\r\nAuthorization: Bearer ${server.key}\r\n\r\n`);
+  assert.equal(byPath.status, 200, byPath.text);
+  assert.ok(!byPath.text.includes(server.key), byPath.text);
+
+  // The token's redirect stays on the preview's own origin.
+  const fresh = await openPreview(server, session.id, 8000, 'host');
+  const redirect = await req(`GET //evil.example/?cabin_token=${fresh.token} HTTP/1.1`);
+  assert.equal(redirect.status, 302, redirect.text);
+  assert.equal(redirect.headers.location, '/evil.example/');
+  assert.match(redirect.headers['set-cookie'], /^cabin_preview=/);
 });

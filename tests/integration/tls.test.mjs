@@ -1,6 +1,7 @@
 // TLS on the one listener: a self-signed pair generated for development and a given pair, checked
 // by real TLS clients (Node's TLS stack with certificate verification, curl); URLs use https/wss;
-// preview cookies are Secure; plain HTTP beyond loopback is refused unless explicitly allowed.
+// preview cookies are Secure, and __Host- on a preview's own host; plain HTTP beyond loopback is
+// refused unless explicitly allowed.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -17,9 +18,10 @@ after(async () => {
   for (const fn of cleanup.reverse()) await fn();
 });
 
-function request(url, { ca, method = 'GET', headers = {}, body } = {}) {
+// `servername`: the name to ask for and verify (a preview host reached at 127.0.0.1).
+function request(url, { ca, method = 'GET', headers = {}, body, servername } = {}) {
   return new Promise((resolve, reject) => {
-    const req = https.request(url, { ca, method, headers, agent: false }, (res) => {
+    const req = https.request(url, { ca, method, headers, agent: false, servername }, (res) => {
       const cert = res.socket.getPeerCertificate();
       const chunks = [];
       res.on('data', (d) => chunks.push(d));
@@ -36,7 +38,7 @@ function request(url, { ca, method = 'GET', headers = {}, body } = {}) {
 }
 
 test('--tls-self-signed: verified HTTPS and WSS, https URLs, Secure preview cookies', async () => {
-  const server = await startCabind({ args: ['--tls-self-signed'] });
+  const server = await startCabind({ args: ['--tls-self-signed', '--preview-domain', 'preview.test'] });
   cleanup.push(() => server.stop());
   assert.match(server.base, /^https:\/\/127\.0\.0\.1:\d+$/);
   const ca = fs.readFileSync(path.join(server.stateDir, 'tls', 'self-signed.crt'));
@@ -67,10 +69,36 @@ test('--tls-self-signed: verified HTTPS and WSS, https URLs, Secure preview cook
 
   const p = await request(`${server.base}/v1/sessions/${s.id}/previews`, { ca, method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: { port: 8000 } });
   assert.equal(p.status, 201, p.text);
-  assert.match(p.json.url, /^https:\/\//);
-  const first = await request(p.json.url, { ca });
+  assert.match(p.json.path_url, /^https:\/\//);
+  const first = await request(p.json.path_url, { ca });
   assert.equal(first.status, 302);
-  assert.match(first.headers['set-cookie'][0], /; HttpOnly; SameSite=Lax; Secure$/);
+  assert.match(first.headers['set-cookie'][0], /^cabin_preview=[^;]+; Path=\/preview\/prv_[a-z0-9]{20}\/; Max-Age=\d+; HttpOnly; SameSite=Lax; Secure$/);
+
+  // On its own host the cookie is __Host-: no sibling preview can set one over it. Only that name
+  // opens the preview (nothing listens on the port: past the cookie, the answer is 502).
+  const hostUrl = new URL(p.json.host_url);
+  assert.equal(hostUrl.protocol, 'https:');
+  const onHost = (pathname, opts = {}) => request(`https://127.0.0.1:${server.port}${pathname}`, {
+    ca, servername: hostUrl.hostname, ...opts,
+    headers: { host: `${hostUrl.hostname}:${server.port}`, ...opts.headers } });
+  const hostFirst = await onHost(hostUrl.pathname + hostUrl.search);
+  assert.equal(hostFirst.status, 302, hostFirst.text);
+  assert.match(hostFirst.headers['set-cookie'][0], /^__Host-cabin_preview=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax; Secure$/);
+  const token = hostUrl.searchParams.get('cabin_token');
+  const withHostCookie = await onHost('/x', { headers: { cookie: `__Host-cabin_preview=${token}` } });
+  assert.equal(withHostCookie.status, 502, withHostCookie.text);
+  assert.equal(withHostCookie.json.error.code, 'preview_unreachable');
+  const plainName = await onHost('/x', { headers: { cookie: `cabin_preview=${token}` } });
+  assert.equal(plainName.status, 401, plainName.text);
+  assert.equal(plainName.json.error.code, 'unauthenticated');
+  // Its own origin is https.
+  const sameOrigin = await onHost('/x', { method: 'POST', headers: {
+    cookie: `__Host-cabin_preview=${token}`, origin: `https://${hostUrl.hostname}:${server.port}` } });
+  assert.equal(sameOrigin.status, 502, sameOrigin.text);
+  const downgraded = await onHost('/x', { method: 'POST', headers: {
+    cookie: `__Host-cabin_preview=${token}`, origin: `http://${hostUrl.hostname}:${server.port}` } });
+  assert.equal(downgraded.status, 403, downgraded.text);
+  assert.equal(downgraded.json.error.code, 'cross_origin');
 
   // The screen's frame stream and the live view's RFB bridge work over wss too, and a viewer let
   // in by a token goes with the revocation below.

@@ -83,14 +83,76 @@ TEST_CASE("the token parameter and the cookie are taken out, the rest stays") {
   CHECK_FALSE(none.token);
   CHECK(none.target == "/a?token=t");
 
-  std::string found;
+  std::vector<std::string> found;
   CHECK(strip_cookie("a=1; cabin_preview=tok; b=2", kCookieName, &found) == "a=1; b=2");
-  CHECK(found == "tok");
+  CHECK(found == std::vector<std::string>{"tok"});
   found.clear();
   CHECK(strip_cookie("cabin_preview=tok", kCookieName, &found).empty());
   CHECK(strip_cookie("xcabin_preview=1", kCookieName, nullptr) == "xcabin_preview=1");
   CHECK(sets_cookie("cabin_preview=x; Path=/", kCookieName));
   CHECK_FALSE(sets_cookie("other=cabin_preview", kCookieName));
+}
+
+TEST_CASE("every preview cookie is a candidate, in order, bounded; none reaches the app") {
+  std::vector<std::string> found;
+  // A cookie tossed by a sibling preview, before and after the real one.
+  CHECK(strip_cookie("cabin_preview=TOSSED; other=1; cabin_preview=LEGIT", kCookieName, &found) ==
+        "other=1");
+  CHECK(found == std::vector<std::string>{"TOSSED", "LEGIT"});
+  found.clear();
+  CHECK(strip_cookie("cabin_preview=LEGIT; cabin_preview=TOSSED", kCookieName, &found).empty());
+  CHECK(found == std::vector<std::string>{"LEGIT", "TOSSED"});
+
+  // Under TLS only the __Host- name is accepted; both names are taken out either way.
+  found.clear();
+  CHECK(strip_cookie("cabin_preview=PLANTED; __Host-cabin_preview=LEGIT; a=1", kHostCookieName,
+                     &found) == "a=1");
+  CHECK(found == std::vector<std::string>{"LEGIT"});
+  found.clear();
+  CHECK(strip_cookie("__Host-cabin_preview=X; cabin_preview=", kCookieName, &found).empty());
+  CHECK(found.empty());
+
+  std::string many;
+  for (int i = 0; i < 20; ++i) many += "cabin_preview=t" + std::to_string(i) + "; ";
+  found.clear();
+  CHECK(strip_cookie(many + "app=1", kCookieName, &found) == "app=1");
+  REQUIRE(found.size() == kMaxCookieTries);
+  CHECK(found.front() == "t0");
+  CHECK(found.back() == "t7");
+}
+
+TEST_CASE("the token's redirect stays on the preview's origin") {
+  CHECK(redirect_target("/") == "/");
+  CHECK(redirect_target("/a/b?x=1") == "/a/b?x=1");
+  CHECK(redirect_target("//evil.example/") == "/evil.example/");
+  CHECK(redirect_target("///evil.example/x?y") == "/evil.example/x?y");
+  CHECK(redirect_target("//") == "/");
+  // What the proxy sends for "//evil.example/?cabin_token=T".
+  CHECK(redirect_target(take_token("//evil.example/?cabin_token=T").target) == "/evil.example/");
+}
+
+TEST_CASE("Set-Cookie loses its Domain attributes and nothing else") {
+  CHECK(drop_cookie_domain("a=1; Domain=preview.test; Path=/; HttpOnly") ==
+        "a=1; Path=/; HttpOnly");
+  CHECK(drop_cookie_domain("a=1;domain=.x;DOMAIN = y ; Secure") == "a=1; Secure");
+  CHECK(drop_cookie_domain("domain=1; Path=/") == "domain=1; Path=/");
+  CHECK(drop_cookie_domain("a=1; Path=/domain") == "a=1; Path=/domain");
+  CHECK(drop_cookie_domain("a=1") == "a=1");
+}
+
+TEST_CASE("Origin: the preview's own scheme, host and port only") {
+  const std::string host = "p-8000-0123456789abcdefghij.preview.test";
+  CHECK(same_origin("http://" + host + ":8080", "http", host + ":8080"));
+  CHECK(same_origin("https://" + host, "https", host + ":443"));
+  CHECK(same_origin("https://" + host + ":443", "https", host));
+  CHECK(same_origin("HTTP://P-8000-0123456789ABCDEFGHIJ.preview.test", "http", host + ":80"));
+  for (const std::string& other : std::vector<std::string>{
+           "http://p-8001-0123456789abcdefghij.preview.test:8080", "https://" + host + ":8080",
+           "http://" + host + ":8081", "http://" + host, "null", "", "http://" + host + ":8080/",
+           "http://evil.example:8080", "http://" + host + ".evil.example:8080", "http://"}) {
+    INFO(other);
+    CHECK_FALSE(same_origin(other, "http", host + ":8080"));
+  }
 }
 
 TEST_CASE("Location and Set-Cookie paths are mapped under the prefix") {

@@ -27,6 +27,7 @@ http::request_header<> client_request() {
   h.set(http::field::forwarded, "for=6.6.6.6");
   h.set("x-forwarded-for", "6.6.6.6");
   h.set("X-Real-IP", "6.6.6.6");
+  h.set(http::field::authorization, "Bearer cabin_apikey");
   h.set(http::field::user_agent, "test/1");
   h.set("X-App-Header", "kept");
   return h;
@@ -50,8 +51,9 @@ TEST_CASE("the app's request head: hop-by-hop, forged and Cabin's own fields nev
   CHECK(head.rfind("POST /upload?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n", 0) == 0);
   CHECK(head.size() >= 4);
   CHECK(head.substr(head.size() - 4) == "\r\n\r\n");
-  for (const char* gone : {"X-Secret-Hop", "Keep-Alive", "TE:", "Transfer-Encoding", "Expect",
-                           "cabin_preview", "6.6.6.6", "cabin.test:8443\r\nConnection"}) {
+  for (const char* gone :
+       {"X-Secret-Hop", "Keep-Alive", "TE:", "Transfer-Encoding", "Expect", "cabin_preview",
+        "6.6.6.6", "cabin.test:8443\r\nConnection", "Authorization", "cabin_apikey"}) {
     INFO(gone);
     CHECK(head.find(gone) == std::string::npos);
   }
@@ -66,6 +68,11 @@ TEST_CASE("the app's request head: hop-by-hop, forged and Cabin's own fields nev
   CHECK(has_line(head, "Forwarded: for=\"10.0.0.7\";host=\"cabin.test:8443\";proto=https"));
   CHECK(head.find("Connection") == std::string::npos);
   CHECK(head.find("Host:") == head.find("Host: 127.0.0.1:8000"));
+
+  head.clear();
+  r.prefix = {};  // host-based: the same fields are left out
+  write_request_head(head, client_request(), r);
+  CHECK(head.find("cabin_apikey") == std::string::npos);
 
   head.clear();
   r.framing = Framing::kChunked;
@@ -124,4 +131,47 @@ TEST_CASE("the client's answer head: framing, Cabin's cookie and paths under the
   CHECK(head ==
         "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: abc=\r\n"
         "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+}
+
+TEST_CASE("the client's answer head: no service worker above the app, a sandbox under the prefix") {
+  http::response_header<> h;
+  h.result(http::status::ok);
+  h.set("Service-Worker-Allowed", "/");
+  h.set("Content-Security-Policy", "default-src 'self'");
+
+  const std::string csp = "Content-Security-Policy: " + std::string(kPathPreviewCsp);
+  std::string head;
+  write_response_head(head, h, {.prefix = "/preview/prv_x", .framing = Framing::kLength});
+  CHECK(head.find("Service-Worker-Allowed") == std::string::npos);
+  // The app's own policy stays beside Cabin's: both apply.
+  CHECK(has_line(head, "Content-Security-Policy: default-src 'self'"));
+  CHECK(has_line(head, csp));
+  CHECK(csp.find("allow-same-origin") == std::string::npos);
+
+  head.clear();
+  write_response_head(head, h, {.framing = Framing::kLength});  // host-based
+  CHECK(head.find("Service-Worker-Allowed") == std::string::npos);
+  CHECK(has_line(head, "Content-Security-Policy: default-src 'self'"));
+  CHECK(head.find("sandbox") == std::string::npos);
+}
+
+TEST_CASE("the client's answer head: the app's cookies lose their Domain, Cabin's are dropped") {
+  http::response_header<> h;
+  h.result(http::status::ok);
+  h.insert(http::field::set_cookie, "sid=1; Domain=preview.test; Path=/; domain=.x");
+  h.insert(http::field::set_cookie, "__Host-cabin_preview=forged; Path=/; Secure");
+  h.insert(http::field::set_cookie, "plain=2; Secure");
+
+  std::string head;
+  write_response_head(head, h, {.prefix = "/preview/prv_x", .framing = Framing::kLength});
+  CHECK(head.find("forged") == std::string::npos);
+  CHECK(has_line(head, "Set-Cookie: sid=1; Path=/preview/prv_x/"));
+  CHECK(has_line(head, "Set-Cookie: plain=2; Secure; Path=/preview/prv_x/"));
+
+  head.clear();
+  write_response_head(head, h, {.framing = Framing::kLength});  // host-based
+  CHECK(head.find("forged") == std::string::npos);
+  CHECK(head.find("omain") == std::string::npos);
+  CHECK(has_line(head, "Set-Cookie: sid=1; Path=/"));
+  CHECK(has_line(head, "Set-Cookie: plain=2; Secure"));
 }
