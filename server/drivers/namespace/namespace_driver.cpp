@@ -243,6 +243,9 @@ std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const Sandbo
       c.chromium_sandbox,
       "--home",
       nsbox::kSandboxHome,
+      // Commands from the exec API get no user namespaces; Chromium keeps them (docs/security.md).
+      "--exec-filter",
+      "on",
   };
   if (!spec.start_url.empty()) argv.insert(argv.end(), {"--start-url", spec.start_url});
   return argv;

@@ -2,6 +2,7 @@
 // table, seccomp policy and exit reasons.
 #include <seccomp.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -132,6 +133,11 @@ TEST_CASE("seccomp denylist is sane") {
   // Chromium's own sandbox needs these.
   for (const char* allowed : {"clone", "clone3", "unshare", "chroot", "seccomp", "prctl"})
     CHECK(plain.count(allowed) == 0);
+  // vsock is not scoped by the net namespace.
+  CHECK(std::any_of(rules.begin(), rules.end(), [](const SyscallRule& r) {
+    return std::string(r.name) == "socket" && r.arg_index == 0 && r.arg_value == AF_VSOCK &&
+           r.err == EAFNOSUPPORT;
+  }));
 }
 
 TEST_CASE("mount table: read-only system dirs, private writable dirs, each with a reason") {
@@ -207,7 +213,8 @@ TEST_CASE("driver builds the launcher argv for the agent") {
   CHECK(parsed->payload == std::vector<std::string>{"/opt/cabin/bin/cabin-agent", "--listen",
                                                     "unix:/run/cabin/agent.sock", "--width", "1024",
                                                     "--height", "768", "--chromium-sandbox", "on",
-                                                    "--home", "/home/cabin", "--start-url",
+                                                    "--home", "/home/cabin", "--exec-filter", "on",
+                                                    "--start-url",
                                                     "https://example.com/"});
   // The secret travels in the environment, never on the command line.
   for (const auto& a : argv) CHECK(a.find("secret") == std::string::npos);
