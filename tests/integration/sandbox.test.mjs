@@ -1,6 +1,8 @@
 // The namespace sandbox's walls, seen from inside through the exec API: what the seccomp filters
-// deny to exec'd commands.
+// deny to exec'd commands, what of the host's /etc shows, and that Chromium still runs.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 
 import { useCabind } from './helpers.mjs';
@@ -49,10 +51,14 @@ async function exec(id, argv) {
 
 describe('inside a namespace sandbox', () => {
   let s;
+  // Planted in the host's /etc before the session starts; must not show inside.
+  const secret = `/etc/cabin-test-secret-${randomBytes(6).toString('hex')}`;
   before(async () => {
+    fs.writeFileSync(secret, 'host only\n', { mode: 0o644 });
     s = await ctx.server.createSession({});
   });
   after(async () => {
+    fs.rmSync(secret, { force: true });
     if (s) await ctx.server.api('DELETE', `/v1/sessions/${s.id}`);
   });
 
@@ -69,5 +75,20 @@ describe('inside a namespace sandbox', () => {
       setns: 1,
       spawn: 0,
     });
+  });
+
+  test('only the chosen parts of the host /etc show; a file planted there does not', async () => {
+    assert.ok(fs.existsSync(secret));
+    const r = await exec(s.id, ['sh', '-c', `ls -A /etc; test -e ${secret} && echo visible; true`]);
+    assert.equal(r.exit_code, 0, r.stderr);
+    const names = r.stdout.trim().split('\n');
+    assert.ok(!names.includes('visible'), r.stdout);
+    assert.ok(!names.includes(secret.slice('/etc/'.length)), r.stdout);
+    assert.ok(names.includes('fonts') && names.includes('passwd'), r.stdout);
+    assert.ok(!names.includes('shadow'), r.stdout);
+    // Chromium started in this sandbox: the session answered 201 and its DevTools answers.
+    const v = await ctx.server.api('GET', `/v1/sessions/${s.id}/json/version`);
+    assert.equal(v.status, 200, v.text);
+    assert.ok(v.json.Browser, v.text);
   });
 });

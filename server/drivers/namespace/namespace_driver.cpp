@@ -28,6 +28,7 @@
 #include "server/drivers/namespace/launcher_args.h"
 #include "server/drivers/namespace/netns.h"
 #include "server/drivers/namespace/sys_util.h"
+#include "server/drivers/namespace/userns.h"
 
 namespace cabin::drivers {
 namespace {
@@ -317,6 +318,11 @@ DriverInfo NamespaceDriver::probe() const {
     return unavailable("launcher not executable: " + config_.launcher_path.string());
   if (config_.payload_override.empty() && !executable(config_.agent_path))
     return unavailable("agent not executable: " + config_.agent_path.string());
+  if (!host_root_) {
+    // The launcher refuses them too; saying so here names the cause.
+    auto kept = nsbox::groups_beyond(::getegid(), nsbox::own_groups());
+    if (!kept.empty()) return unavailable(nsbox::kept_groups_problem(kept));
+  }
 
   // A dry run builds a whole sandbox (namespaces, mounts, seccomp) and exits 0.
   nsbox::LauncherArgs a;

@@ -2,6 +2,7 @@
 #include "server/drivers/namespace/namespace_driver.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -357,4 +358,47 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGKILL);
   }
+}
+
+TEST_CASE("unprivileged with supplementary groups, the driver is unavailable and says why",
+          "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("needs root to take on another uid and groups");
+    return;
+  }
+  // In a child that becomes nobody, once with an extra group and once without. /bin/true as the
+  // launcher stands for a sandbox that builds fine, so only the group check can refuse.
+  auto probe_as_nobody = [](std::vector<gid_t> groups) {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      std::string out = "setup failed";
+      if (::setgroups(groups.size(), groups.data()) == 0 &&
+          ::setresgid(65534, 65534, 65534) == 0 && ::setresuid(65534, 65534, 65534) == 0) {
+        NamespaceDriverConfig c;
+        c.launcher_path = "/bin/true";
+        c.payload_override = {"/bin/true"};
+        net::io_context io;
+        NamespaceDriver driver(c, io.get_executor());
+        auto info = driver.info();
+        out = info.available ? "available" : "unavailable: " + info.unavailable_reason;
+      }
+      (void)!::write(fds[1], out.data(), out.size());
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[1024];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+    ::close(fds[0]);
+    ::waitpid(pid, nullptr, 0);
+    return out;
+  };
+  CHECK(probe_as_nobody({65534}) == "available");
+  auto with_group = probe_as_nobody({65534, 42});
+  CHECK(with_group.rfind("unavailable: ", 0) == 0);
+  CHECK_THAT(with_group, Catch::Contains("supplementary groups 42"));
 }

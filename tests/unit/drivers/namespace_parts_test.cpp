@@ -86,6 +86,14 @@ TEST_CASE("id maps: root maps two unprivileged ids, others map themselves to 100
   CHECK(user.setup_uid == kSandboxUid);
 }
 
+TEST_CASE("supplementary groups beyond the primary one are named") {
+  CHECK(groups_beyond(1000, {1000}).empty());
+  CHECK(groups_beyond(1000, {}).empty());
+  CHECK(groups_beyond(1000, {1000, 42, 4, 42}) == std::vector<uint32_t>{42, 4});
+  CHECK(kept_groups_problem({}).empty());
+  CHECK_THAT(kept_groups_problem({42, 4}), Catch::Contains("supplementary groups 42, 4"));
+}
+
 TEST_CASE("cgroup limit files for v1 and v2") {
   CgroupLimits l;
   l.memory_bytes = 256ull << 20;
@@ -162,7 +170,15 @@ TEST_CASE("mount table: read-only system dirs, private writable dirs, each with 
     return *std::find_if(table.begin(), table.end(), [&](auto& e) { return e.target == t; });
   };
   CHECK(find("/usr").kind == MountKind::kBindRo);
-  CHECK(find("/etc").kind == MountKind::kBindRo);
+  // /etc is a tmpfs holding a few host entries, never the whole host /etc.
+  CHECK(find("/etc").kind == MountKind::kTmpfs);
+  CHECK(find("/etc/fonts").kind == MountKind::kHostEntry);
+  CHECK(find("/etc/ld.so.cache").kind == MountKind::kHostEntry);
+  for (const char* hidden : {"/etc/shadow", "/etc/gshadow", "/etc/ssl/private", "/etc/ssl"})
+    CHECK(targets.count(hidden) == 0);
+  for (const auto& e : table) {
+    if (e.target.rfind("/etc/", 0) == 0) CHECK(e.source == e.target);
+  }
   CHECK(find("/proc").kind == MountKind::kProc);
   CHECK(find("/tmp").kind == MountKind::kTmpfs);
   CHECK(find("/dev/shm").kind == MountKind::kTmpfs);
