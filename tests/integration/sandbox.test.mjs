@@ -1,5 +1,5 @@
 // The namespace sandbox's walls, seen from inside through the exec API: what the seccomp filters
-// deny to exec'd commands, what of the host's /etc shows, and that Chromium still runs.
+// deny to exec'd commands, what of the host's /etc and cgroups shows, and that Chromium still runs.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -90,5 +90,13 @@ describe('inside a namespace sandbox', () => {
     const v = await ctx.server.api('GET', `/v1/sessions/${s.id}/json/version`);
     assert.equal(v.status, 200, v.text);
     assert.ok(v.json.Browser, v.text);
+  });
+
+  test('its own cgroup namespace: no host cgroup path shows inside', async () => {
+    const r = await exec(s.id, ['cat', '/proc/self/cgroup']);
+    assert.equal(r.exit_code, 0, r.stderr);
+    const paths = r.stdout.trim().split('\n').map((l) => l.split(':').slice(2).join(':'));
+    assert.ok(paths.length > 0);
+    assert.deepEqual([...new Set(paths)], ['/'], r.stdout);
   });
 });

@@ -21,8 +21,10 @@
 namespace cabin::nsbox {
 namespace {
 
-constexpr unsigned long kNamespaces =
-    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+// CLONE_NEWCGROUP after joining the sandbox's cgroups: inside, /proc/self/cgroup shows "/", not
+// the host's cgroup paths.
+constexpr unsigned long kNamespaces = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                                      CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 
 int fail(const LauncherArgs& args, const std::string& step, const std::string& message) {
   std::fprintf(stderr, "cabin-sandbox[%s]: %s: %s\n", args.id.c_str(), step.c_str(),

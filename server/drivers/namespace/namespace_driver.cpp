@@ -392,12 +392,14 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
       limits.cpu_quota_us = static_cast<uint32_t>(std::lround(cpus * limits.cpu_period_us));
     auto made =
         nsbox::create_sandbox_cgroups(layout, config_.cgroup_root, config_.cgroup_name, id, limits);
-    if (made) {
-      cgroups = std::move(made.value());
-      for (const auto& d : cgroups) procs.push_back((d / "cgroup.procs").string());
-    } else {
-      log->warn("[{}] cgroups not created, running without limits: {}", id, made.error().message);
+    if (!made) {
+      // Cgroups exist here, so a sandbox without them would be one without limits: refuse.
+      fs::remove_all(dir, ec);
+      co_return make_error(Errc::kUnavailable, "cgroups_failed",
+                           "cannot create the sandbox's cgroups: " + made.error().message);
     }
+    cgroups = std::move(made.value());
+    for (const auto& d : cgroups) procs.push_back((d / "cgroup.procs").string());
   }
 
   auto argv = namespace_launcher_argv(config_, spec, host_root_, procs);

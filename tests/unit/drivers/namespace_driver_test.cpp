@@ -149,9 +149,11 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
       echo "ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
       echo "secret=$CABIN_AGENT_SECRET"
       echo "pid=$$"
+      echo "cgroup=$(cut -d: -f3 /proc/self/cgroup | sort -u | tr '\n' ' ')"
     } > $r
     mv $r /run/cabin/report
     exec sleep 600)SH"};
+  f.config.cpus = 1.5;
   NamespaceDriver driver(f.config, f.io.get_executor());
   auto info = driver.info();
   CHECK(info.name == "namespace");
@@ -178,6 +180,8 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
   CHECK(report["ifaces"] == "lo ");
   CHECK(report["secret"] == spec.agent_secret);
   CHECK(report["pid"] == "2");  // PID 1 is the sandbox's init
+  // Its own cgroup namespace: no host cgroup path shows inside.
+  CHECK(report["cgroup"] == "/ ");
 
   const bool root = ::geteuid() == 0;
   auto layout = cabin::nsbox::detect_cgroup_layout(f.config.cgroup_root);
@@ -194,9 +198,18 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
       CHECK(read_file((f.config.cgroup_root / "pids" / f.config.cgroup_name / spec.session_id /
                        "pids.max")
                           .string()) == "128\n");
+      const fs::path cpu = f.config.cgroup_root / "cpu" / f.config.cgroup_name;
+      if (fs::exists(cpu / spec.session_id / "cpu.cfs_quota_us")) {
+        CHECK(read_file((cpu / spec.session_id / "cpu.cfs_quota_us").string()) == "150000\n");
+        CHECK(read_file((cpu / "cpu.shares").string()) == "512\n");
+      }
     } else {
       CHECK(read_file((cgroups[0] / "memory.max").string()) == "268435456\n");
       CHECK(read_file((cgroups[0] / "pids.max").string()) == "128\n");
+      if (fs::exists(cgroups[0] / "cpu.max")) {
+        CHECK(read_file((cgroups[0] / "cpu.max").string()) == "150000 100000\n");
+        CHECK(read_file((cgroups[0].parent_path() / "cpu.weight").string()) == "50\n");
+      }
     }
     pids = cabin::nsbox::cgroup_pids(cgroups[0]);
     // The launcher, PID 1 and the payload at least.
@@ -205,7 +218,7 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
     for (int pid : pids) {
       const std::string p = std::to_string(pid);
       bool all = true;
-      for (const char* ns : {"user", "pid", "net", "mnt", "ipc", "uts"})
+      for (const char* ns : {"user", "pid", "net", "mnt", "ipc", "uts", "cgroup"})
         all = all && !ns_link(p, ns).empty() && ns_link(p, ns) != ns_link("self", ns);
       isolated = isolated || all;
     }
@@ -401,4 +414,29 @@ TEST_CASE("unprivileged with supplementary groups, the driver is unavailable and
   auto with_group = probe_as_nobody({65534, 42});
   CHECK(with_group.rfind("unavailable: ", 0) == 0);
   CHECK_THAT(with_group, Catch::Contains("supplementary groups 42"));
+}
+
+TEST_CASE("cgroups that exist but cannot be made refuse the sandbox", "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("cgroups are used only as root");
+    return;
+  }
+  Fixture f;
+  // A v2 root where the parent is a file: detection succeeds, mkdir of the sandbox's dir fails.
+  f.config.cgroup_root = f.root / "cgroup";
+  fs::create_directories(f.config.cgroup_root);
+  std::ofstream(f.config.cgroup_root / "cgroup.controllers") << "memory pids cpu\n";
+  std::ofstream(f.config.cgroup_root / f.config.cgroup_name) << "not a dir\n";
+  f.config.payload_override = {"/bin/sleep", "600"};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  if (!driver.info().available) {
+    WARN("namespace sandboxes unavailable here: " << driver.info().unavailable_reason);
+    return;
+  }
+  auto created = run(f.io, driver.create(spec_for("nocg_1")));
+  if (created.ok()) run(f.io, created.value()->destroy());
+  REQUIRE_FALSE(created.ok());
+  CHECK(created.error().code == "cgroups_failed");
+  CHECK_THAT(created.error().message, Catch::Contains("cgroup"));
+  CHECK_FALSE(fs::exists(f.config.run_dir / "nocg_1"));
 }

@@ -120,6 +120,16 @@ TEST_CASE("cgroup limit files for v1 and v2") {
   CHECK(v2[3].value == "150000 100000");
 
   CHECK(cgroup_limit_writes(CgroupLayout::kNone, "/cg", "cabin", "s1", l).empty());
+
+  // All sandboxes together weigh less than a default sibling cgroup.
+  auto p2 = cgroup_parent_writes(CgroupLayout::kV2, "/cg", "cabin");
+  REQUIRE(p2.size() == 1);
+  CHECK(p2[0].file == "/cg/cabin/cpu.weight");
+  CHECK(p2[0].value == "50");
+  auto p1 = cgroup_parent_writes(CgroupLayout::kV1, "/cg", "cabin");
+  REQUIRE(p1.size() == 1);
+  CHECK(p1[0].file == "/cg/cpu/cabin/cpu.shares");
+  CHECK(p1[0].value == "512");
   CHECK(cgroup_limit_writes(CgroupLayout::kV2, "/cg", "cabin", "s1", CgroupLimits{}).empty());
 }
 
