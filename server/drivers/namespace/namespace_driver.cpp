@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "common/unique_fd.h"
+#include "server/api/ids.h"
 #include "server/drivers/child_process.h"
 #include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/launcher_args.h"
@@ -422,15 +423,50 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(state)));
 }
 
+bool reapable_run_dir_entry(std::string_view name) {
+  if (name.size() != api::kSessionIdPrefix.size() + api::kSessionIdRandomChars ||
+      name.substr(0, api::kSessionIdPrefix.size()) != api::kSessionIdPrefix)
+    return false;
+  for (char c : name.substr(api::kSessionIdPrefix.size())) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+Result<void> check_reapable_run_dir(const fs::path& run_dir) {
+  struct stat st {};
+  if (::lstat(run_dir.c_str(), &st) != 0) return nsbox::sys_error("lstat " + run_dir.string());
+  if (!S_ISDIR(st.st_mode))
+    return make_error(Errc::kPermissionDenied, "run_dir_untrusted",
+                      run_dir.string() + " is not a directory");
+  if (st.st_uid != ::geteuid())
+    return make_error(Errc::kPermissionDenied, "run_dir_untrusted",
+                      run_dir.string() + " is owned by uid " + std::to_string(st.st_uid) +
+                          ", not " + std::to_string(::geteuid()));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return make_error(Errc::kPermissionDenied, "run_dir_untrusted",
+                      run_dir.string() + " is writable by others");
+  return {};
+}
+
 void NamespaceDriver::reap_leftovers() {
   auto log = logger("driver.namespace");
+  // Only session dirs, and only in a run dir that is ours alone: a mistaken --run-dir (a home or
+  // a shared dir) loses nothing, and nobody else can plant names to be removed.
+  if (auto trusted = check_reapable_run_dir(config_.run_dir); !trusted) {
+    std::error_code ec;
+    if (fs::exists(config_.run_dir, ec))
+      log->warn("not removing leftovers: {}", trusted.error().message);
+    return;
+  }
   auto layout = static_cast<CgroupLayout>(cgroup_layout_);
   // Only sandboxes whose run dir is ours: other cabind instances on this host (each with its own
   // run dir) share the cgroup parent and keep their sessions.
   auto dirs = nsbox::leftover_cgroups(layout, config_.cgroup_root, config_.cgroup_name);
   std::erase_if(dirs, [&](const fs::path& d) {
     std::error_code ec;
-    return !fs::exists(config_.run_dir / d.filename(), ec);
+    const std::string name = d.filename().string();
+    return !reapable_run_dir_entry(name) || !fs::is_directory(config_.run_dir / name, ec);
   });
   // Start-up only, before any session: a short blocking wait is fine.
   const auto deadline = Clock::now() + 5s;
@@ -453,7 +489,9 @@ void NamespaceDriver::reap_leftovers() {
   std::error_code ec;
   for (fs::directory_iterator it(config_.run_dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code ec2;
-    if (!it->is_directory(ec2) || !nsbox::valid_sandbox_id(it->path().filename().string())) {
+    const bool session_dir = !it->is_symlink(ec2) && it->is_directory(ec2) &&
+                             reapable_run_dir_entry(it->path().filename().string());
+    if (!session_dir) {
       log->warn("leaving unexpected entry in run dir: {}", it->path().string());
       continue;
     }

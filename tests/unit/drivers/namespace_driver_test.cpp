@@ -333,14 +333,17 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
   Fixture f;
   f.config.payload_override = {"/bin/true"};
   NamespaceDriver driver(f.config, f.io.get_executor());
-  fs::create_directories(f.config.run_dir / "old_1" / "sub");
-  std::ofstream(f.config.run_dir / "old_1" / "sub" / "file") << "x";
+  const std::string kOld = "ses_0ld0000000000000000a", kOther = "ses_0ther00000000000000b";
+  fs::create_directories(f.config.run_dir / kOld / "sub");
+  // Not a session's dir: kept, though its name is a valid sandbox id.
+  fs::create_directories(f.config.run_dir / "data_1");
+  std::ofstream(f.config.run_dir / kOld / "sub" / "file") << "x";
   std::vector<fs::path> cgroups;
   pid_t child = -1;
   auto layout = cabin::nsbox::detect_cgroup_layout(f.config.cgroup_root);
   if (::geteuid() == 0 && layout != cabin::nsbox::CgroupLayout::kNone) {
     auto made = cabin::nsbox::create_sandbox_cgroups(layout, f.config.cgroup_root,
-                                                     f.config.cgroup_name, "old_1", {});
+                                                     f.config.cgroup_name, kOld, {});
     REQUIRE(made.ok());
     cgroups = made.value();
     // A process left in the cgroup, as from a crashed run.
@@ -354,12 +357,13 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
   std::vector<fs::path> foreign;
   if (!cgroups.empty()) {
     auto made = cabin::nsbox::create_sandbox_cgroups(layout, f.config.cgroup_root,
-                                                     f.config.cgroup_name, "other_1", {});
+                                                     f.config.cgroup_name, kOther, {});
     REQUIRE(made.ok());
     foreign = made.value();
   }
   driver.reap_leftovers();
-  CHECK_FALSE(fs::exists(f.config.run_dir / "old_1"));
+  CHECK_FALSE(fs::exists(f.config.run_dir / kOld));
+  CHECK(fs::exists(f.config.run_dir / "data_1"));
   for (const auto& d : cgroups) CHECK_FALSE(fs::exists(d));
   for (const auto& d : foreign) {
     CHECK(fs::exists(d));
@@ -371,6 +375,48 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGKILL);
   }
+}
+
+TEST_CASE("reap_leftovers leaves a run dir that others can write or that is not ours",
+          "[sandbox]") {
+  Fixture f;
+  f.config.payload_override = {"/bin/true"};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  const fs::path session = f.config.run_dir / "ses_aaaaaaaaaaaaaaaaaaaa";
+  fs::create_directories(session);
+  CHECK(cabin::drivers::check_reapable_run_dir(f.config.run_dir).ok());
+
+  fs::permissions(f.config.run_dir, fs::perms::all);  // 0777
+  CHECK_FALSE(cabin::drivers::check_reapable_run_dir(f.config.run_dir).ok());
+  driver.reap_leftovers();
+  CHECK(fs::exists(session));
+
+  fs::permissions(f.config.run_dir, fs::perms::owner_all);
+  if (::geteuid() == 0) {
+    REQUIRE(::chown(f.config.run_dir.c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(cabin::drivers::check_reapable_run_dir(f.config.run_dir).ok());
+    driver.reap_leftovers();
+    CHECK(fs::exists(session));
+    REQUIRE(::chown(f.config.run_dir.c_str(), 0, 0) == 0);
+  }
+  // A symlink to a dir is not the dir.
+  const fs::path link = f.root / "link";
+  fs::create_directory_symlink(f.config.run_dir, link);
+  CHECK_FALSE(cabin::drivers::check_reapable_run_dir(link).ok());
+
+  driver.reap_leftovers();
+  CHECK_FALSE(fs::exists(session));
+}
+
+TEST_CASE("run dir entries reaped are session ids only") {
+  using cabin::drivers::reapable_run_dir_entry;
+  CHECK(reapable_run_dir_entry("ses_abcdefghij0123456789"));
+  CHECK_FALSE(reapable_run_dir_entry("ses_abcdefghij012345678"));     // 19
+  CHECK_FALSE(reapable_run_dir_entry("ses_abcdefghij01234567890"));   // 21
+  CHECK_FALSE(reapable_run_dir_entry("ses_ABCDEFGHIJ0123456789"));
+  CHECK_FALSE(reapable_run_dir_entry("old_1"));
+  CHECK_FALSE(reapable_run_dir_entry("home"));
+  CHECK_FALSE(reapable_run_dir_entry("ses__bcdefghij0123456789"));
 }
 
 TEST_CASE("unprivileged with supplementary groups, the driver is unavailable and says why",
