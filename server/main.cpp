@@ -186,9 +186,12 @@ int main(int argc, char** argv) {
             << "://" << host << ":" << server.port() << "\n";
   if (api_key->path.empty()) {
     std::cout << "API key: from CABIN_API_KEY\n";
+  } else if (api_key->generated) {
+    // Only now, once: stdout often ends in a journal that others can read.
+    std::cout << "API key (new): " << api_key->key << "  (stored in " << api_key->path.string()
+              << ")\n";
   } else {
-    std::cout << "API key" << (api_key->generated ? " (new)" : "") << ": " << api_key->key
-              << "  (stored in " << api_key->path.string() << ")\n";
+    std::cout << "API key: in " << api_key->path.string() << "\n";
   }
   std::cout << std::flush;
 
