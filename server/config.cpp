@@ -1,10 +1,16 @@
 #include "server/config.h"
 
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 
 namespace cabin {
 namespace {
@@ -15,10 +21,6 @@ std::filesystem::path default_state_dir() {
   return std::filesystem::path(home ? home : "/tmp") / ".cabin";
 }
 
-std::filesystem::path default_run_dir() {
-  if (geteuid() == 0) return "/run/cabin";
-  return "/tmp/cabin-" + std::to_string(geteuid());
-}
 
 std::filesystem::path self_dir() {
   std::error_code ec;
@@ -43,26 +45,80 @@ bool split_listen(const std::string& s, std::string& host, uint16_t& port) {
 
 }  // namespace
 
+std::filesystem::path default_run_dir(uid_t euid, const char* xdg_runtime_dir,
+                                      const std::filesystem::path& state_dir) {
+  if (euid == 0) return "/run/cabin";
+  // Never a fixed name in a world-writable dir, which another local user could create first.
+  if (xdg_runtime_dir && xdg_runtime_dir[0] == '/')
+    return std::filesystem::path(xdg_runtime_dir) / "cabin";
+  return state_dir / "run";
+}
+
+Result<void> ensure_private_dir(const std::filesystem::path& dir) {
+  auto refuse = [&](const std::string& why) {
+    return make_error(Errc::kPermissionDenied, "dir_not_private",
+                      dir.string() + " " + why + ": it must be a directory owned by uid " +
+                          std::to_string(geteuid()) +
+                          " with mode 0700 (fix it with chown and chmod 700, or choose another)");
+  };
+  std::error_code ec;
+  if (dir.has_parent_path()) std::filesystem::create_directories(dir.parent_path(), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error(Errc::kInternal, "mkdir_failed",
+                      "cannot create " + dir.string() + ": " + std::strerror(errno));
+  int fd;
+  do {
+    fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    if (errno == ELOOP || errno == ENOTDIR) return refuse("is a symlink or not a directory");
+    return make_error(Errc::kInternal, "open_failed",
+                      "cannot open " + dir.string() + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  const int rc = ::fstat(fd, &st);
+  ::close(fd);
+  if (rc != 0)
+    return make_error(Errc::kInternal, "stat_failed", "stat " + dir.string() + ": " +
+                                                          std::strerror(errno));
+  if (st.st_uid != geteuid()) return refuse("is owned by uid " + std::to_string(st.st_uid));
+  if ((st.st_mode & 07777) != 0700) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return refuse(std::string("has mode ") + mode);
+  }
+  return {};
+}
+
+double default_sandbox_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return cpus > 1 ? cpus - 1 : 1;
+}
+
 ParsedConfig parse_config(int argc, char** argv) {
   ParsedConfig out;
   ServerConfig& c = out.config;
   c.state_dir = default_state_dir();
-  c.run_dir = default_run_dir();
   c.bin_dir = self_dir();
+  c.sandbox_cpus = default_sandbox_cpus();
 
   CLI::App app{"cabind: browser and computer-use sandboxes behind one authenticated server"};
   app.footer("Subcommands:\n  cabind vnc-forward SESSION [--port P] [--server URL]\n"
              "      a local port for a native VNC client (cabind vnc-forward --help)");
   app.set_config("--config", "", "read options from a TOML or INI file");
   std::string listen = "127.0.0.1:8080";
-  std::string state_dir = c.state_dir.string(), run_dir = c.run_dir.string();
+  std::string state_dir = c.state_dir.string(), run_dir;
   std::string bin_dir = c.bin_dir.string();
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks one)")
       ->envname("CABIN_LISTEN")->capture_default_str();
   app.add_option("--state-dir", state_dir, "database, keys and per-session files")
       ->envname("CABIN_STATE_DIR")->capture_default_str();
-  app.add_option("--run-dir", run_dir, "short directory for per-session sockets")
-      ->envname("CABIN_RUN_DIR")->capture_default_str();
+  app.add_option("--run-dir", run_dir,
+                 "directory for per-session sockets, owned by cabind's uid with mode 0700 "
+                 "(default: /run/cabin as root, else $XDG_RUNTIME_DIR/cabin or <state-dir>/run)")
+      ->envname("CABIN_RUN_DIR");
   app.add_option("--public-url", c.public_url, "base URL clients reach cabind by")
       ->envname("CABIN_PUBLIC_URL");
   app.add_option("--default-driver", c.default_driver, "driver when a session names none")
@@ -125,6 +181,10 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20))->capture_default_str();
   app.add_option("--sandbox-pids-max", c.sandbox_pids_max, "process limit per sandbox")
       ->check(CLI::Range(64, 1 << 20))->capture_default_str();
+  app.add_option("--sandbox-cpus", c.sandbox_cpus,
+                 "CPUs per namespace sandbox unless its session asks for vcpus (0: no limit); "
+                 "default: the host's CPUs less one")
+      ->check(CLI::Range(0.0, 1024.0))->capture_default_str();
   app.add_option("--chromium-sandbox", c.chromium_sandbox, "Chromium's own sandbox: auto|on|off")
       ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.add_option("--bin-dir", bin_dir, "directory of cabin-agent and cabin-sandbox")
@@ -180,7 +240,8 @@ ParsedConfig parse_config(int argc, char** argv) {
     if (!ok) return usage("--preview-domain: expected a DNS name such as preview.example.com");
   }
   c.state_dir = std::filesystem::absolute(state_dir);
-  c.run_dir = std::filesystem::absolute(run_dir);
+  c.run_dir = run_dir.empty() ? default_run_dir(geteuid(), getenv("XDG_RUNTIME_DIR"), c.state_dir)
+                             : std::filesystem::absolute(run_dir);
   c.bin_dir = std::filesystem::absolute(bin_dir);
   c.microvm_image_dir = image_dir.empty() ? c.bin_dir.parent_path() / "vm-image"
                                           : std::filesystem::absolute(image_dir);

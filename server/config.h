@@ -1,6 +1,8 @@
 // ServerConfig: cabind's configuration from flags, environment (CABIN_*) and an optional file.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -46,6 +48,9 @@ struct ServerConfig {
   bool tls() const { return !tls_cert.empty() || tls_self_signed; }
   uint64_t sandbox_memory_mb = 2048;
   int sandbox_pids_max = 2048;
+  // CPUs one namespace sandbox may use (cpu.max) unless its session asks for vcpus; 0: no limit.
+  // The default, the host's CPUs less one (at least one), leaves cabind a CPU to answer on.
+  double sandbox_cpus = 1;
   std::string chromium_sandbox = "auto";  // auto | on | off
   std::filesystem::path bin_dir;          // where cabin-agent and cabin-sandbox live
   std::filesystem::path web_ui_dir;       // built web UI; empty: <bin-dir>/../web-ui
@@ -61,5 +66,18 @@ struct ParsedConfig {
   std::string message;
 };
 ParsedConfig parse_config(int argc, char** argv);
+
+// Where per-session sockets live unless --run-dir says: /run/cabin as root; otherwise
+// $XDG_RUNTIME_DIR/cabin when that is an absolute path, else <state_dir>/run.
+std::filesystem::path default_run_dir(uid_t euid, const char* xdg_runtime_dir,
+                                      const std::filesystem::path& state_dir);
+
+// Creates `dir` (mode 0700) if missing; then checks, without following a symlink, that it is a
+// directory owned by our euid with mode 0700. Anything else is refused with a message that says
+// what to fix: whoever else owns or can write it could swap session dirs and sockets.
+Result<void> ensure_private_dir(const std::filesystem::path& dir);
+
+// The host's CPUs (this process's affinity) less one, at least one.
+double default_sandbox_cpus();
 
 }  // namespace cabin

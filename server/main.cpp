@@ -86,6 +86,11 @@ int main(int argc, char** argv) {
   if (ec) return fail("cannot create state dir " + cfg.state_dir.string() + ": " + ec.message());
   std::filesystem::permissions(cfg.state_dir, std::filesystem::perms::owner_all, ec);
 
+  // The drivers keep session dirs and sockets here; the microvm driver's dir sits beside it.
+  for (const auto& dir : {cfg.run_dir, std::filesystem::path(cfg.run_dir.string() + "-vm")}) {
+    if (auto r = ensure_private_dir(dir); !r) return fail(r.error().message);
+  }
+
   auto api_key = auth::load_or_create_api_key(cfg.state_dir, std::getenv("CABIN_API_KEY"));
   if (!api_key) return fail(api_key.error().message);
   const auto keys_dir = cfg.state_dir / "keys";
@@ -114,6 +119,7 @@ int main(int argc, char** argv) {
     nc.agent_path = cfg.bin_dir / "cabin-agent";
     nc.launcher_path = cfg.bin_dir / "cabin-sandbox";
     nc.chromium_sandbox = cfg.chromium_sandbox;
+    nc.cpus = cfg.sandbox_cpus;
     drivers["namespace"] = std::make_unique<drivers::NamespaceDriver>(nc, ioc.get_executor());
 
     drivers::MicrovmDriverConfig mv;
@@ -204,9 +210,12 @@ int main(int argc, char** argv) {
             << "://" << host << ":" << server.port() << "\n";
   if (api_key->path.empty()) {
     std::cout << "API key: from CABIN_API_KEY\n";
+  } else if (api_key->generated) {
+    // Only now, once: stdout often ends in a journal that others can read.
+    std::cout << "API key (new): " << api_key->key << "  (stored in " << api_key->path.string()
+              << ")\n";
   } else {
-    std::cout << "API key" << (api_key->generated ? " (new)" : "") << ": " << api_key->key
-              << "  (stored in " << api_key->path.string() << ")\n";
+    std::cout << "API key: in " << api_key->path.string() << "\n";
   }
   std::cout << std::flush;
 

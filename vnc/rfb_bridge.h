@@ -1,5 +1,5 @@
 // RFB bridge (host side): carries RFB between a client's WebSocket and a stream into the sandbox,
-// passing the client's half through RfbClientFilter; also the client end used by vnc-forward.
+// passing the client's half through RfbClientFilter (vnc-forward reuses its relay, rfb_bridge_link.h).
 #pragma once
 
 // clang-format off
@@ -28,7 +28,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 namespace websocket = beast::websocket;
 
-using WsStream = websocket::stream<net::ip::tcp::socket>;
 using SandboxStream = net::generic::stream_protocol::socket;
 
 // noVNC's (and websockify's) subprotocol for raw binary frames.
@@ -47,11 +46,5 @@ struct BridgeStats {
   uint64_t dropped = 0;      // of those, not forwarded (view-only)
   std::string close_reason;  // why the bridge ended, for the log
 };
-
-// The vnc-forward side: a WebSocket to `host:port` + `target` with `Authorization: Bearer key`
-// and the binary subprotocol; then bytes between it and a native client's TCP connection.
-net::awaitable<Result<WsStream>> dial_rfb_websocket(std::string host, uint16_t port,
-                                                    std::string target, std::string api_key);
-net::awaitable<void> forward_rfb(net::ip::tcp::socket client, WsStream ws);
 
 }  // namespace cabin::vnc

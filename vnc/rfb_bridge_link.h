@@ -1,5 +1,5 @@
 // The RFB bridge's relay, as templates over the client's connection type: cabind serves plain
-// and TLS clients (server/http/client_stream.h), vnc-forward dials a plain TCP socket.
+// and TLS clients (server/http/client_stream.h); vnc-forward dials cabind with one, plain or TLS.
 #pragma once
 
 // clang-format off

@@ -2,13 +2,47 @@
 // leaves nothing; a crash (SIGKILL) leaves sandboxes that the next start on the same state and
 // run directories reaps; the records say how each session ended.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { Cdp, removeTree, startCabind, waitFor, waitForNoLeftovers, withDeadline } from './helpers.mjs';
+import {
+  Cdp, api, removeTree, startCabind, waitFor, waitForNoLeftovers, withDeadline,
+} from './helpers.mjs';
 
 const cleanup = [];
 after(async () => {
   for (const fn of cleanup.reverse()) await fn();
+});
+
+// The line cabind prints about its API key, once it has been read.
+async function keyLine(server) {
+  return waitFor(() => server.logSince(0).find((l) => l.startsWith('API key')),
+                 { what: 'the API key line' });
+}
+
+test('the API key is printed once, when generated; later starts print only its file', async () => {
+  const env = { CABIN_API_KEY: undefined }; // no key from the environment: the state dir's
+  const first = await startCabind({ env });
+  cleanup.push(() => removeTree(first.stateDir), () => removeTree(first.runDir),
+               () => removeTree(`${first.runDir}-vm`));
+  let second;
+  try {
+    const file = path.join(first.stateDir, 'api-key');
+    const key = fs.readFileSync(file, 'utf8').trim();
+    assert.ok(key.length >= 32);
+    assert.equal(await keyLine(first), `API key (new): ${key}  (stored in ${file})`);
+    assert.equal((await api(first.base, key, 'GET', '/v1/sessions')).status, 200);
+    await first.stop({ keep: true });
+
+    second = await startCabind({ env, stateDir: first.stateDir, runDir: first.runDir });
+    assert.equal(await keyLine(second), `API key: in ${file}`);
+    assert.ok(!second.logSince(0).some((l) => l.includes(key)), second.logTail());
+    assert.equal((await api(second.base, key, 'GET', '/v1/sessions')).status, 200);
+  } finally {
+    await first.stop({ keep: true });
+    if (second) await second.stop({ keep: true });
+  }
 });
 
 async function liveSession(server) {

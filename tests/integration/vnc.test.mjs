@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import fs from 'node:fs';
+import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -15,7 +16,9 @@ import zlib from 'node:zlib';
 import { chromium } from 'playwright-core';
 import WebSocket from 'ws';
 
-import { BIN_DIR, useCabind, waitFor, withDeadline, wsOpen } from './helpers.mjs';
+import {
+  BIN_DIR, startCabind, useCabind, waitFor, withDeadline, wsOpen,
+} from './helpers.mjs';
 import { RfbClient, wsViewer } from './rfb_client.mjs';
 
 const ctx = useCabind();
@@ -82,6 +85,67 @@ function decodePng(buf) {
 }
 
 const near = (a, b, tol = 3) => a.every((v, i) => Math.abs(v - b[i]) <= tol);
+
+// Starts `cabind vnc-forward` for a session on `server` and resolves once it listens, with its
+// port, the child and what it wrote to stderr so far.
+async function startForward(sessionId, server, extra = []) {
+  const child = spawn(path.join(BIN_DIR, 'cabind'),
+                      ['vnc-forward', sessionId, '--port', '0', '--server', server.base, ...extra],
+                      { env: { ...process.env, CABIN_API_KEY: server.key },
+                        stdio: ['ignore', 'pipe', 'pipe'] });
+  const stderr = [];
+  child.stderr.on('data', (d) => stderr.push(String(d)));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const line = await withDeadline(new Promise((resolve) => {
+    readline.createInterface({ input: child.stdout }).once('line', resolve);
+  }), 10000, 'vnc-forward to listen');
+  const port = Number(/^forwarding 127\.0\.0\.1:(\d+) to session /.exec(line)?.[1]);
+  assert.ok(port > 0, line);
+  return {
+    port,
+    stderr: () => stderr.join(''),
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+// One JSON request to an https cabind whose certificate is `ca`.
+function httpsJson(url, { ca, key, method = 'GET', body } = {}) {
+  return new Promise((resolve, reject) => {
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const req = https.request(url, { ca, method, headers, agent: false }, (res) => {
+      const chunks = [];
+      res.on('data', (d) => chunks.push(d));
+      res.on('end', () => resolve({ status: res.statusCode,
+                                    json: JSON.parse(Buffer.concat(chunks).toString() || 'null') }));
+    });
+    req.on('error', reject);
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+// Connects to 127.0.0.1:port as `uid` (a node child) and resolves with what the server sent
+// first: the RFB greeting, or '' when the connection was closed without one.
+function firstBytesAs(uid, port) {
+  const script = `
+    const s = require('net').connect(${port}, '127.0.0.1');
+    let got = Buffer.alloc(0);
+    s.on('data', (d) => { got = Buffer.concat([got, d]); if (got.length >= 12) s.destroy(); });
+    s.on('close', () => { process.stdout.write(JSON.stringify(got.subarray(0, 12).toString())); });
+    s.on('error', () => {});
+    setTimeout(() => s.destroy(), 10000);`;
+  return new Promise((resolve, reject) => {
+    const opts = uid === process.getuid() ? {} : { uid, gid: uid, cwd: '/' };
+    const ch = spawn(process.execPath, ['-e', script], { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    ch.stdout.on('data', (d) => { out += d; });
+    ch.stderr.on('data', (d) => { err += d; });
+    ch.once('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(err))));
+  });
+}
 
 describe('live view over RFB', () => {
   let s, browser, page, box;
@@ -352,6 +416,52 @@ describe('live view over RFB', () => {
     }
     const after = await wsOpen(other.vnc_url).then((ws) => { ws.close(); return null; }, (e) => e);
     assert.equal(after?.status, 404);
+  });
+
+  test('vnc-forward serves only its own user', async () => {
+    assert.equal(process.getuid(), 0, 'needs root to connect as another user');
+    const fwd = await startForward(s.id, ctx.server);
+    try {
+      assert.equal(await firstBytesAs(65534, fwd.port), '');
+      await waitFor(() => fwd.stderr().includes('refused a connection from uid 65534'),
+                    { what: 'the refusal in the log' });
+      assert.equal(await firstBytesAs(process.getuid(), fwd.port), 'RFB 003.008\n');
+    } finally {
+      await fwd.stop();
+    }
+  });
+
+  test('vnc-forward dials an https server over wss, checking its certificate', async () => {
+    const server = await startCabind({ args: ['--tls-self-signed'] });
+    try {
+      const ca = path.join(server.stateDir, 'tls', 'self-signed.crt');
+      const created = await httpsJson(`${server.base}/v1/sessions`, {
+        ca: fs.readFileSync(ca), key: server.key, method: 'POST',
+        body: { resolution: { width: 640, height: 480 } },
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.json));
+      const t = created.json;
+      const trusted = await startForward(t.id, server, ['--ca-file', ca]);
+      try {
+        assert.equal(await firstBytesAs(process.getuid(), trusted.port), 'RFB 003.008\n',
+                     trusted.stderr());
+      } finally {
+        await trusted.stop();
+      }
+      // Without the certificate the server is not trusted: nothing is forwarded.
+      const untrusted = await startForward(t.id, server);
+      try {
+        assert.equal(await firstBytesAs(process.getuid(), untrusted.port), '');
+        await waitFor(() => untrusted.stderr().includes('TLS with 127.0.0.1'),
+                      { what: 'the TLS failure in the log' });
+      } finally {
+        await untrusted.stop();
+      }
+      await httpsJson(`${server.base}/v1/sessions/${t.id}`,
+                      { ca: fs.readFileSync(ca), key: server.key, method: 'DELETE' });
+    } finally {
+      await server.stop();
+    }
   });
 
   test('vnc-forward needs an API key and a session id', async () => {

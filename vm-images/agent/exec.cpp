@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <boost/asio/co_spawn.hpp>
@@ -12,10 +13,12 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "common/notifier.h"
+#include "vm-images/agent/exec_filter.h"
 #include "vm-images/agent/process.h"
 
 namespace cabin::agent {
@@ -70,6 +73,36 @@ net::awaitable<void> write_stdin(std::shared_ptr<ExecState> st) {
   st->changed.notify_all();
 }
 
+// argv[0] as posix_spawnp would find it in the agent's PATH, so that a missing command is still
+// a spawn failure when the filter helper starts in its place.
+Result<std::string> find_program(const std::string& name) {
+  auto missing = [&](int err) {
+    return make_error(Errc::kInvalidArgument, "spawn_failed",
+                      "cannot start '" + name + "': " + strerror(err));
+  };
+  if (name.empty()) return missing(ENOENT);
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) != 0) return missing(errno);
+    return name;
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string_view path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  int err = ENOENT;
+  while (true) {
+    const size_t colon = path.find(':');
+    std::string dir(path.substr(0, colon));
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat sb;
+    if (::stat(candidate.c_str(), &sb) == 0 && S_ISREG(sb.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      err = EACCES;
+    }
+    if (colon == std::string_view::npos) break;
+    path.remove_prefix(colon + 1);
+  }
+  return missing(err);
+}
+
 net::awaitable<void> wait_child(std::shared_ptr<ExecState> st) {
   co_await st->child->wait();
   st->exited = true;
@@ -98,7 +131,14 @@ net::awaitable<Result<ExecResult>> run_exec(ExecRequest spec, ExecOptions opts) 
   if (!err) co_return err.error();
 
   SpawnOptions so;
-  so.argv = std::move(spec.argv);
+  if (!opts.filter_helper.empty() && !spec.argv.empty()) {
+    auto program = find_program(spec.argv[0]);
+    if (!program) co_return program.error();
+    so.argv = {opts.filter_helper, kExecFilteredFlag, std::move(*program)};
+    so.argv.insert(so.argv.end(), spec.argv.begin(), spec.argv.end());
+  } else {
+    so.argv = std::move(spec.argv);
+  }
   so.env = child_environment({spec.env.begin(), spec.env.end()});
   so.cwd = spec.cwd;
   so.stdin_fd = in->read.get();

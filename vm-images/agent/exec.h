@@ -26,6 +26,9 @@ struct ExecOptions {
   // After the command exits, how long to keep reading output that its leftover background
   // processes may still hold open; then the pipes are closed.
   std::chrono::milliseconds drain_grace{200};
+  // Non-empty: commands start through this binary's exec_filter helper (`HELPER --exec-filtered
+  // PATH ARGV...`), so they run under the exec filter; Chromium, started elsewhere, does not.
+  std::string filter_helper;
 };
 
 // Errors: spawn_failed (400) when the command cannot start. Expects SIGPIPE to be ignored (the

@@ -23,6 +23,7 @@
 #include "common/agent_protocol.h"
 #include "common/log.h"
 #include "vm-images/agent/agent_state.h"
+#include "vm-images/agent/exec_filter.h"
 #include "vm-images/agent/http_server.h"
 #include "vm-images/agent/requests.h"
 #include "vm-images/agent/supervisor.h"
@@ -33,6 +34,9 @@ namespace net = boost::asio;
 using namespace cabin::agent;
 
 int main(int argc, char** argv) {
+  // The exec filter helper: a fresh process of this binary, between posix_spawn and the command.
+  if (argc > 1 && std::strcmp(argv[1], kExecFilteredFlag) == 0)
+    return run_filtered_exec(argc - 2, argv + 2);
   CLI::App app{"cabin-agent: runs Xvfb and Chromium inside a sandbox and serves the host"};
   std::string listen_text;
   SupervisorOptions sup;
@@ -59,6 +63,10 @@ int main(int argc, char** argv) {
   app.add_option("--rfb-port", rfb_port, "RFB (VNC) server port on 127.0.0.1 (0: none)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  std::string exec_filter = "off";
+  app.add_option("--exec-filter", exec_filter,
+                 "on: exec'd commands get no new namespaces (the namespace driver's sandboxes)")
+      ->check(CLI::IsMember({"on", "off"}));
   CLI11_PARSE(app, argc, argv);
   sup.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
 
@@ -101,6 +109,8 @@ int main(int argc, char** argv) {
   HttpServerOptions http;
   http.listen = *listen;
   http.secret = std::move(secret);
+  // The kernel resolves /proc/self/exe in the spawned child, which is still this binary.
+  if (exec_filter == "on") http.exec.filter_helper = "/proc/self/exe";
   HttpServer server(io.get_executor(), http, state);
   if (auto r = server.start(); !r) {
     log->error("{}", r.error().message);

@@ -102,6 +102,15 @@ std::vector<CgroupWrite> cgroup_limit_writes(CgroupLayout layout, const fs::path
   return w;
 }
 
+std::vector<CgroupWrite> cgroup_parent_writes(CgroupLayout layout, const fs::path& root,
+                                              const std::string& name) {
+  if (layout == CgroupLayout::kV2)
+    return {{root / name / "cpu.weight", std::to_string(kParentCpuWeight), false}};
+  if (layout == CgroupLayout::kV1)
+    return {{root / "cpu" / name / "cpu.shares", std::to_string(kParentCpuShares), false}};
+  return {};
+}
+
 Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const fs::path& root,
                                                      const std::string& name, const std::string& id,
                                                      const CgroupLimits& limits) {
@@ -122,6 +131,10 @@ Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const 
                          std::string("+") + c);
         (void)write_file((parent / "cgroup.subtree_control").string(), std::string("+") + c);
       }
+    }
+    for (const auto& w : cgroup_parent_writes(layout, root, name)) {
+      if (w.file.parent_path() == parent && path_exists(w.file))
+        (void)write_file(w.file.string(), w.value);
     }
     fs::path dir = parent / id;
     if (::mkdir(dir.c_str(), 0755) != 0) return fail(sys_error("mkdir " + dir.string()));

@@ -47,6 +47,13 @@ std::vector<CgroupWrite> cgroup_limit_writes(CgroupLayout layout, const fs::path
                                              const std::string& name, const std::string& id,
                                              const CgroupLimits& limits);
 
+// What the shared parent dirs get: a lower CPU weight, so that all sandboxes together yield to
+// their sibling cgroups (cabind's service among them) when the CPUs are busy.
+std::vector<CgroupWrite> cgroup_parent_writes(CgroupLayout layout, const fs::path& root,
+                                              const std::string& name);
+inline constexpr int kParentCpuWeight = 50;    // v2 cpu.weight; the kernel's default is 100
+inline constexpr int kParentCpuShares = 512;   // v1 cpu.shares; the default is 1024
+
 // Creates the parents and the sandbox's dirs and writes the limits; on error removes what it made.
 Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const fs::path& root,
                                                      const std::string& name, const std::string& id,

@@ -21,8 +21,10 @@
 namespace cabin::nsbox {
 namespace {
 
-constexpr unsigned long kNamespaces =
-    CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+// CLONE_NEWCGROUP after joining the sandbox's cgroups: inside, /proc/self/cgroup shows "/", not
+// the host's cgroup paths.
+constexpr unsigned long kNamespaces = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+                                      CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 
 int fail(const LauncherArgs& args, const std::string& step, const std::string& message) {
   std::fprintf(stderr, "cabin-sandbox[%s]: %s: %s\n", args.id.c_str(), step.c_str(),
@@ -63,6 +65,11 @@ int run_launcher(const LauncherArgs& args) {
   const bool host_root = ::geteuid() == 0;
   // cabind's supplementary groups must not follow the sandbox.
   if (host_root && ::setgroups(0, nullptr) != 0) return fail_errno(args, "setgroups");
+  if (!host_root) {
+    // Without root they cannot be dropped, so the sandbox is refused.
+    auto kept = groups_beyond(::getegid(), own_groups());
+    if (!kept.empty()) return fail(args, "supplementary groups", kept_groups_problem(kept));
+  }
   for (const auto& procs : args.cgroup_procs) {
     if (auto r = write_file(procs, std::to_string(::getpid())); !r)
       return fail(args, "join cgroup", r.error().message);

@@ -115,16 +115,22 @@ Result<void> apply(const MountEntry& e, const std::string& root) {
     case MountKind::kBindDev:
       if (auto r = touch(target); !r) return r;
       return do_mount(e.source.c_str(), target, nullptr, MS_BIND, "");
-    case MountKind::kHostTopLevel: {
+    case MountKind::kHostEntry: {
       struct stat st {};
       if (::lstat(e.source.c_str(), &st) != 0) return {};  // absent on this host
       if (S_ISLNK(st.st_mode)) {
         char buf[4096];
         ssize_t n = ::readlink(e.source.c_str(), buf, sizeof buf - 1);
         if (n < 0) return sys_error("readlink " + e.source);
+        if (auto r = mkdirs(target.substr(0, target.rfind('/'))); !r) return r;
         if (::symlink(std::string(buf, static_cast<size_t>(n)).c_str(), target.c_str()) != 0)
           return sys_error("symlink " + target);
         return {};
+      }
+      if (S_ISREG(st.st_mode)) {
+        if (auto r = touch(target); !r) return r;
+        if (auto r = do_mount(e.source.c_str(), target, nullptr, MS_BIND, ""); !r) return r;
+        return remount_bind(target, MS_RDONLY | e.flags);
       }
       if (!S_ISDIR(st.st_mode)) return {};
       return bind_read_only(e.source, target, e.flags);
@@ -147,6 +153,32 @@ Result<void> apply(const MountEntry& e, const std::string& root) {
   return {};
 }
 
+// What of the host's /etc the sandbox sees: only what Chromium, Xvfb, the agent and common tools
+// read. The rest (service configs, keys, an EnvironmentFile holding the API key) stays hidden.
+struct EtcEntry {
+  const char* path;
+  const char* why;
+};
+constexpr EtcEntry kHostEtc[] = {
+    {"/etc/ld.so.cache", "the dynamic loader's library index"},
+    {"/etc/passwd", "user names: getpwuid, id, Chromium's profile lookups"},
+    {"/etc/group", "group names, as passwd"},
+    {"/etc/nsswitch.conf", "where glibc looks up users and hosts"},
+    {"/etc/hosts", "localhost resolves without DNS"},
+    {"/etc/fonts", "fontconfig's configuration: without it Chromium finds no fonts"},
+    {"/etc/ssl/certs", "CA certificates for HTTPS (links into /usr/share/ca-certificates)"},
+    {"/etc/alternatives", "targets of /usr/bin links such as x-www-browser and python"},
+    {"/etc/localtime", "the time zone"},
+    {"/etc/timezone", "the time zone's name"},
+    {"/etc/chromium", "Chromium's master_preferences"},
+    {"/etc/chromium.d", "flags the Debian chromium wrapper script reads"},
+    {"/etc/os-release", "the distribution, read by Chromium and tools"},
+    {"/etc/mime.types", "file types for downloads and uploads"},
+    {"/etc/xdg", "desktop defaults (menus, MIME) some toolkits read"},
+    {"/etc/gtk-3.0", "GTK settings for Chromium's dialogs"},
+    {"/etc/X11", "X11 client defaults"},
+};
+
 }  // namespace
 
 std::vector<MountEntry> sandbox_mounts(const MountPlan& plan) {
@@ -156,20 +188,27 @@ std::vector<MountEntry> sandbox_mounts(const MountPlan& plan) {
   std::vector<MountEntry> t = {
       {MountKind::kBindRo, "/usr", "/usr", MS_NOSUID | MS_NODEV, "", false,
        "programs and libraries, the host's, read-only; nosuid so no setuid binary helps"},
-      {MountKind::kBindRo, "/etc", "/etc", MS_NOSUID | MS_NODEV, "", false,
-       "configuration (fonts, ld.so.cache, passwd), read-only"},
+      {MountKind::kTmpfs, "", "/etc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,mode=0755", false,
+       "an empty /etc that holds only the host entries below"},
+  };
+  for (const auto& e : kHostEtc) {
+    t.push_back({MountKind::kHostEntry, e.path, e.path, MS_NOSUID | MS_NODEV, "", false, e.why});
+  }
+  t.push_back({MountKind::kRemountRo, "", "/etc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "", false,
+               "nothing may add files to /etc"});
+  const std::vector<MountEntry> rest = {
       {MountKind::kBindRo, "/var/cache/fontconfig", "/var/cache/fontconfig",
        MS_NOSUID | MS_NODEV | MS_NOEXEC, "", true,
        "the system font cache; without it every sandbox's Chromium rebuilds one at start"},
-      {MountKind::kHostTopLevel, "/bin", "/bin", MS_NOSUID | MS_NODEV, "", false,
+      {MountKind::kHostEntry, "/bin", "/bin", MS_NOSUID | MS_NODEV, "", false,
        "merged-/usr symlink, or a read-only bind on split-/usr hosts"},
-      {MountKind::kHostTopLevel, "/sbin", "/sbin", MS_NOSUID | MS_NODEV, "", false, "as /bin"},
-      {MountKind::kHostTopLevel, "/lib", "/lib", MS_NOSUID | MS_NODEV, "", false,
+      {MountKind::kHostEntry, "/sbin", "/sbin", MS_NOSUID | MS_NODEV, "", false, "as /bin"},
+      {MountKind::kHostEntry, "/lib", "/lib", MS_NOSUID | MS_NODEV, "", false,
        "as /bin; holds the dynamic loader path"},
-      {MountKind::kHostTopLevel, "/lib32", "/lib32", MS_NOSUID | MS_NODEV, "", false, "as /lib"},
-      {MountKind::kHostTopLevel, "/lib64", "/lib64", MS_NOSUID | MS_NODEV, "", false,
+      {MountKind::kHostEntry, "/lib32", "/lib32", MS_NOSUID | MS_NODEV, "", false, "as /lib"},
+      {MountKind::kHostEntry, "/lib64", "/lib64", MS_NOSUID | MS_NODEV, "", false,
        "as /lib; /lib64/ld-linux-x86-64.so.2 is the x86-64 loader"},
-      {MountKind::kHostTopLevel, "/libx32", "/libx32", MS_NOSUID | MS_NODEV, "", false, "as /lib"},
+      {MountKind::kHostEntry, "/libx32", "/libx32", MS_NOSUID | MS_NODEV, "", false, "as /lib"},
       {MountKind::kTmpfs, "", "/dev", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755", false,
        "a minimal /dev holding only the nodes below"},
       {MountKind::kBindDev, "/dev/null", "/dev/null", 0, "", false, "the usual sink"},
@@ -201,6 +240,7 @@ std::vector<MountEntry> sandbox_mounts(const MountPlan& plan) {
       {MountKind::kTmpfs, "", kSandboxHome, kNoSuidDev, size + ",mode=0700" + ids, false,
        "the sandbox user's home: Chromium profile, downloads"},
   };
+  t.insert(t.end(), rest.begin(), rest.end());
   if (!plan.agent_source.empty()) {
     t.push_back({MountKind::kBindFileRo, plan.agent_source, kSandboxAgentPath, MS_NOSUID | MS_NODEV,
                  "", false, "the cabin-agent binary, read-only"});

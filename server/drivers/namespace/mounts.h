@@ -16,7 +16,8 @@ enum class MountKind {
   kBindRw,        // bind of a host dir, writable
   kBindFileRo,    // read-only bind of one host file onto an empty file
   kBindDev,       // bind of one host device node onto an empty file
-  kHostTopLevel,  // mirror a host top-level entry: symlink as symlink, dir as kBindRo, absent: skip
+  kHostEntry,     // mirror a host path: symlink as symlink, dir as kBindRo, file as kBindFileRo,
+                  // absent: skip
   kProc,          // procfs of the sandbox's pid namespace
   kSysfs,         // sysfs of the sandbox's net namespace
   kDevpts,        // a private devpts instance

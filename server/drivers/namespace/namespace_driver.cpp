@@ -26,11 +26,13 @@
 #include "common/cloexec.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
+#include "server/api/ids.h"
 #include "server/drivers/child_process.h"
 #include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/launcher_args.h"
 #include "server/drivers/namespace/netns.h"
 #include "server/drivers/namespace/sys_util.h"
+#include "server/drivers/namespace/userns.h"
 
 namespace cabin::drivers {
 namespace {
@@ -263,6 +265,9 @@ std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const Sandbo
       c.chromium_sandbox,
       "--home",
       nsbox::kSandboxHome,
+      // Commands from the exec API get no user namespaces; Chromium keeps them (docs/security.md).
+      "--exec-filter",
+      "on",
   };
   if (!spec.start_url.empty()) argv.insert(argv.end(), {"--start-url", spec.start_url});
   return argv;
@@ -334,6 +339,11 @@ DriverInfo NamespaceDriver::probe() const {
     return unavailable("launcher not executable: " + config_.launcher_path.string());
   if (config_.payload_override.empty() && !executable(config_.agent_path))
     return unavailable("agent not executable: " + config_.agent_path.string());
+  if (!host_root_) {
+    // The launcher refuses them too; saying so here names the cause.
+    auto kept = nsbox::groups_beyond(::getegid(), nsbox::own_groups());
+    if (!kept.empty()) return unavailable(nsbox::kept_groups_problem(kept));
+  }
 
   // A dry run builds a whole sandbox (namespaces, mounts, seccomp) and exits 0.
   nsbox::LauncherArgs a;
@@ -402,12 +412,14 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
       limits.cpu_quota_us = static_cast<uint32_t>(std::lround(cpus * limits.cpu_period_us));
     auto made =
         nsbox::create_sandbox_cgroups(layout, config_.cgroup_root, config_.cgroup_name, id, limits);
-    if (made) {
-      cgroups = std::move(made.value());
-      for (const auto& d : cgroups) procs.push_back((d / "cgroup.procs").string());
-    } else {
-      log->warn("[{}] cgroups not created, running without limits: {}", id, made.error().message);
+    if (!made) {
+      // Cgroups exist here, so a sandbox without them would be one without limits: refuse.
+      fs::remove_all(dir, ec);
+      co_return make_error(Errc::kUnavailable, "cgroups_failed",
+                           "cannot create the sandbox's cgroups: " + made.error().message);
     }
+    cgroups = std::move(made.value());
+    for (const auto& d : cgroups) procs.push_back((d / "cgroup.procs").string());
   }
 
   auto argv = namespace_launcher_argv(config_, spec, host_root_, procs);
@@ -431,15 +443,50 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(state)));
 }
 
+bool reapable_run_dir_entry(std::string_view name) {
+  if (name.size() != api::kSessionIdPrefix.size() + api::kSessionIdRandomChars ||
+      name.substr(0, api::kSessionIdPrefix.size()) != api::kSessionIdPrefix)
+    return false;
+  for (char c : name.substr(api::kSessionIdPrefix.size())) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+Result<void> check_reapable_run_dir(const fs::path& run_dir) {
+  struct stat st {};
+  if (::lstat(run_dir.c_str(), &st) != 0) return nsbox::sys_error("lstat " + run_dir.string());
+  if (!S_ISDIR(st.st_mode))
+    return make_error(Errc::kPermissionDenied, "run_dir_untrusted",
+                      run_dir.string() + " is not a directory");
+  if (st.st_uid != ::geteuid())
+    return make_error(Errc::kPermissionDenied, "run_dir_untrusted",
+                      run_dir.string() + " is owned by uid " + std::to_string(st.st_uid) +
+                          ", not " + std::to_string(::geteuid()));
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    return make_error(Errc::kPermissionDenied, "run_dir_untrusted",
+                      run_dir.string() + " is writable by others");
+  return {};
+}
+
 void NamespaceDriver::reap_leftovers() {
   auto log = logger("driver.namespace");
+  // Only session dirs, and only in a run dir that is ours alone: a mistaken --run-dir (a home or
+  // a shared dir) loses nothing, and nobody else can plant names to be removed.
+  if (auto trusted = check_reapable_run_dir(config_.run_dir); !trusted) {
+    std::error_code ec;
+    if (fs::exists(config_.run_dir, ec))
+      log->warn("not removing leftovers: {}", trusted.error().message);
+    return;
+  }
   auto layout = static_cast<CgroupLayout>(cgroup_layout_);
   // Only sandboxes whose run dir is ours: other cabind instances on this host (each with its own
   // run dir) share the cgroup parent and keep their sessions.
   auto dirs = nsbox::leftover_cgroups(layout, config_.cgroup_root, config_.cgroup_name);
   std::erase_if(dirs, [&](const fs::path& d) {
     std::error_code ec;
-    return !fs::exists(config_.run_dir / d.filename(), ec);
+    const std::string name = d.filename().string();
+    return !reapable_run_dir_entry(name) || !fs::is_directory(config_.run_dir / name, ec);
   });
   // Start-up only, before any session: a short blocking wait is fine.
   const auto deadline = Clock::now() + 5s;
@@ -462,7 +509,9 @@ void NamespaceDriver::reap_leftovers() {
   std::error_code ec;
   for (fs::directory_iterator it(config_.run_dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code ec2;
-    if (!it->is_directory(ec2) || !nsbox::valid_sandbox_id(it->path().filename().string())) {
+    const bool session_dir = !it->is_symlink(ec2) && it->is_directory(ec2) &&
+                             reapable_run_dir_entry(it->path().filename().string());
+    if (!session_dir) {
       log->warn("leaving unexpected entry in run dir: {}", it->path().string());
       continue;
     }

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "common/result.h"
 
 #include "server/drivers/sandbox_driver.h"
 
@@ -47,6 +50,11 @@ std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& co
 // "agent exited with status 1", "killed by signal 9 (SIGKILL)", "sandbox setup failed: ..." from
 // a waitid() si_code and si_status and the last line the launcher wrote to stderr.
 std::string namespace_exit_reason(int code, int status, const std::string& last_line);
+
+// reap_leftovers() removes only these run dir entries: session ids (ses_ and 20 of [a-z0-9]).
+bool reapable_run_dir_entry(std::string_view name);
+// And only in a run dir that is a real directory owned by our euid, writable by nobody else.
+Result<void> check_reapable_run_dir(const std::filesystem::path& run_dir);
 
 // Requires a single-threaded executor (cabind runs one io_context thread): sandbox state is not
 // locked.

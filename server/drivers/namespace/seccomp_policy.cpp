@@ -3,6 +3,7 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <memory>
@@ -60,6 +61,8 @@ const std::vector<SyscallRule>& seccomp_denylist() {
       {"vhangup", EPERM, -1, 0, "terminal hangup of others"},
       {"ioctl", EPERM, 1, TIOCSTI, "TIOCSTI injects input into a terminal"},
       {"ioctl", EPERM, 1, TIOCLINUX, "TIOCLINUX can read and inject console contents"},
+      {"socket", EAFNOSUPPORT, 0, AF_VSOCK,
+       "vsock is not scoped by the net namespace: it reaches the host and its VMs past 'only lo'"},
   };
   return rules;
 }
@@ -74,7 +77,7 @@ Result<void> install_seccomp(const std::vector<SyscallRule>& rules) {
     if (nr == __NR_SCMP_ERROR) continue;  // not a syscall on this architecture
     int rc;
     if (r.arg_index >= 0) {
-      // Compare the low 32 bits only: ioctl's command is an unsigned int.
+      // Compare the low 32 bits only: ioctl's command is an unsigned int, socket's domain an int.
       rc = seccomp_rule_add(ctx.get(), SCMP_ACT_ERRNO(r.err), nr, 1,
                             SCMP_CMP(static_cast<unsigned>(r.arg_index), SCMP_CMP_MASKED_EQ,
                                      0xffffffffu, r.arg_value));

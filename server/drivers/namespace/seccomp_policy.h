@@ -11,7 +11,7 @@ namespace cabin::nsbox {
 struct SyscallRule {
   const char* name;    // resolved by libseccomp for the native architecture
   int err;             // errno the call fails with
-  int arg_index = -1;  // >= 0: only when this argument equals arg_value (ioctl commands)
+  int arg_index = -1;  // >= 0: only when this argument equals arg_value (ioctl, socket)
   uint64_t arg_value = 0;
   const char* why = "";
 };

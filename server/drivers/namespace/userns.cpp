@@ -1,5 +1,9 @@
 #include "server/drivers/namespace/userns.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 #include "server/drivers/namespace/sys_util.h"
 
 namespace cabin::nsbox {
@@ -22,6 +26,33 @@ IdMaps plan_id_maps(bool host_root, uint32_t own_uid, uint32_t own_gid,
   m.setup_uid = kSandboxUid;
   m.setup_gid = kSandboxGid;
   return m;
+}
+
+std::vector<uint32_t> groups_beyond(uint32_t primary, const std::vector<uint32_t>& groups) {
+  std::vector<uint32_t> out;
+  for (uint32_t g : groups) {
+    if (g != primary && std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+  }
+  return out;
+}
+
+std::vector<uint32_t> own_groups() {
+  int n = ::getgroups(0, nullptr);
+  if (n <= 0) return {};
+  std::vector<gid_t> g(static_cast<size_t>(n));
+  n = ::getgroups(n, g.data());
+  if (n < 0) return {};
+  return std::vector<uint32_t>(g.begin(), g.begin() + n);
+}
+
+std::string kept_groups_problem(const std::vector<uint32_t>& kept) {
+  if (kept.empty()) return "";
+  std::string list;
+  for (uint32_t g : kept) list += (list.empty() ? "" : ", ") + std::to_string(g);
+  return "not root and in supplementary groups " + list +
+         ", which the sandbox could not drop (files those groups may read would be readable "
+         "inside): run cabind without them (systemd: SupplementaryGroups= empty; "
+         "setpriv --clear-groups) or as root";
 }
 
 std::string id_map_text(const std::vector<IdMapping>& maps) {

@@ -37,6 +37,15 @@ IdMaps plan_id_maps(bool host_root, uint32_t own_uid, uint32_t own_gid,
 // "inside outside count\n" per line, as /proc/PID/uid_map wants it.
 std::string id_map_text(const std::vector<IdMapping>& maps);
 
+// The supplementary groups in `groups` besides `primary`. An unprivileged launcher cannot drop
+// them (setgroups needs CAP_SETGID in the host's namespace) and "setgroups deny" locks them in,
+// so they would follow into the sandbox and open the host files those groups may read.
+std::vector<uint32_t> groups_beyond(uint32_t primary, const std::vector<uint32_t>& groups);
+// getgroups() of this process.
+std::vector<uint32_t> own_groups();
+// "cabind runs with supplementary groups 4, 42: ..." for groups_beyond()'s answer; empty: none.
+std::string kept_groups_problem(const std::vector<uint32_t>& kept);
+
 // Writes setgroups (when denied), uid_map and gid_map of `child`.
 Result<void> write_id_maps(pid_t child, const IdMaps& maps);
 

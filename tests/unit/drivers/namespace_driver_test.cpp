@@ -2,6 +2,7 @@
 #include "server/drivers/namespace/namespace_driver.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -153,12 +154,14 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
       echo "ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ' ')"
       echo "secret=$CABIN_AGENT_SECRET"
       echo "pid=$$"
+      echo "cgroup=$(cut -d: -f3 /proc/self/cgroup | sort -u | tr '\n' ' ')"
       # The shell's own descriptors, listed by a child so that listing adds none.
       python3 -c "import os; print('fds=' + ' '.join(sorted(os.listdir('/proc/%d/fd' % os.getppid()), key=int)))"
       if ls /run/cabin >/dev/null 2>&1; then echo run_dir=visible; else echo run_dir=none; fi
       echo report_done=1
     }
     exec sleep 600)SH"};
+  f.config.cpus = 1.5;
   NamespaceDriver driver(f.config, f.io.get_executor());
   auto info = driver.info();
   CHECK(info.name == "namespace");
@@ -187,6 +190,8 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
   // stdio and the agent's listening socket, nothing of cabind's or the launcher's.
   CHECK(report["fds"] == "0 1 2 3");
   CHECK(report["run_dir"] == "none");  // the host's session dir is not bound inside
+  // Its own cgroup namespace: no host cgroup path shows inside.
+  CHECK(report["cgroup"] == "/ ");
 
   const bool root = ::geteuid() == 0;
   auto layout = cabin::nsbox::detect_cgroup_layout(f.config.cgroup_root);
@@ -203,9 +208,18 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
       CHECK(read_file((f.config.cgroup_root / "pids" / f.config.cgroup_name / spec.session_id /
                        "pids.max")
                           .string()) == "128\n");
+      const fs::path cpu = f.config.cgroup_root / "cpu" / f.config.cgroup_name;
+      if (fs::exists(cpu / spec.session_id / "cpu.cfs_quota_us")) {
+        CHECK(read_file((cpu / spec.session_id / "cpu.cfs_quota_us").string()) == "150000\n");
+        CHECK(read_file((cpu / "cpu.shares").string()) == "512\n");
+      }
     } else {
       CHECK(read_file((cgroups[0] / "memory.max").string()) == "268435456\n");
       CHECK(read_file((cgroups[0] / "pids.max").string()) == "128\n");
+      if (fs::exists(cgroups[0] / "cpu.max")) {
+        CHECK(read_file((cgroups[0] / "cpu.max").string()) == "150000 100000\n");
+        CHECK(read_file((cgroups[0].parent_path() / "cpu.weight").string()) == "50\n");
+      }
     }
     pids = cabin::nsbox::cgroup_pids(cgroups[0]);
     // The launcher, PID 1 and the payload at least.
@@ -214,7 +228,7 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
     for (int pid : pids) {
       const std::string p = std::to_string(pid);
       bool all = true;
-      for (const char* ns : {"user", "pid", "net", "mnt", "ipc", "uts"})
+      for (const char* ns : {"user", "pid", "net", "mnt", "ipc", "uts", "cgroup"})
         all = all && !ns_link(p, ns).empty() && ns_link(p, ns) != ns_link("self", ns);
       isolated = isolated || all;
     }
@@ -331,14 +345,17 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
   Fixture f;
   f.config.payload_override = {"/bin/true"};
   NamespaceDriver driver(f.config, f.io.get_executor());
-  fs::create_directories(f.config.run_dir / "old_1" / "sub");
-  std::ofstream(f.config.run_dir / "old_1" / "sub" / "file") << "x";
+  const std::string kOld = "ses_0ld0000000000000000a", kOther = "ses_0ther00000000000000b";
+  fs::create_directories(f.config.run_dir / kOld / "sub");
+  // Not a session's dir: kept, though its name is a valid sandbox id.
+  fs::create_directories(f.config.run_dir / "data_1");
+  std::ofstream(f.config.run_dir / kOld / "sub" / "file") << "x";
   std::vector<fs::path> cgroups;
   pid_t child = -1;
   auto layout = cabin::nsbox::detect_cgroup_layout(f.config.cgroup_root);
   if (::geteuid() == 0 && layout != cabin::nsbox::CgroupLayout::kNone) {
     auto made = cabin::nsbox::create_sandbox_cgroups(layout, f.config.cgroup_root,
-                                                     f.config.cgroup_name, "old_1", {});
+                                                     f.config.cgroup_name, kOld, {});
     REQUIRE(made.ok());
     cgroups = made.value();
     // A process left in the cgroup, as from a crashed run.
@@ -352,12 +369,13 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
   std::vector<fs::path> foreign;
   if (!cgroups.empty()) {
     auto made = cabin::nsbox::create_sandbox_cgroups(layout, f.config.cgroup_root,
-                                                     f.config.cgroup_name, "other_1", {});
+                                                     f.config.cgroup_name, kOther, {});
     REQUIRE(made.ok());
     foreign = made.value();
   }
   driver.reap_leftovers();
-  CHECK_FALSE(fs::exists(f.config.run_dir / "old_1"));
+  CHECK_FALSE(fs::exists(f.config.run_dir / kOld));
+  CHECK(fs::exists(f.config.run_dir / "data_1"));
   for (const auto& d : cgroups) CHECK_FALSE(fs::exists(d));
   for (const auto& d : foreign) {
     CHECK(fs::exists(d));
@@ -369,4 +387,114 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == SIGKILL);
   }
+}
+
+TEST_CASE("reap_leftovers leaves a run dir that others can write or that is not ours",
+          "[sandbox]") {
+  Fixture f;
+  f.config.payload_override = {"/bin/true"};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  const fs::path session = f.config.run_dir / "ses_aaaaaaaaaaaaaaaaaaaa";
+  fs::create_directories(session);
+  CHECK(cabin::drivers::check_reapable_run_dir(f.config.run_dir).ok());
+
+  fs::permissions(f.config.run_dir, fs::perms::all);  // 0777
+  CHECK_FALSE(cabin::drivers::check_reapable_run_dir(f.config.run_dir).ok());
+  driver.reap_leftovers();
+  CHECK(fs::exists(session));
+
+  fs::permissions(f.config.run_dir, fs::perms::owner_all);
+  if (::geteuid() == 0) {
+    REQUIRE(::chown(f.config.run_dir.c_str(), 65534, 65534) == 0);
+    CHECK_FALSE(cabin::drivers::check_reapable_run_dir(f.config.run_dir).ok());
+    driver.reap_leftovers();
+    CHECK(fs::exists(session));
+    REQUIRE(::chown(f.config.run_dir.c_str(), 0, 0) == 0);
+  }
+  // A symlink to a dir is not the dir.
+  const fs::path link = f.root / "link";
+  fs::create_directory_symlink(f.config.run_dir, link);
+  CHECK_FALSE(cabin::drivers::check_reapable_run_dir(link).ok());
+
+  driver.reap_leftovers();
+  CHECK_FALSE(fs::exists(session));
+}
+
+TEST_CASE("run dir entries reaped are session ids only") {
+  using cabin::drivers::reapable_run_dir_entry;
+  CHECK(reapable_run_dir_entry("ses_abcdefghij0123456789"));
+  CHECK_FALSE(reapable_run_dir_entry("ses_abcdefghij012345678"));     // 19
+  CHECK_FALSE(reapable_run_dir_entry("ses_abcdefghij01234567890"));   // 21
+  CHECK_FALSE(reapable_run_dir_entry("ses_ABCDEFGHIJ0123456789"));
+  CHECK_FALSE(reapable_run_dir_entry("old_1"));
+  CHECK_FALSE(reapable_run_dir_entry("home"));
+  CHECK_FALSE(reapable_run_dir_entry("ses__bcdefghij0123456789"));
+}
+
+TEST_CASE("unprivileged with supplementary groups, the driver is unavailable and says why",
+          "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("needs root to take on another uid and groups");
+    return;
+  }
+  // In a child that becomes nobody, once with an extra group and once without. /bin/true as the
+  // launcher stands for a sandbox that builds fine, so only the group check can refuse.
+  auto probe_as_nobody = [](std::vector<gid_t> groups) {
+    int fds[2];
+    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      std::string out = "setup failed";
+      if (::setgroups(groups.size(), groups.data()) == 0 &&
+          ::setresgid(65534, 65534, 65534) == 0 && ::setresuid(65534, 65534, 65534) == 0) {
+        NamespaceDriverConfig c;
+        c.launcher_path = "/bin/true";
+        c.payload_override = {"/bin/true"};
+        net::io_context io;
+        NamespaceDriver driver(c, io.get_executor());
+        auto info = driver.info();
+        out = info.available ? "available" : "unavailable: " + info.unavailable_reason;
+      }
+      (void)!::write(fds[1], out.data(), out.size());
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[1024];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+    ::close(fds[0]);
+    ::waitpid(pid, nullptr, 0);
+    return out;
+  };
+  CHECK(probe_as_nobody({65534}) == "available");
+  auto with_group = probe_as_nobody({65534, 42});
+  CHECK(with_group.rfind("unavailable: ", 0) == 0);
+  CHECK_THAT(with_group, Catch::Contains("supplementary groups 42"));
+}
+
+TEST_CASE("cgroups that exist but cannot be made refuse the sandbox", "[sandbox]") {
+  if (::geteuid() != 0) {
+    WARN("cgroups are used only as root");
+    return;
+  }
+  Fixture f;
+  // A v2 root where the parent is a file: detection succeeds, mkdir of the sandbox's dir fails.
+  f.config.cgroup_root = f.root / "cgroup";
+  fs::create_directories(f.config.cgroup_root);
+  std::ofstream(f.config.cgroup_root / "cgroup.controllers") << "memory pids cpu\n";
+  std::ofstream(f.config.cgroup_root / f.config.cgroup_name) << "not a dir\n";
+  f.config.payload_override = {"/bin/sleep", "600"};
+  NamespaceDriver driver(f.config, f.io.get_executor());
+  if (!driver.info().available) {
+    WARN("namespace sandboxes unavailable here: " << driver.info().unavailable_reason);
+    return;
+  }
+  auto created = run(f.io, driver.create(spec_for("nocg_1")));
+  if (created.ok()) run(f.io, created.value()->destroy());
+  REQUIRE_FALSE(created.ok());
+  CHECK(created.error().code == "cgroups_failed");
+  CHECK_THAT(created.error().message, Catch::Contains("cgroup"));
+  CHECK_FALSE(fs::exists(f.config.run_dir / "nocg_1"));
 }

@@ -2,6 +2,7 @@
 // table, seccomp policy and exit reasons.
 #include <seccomp.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -88,6 +89,14 @@ TEST_CASE("id maps: root maps two unprivileged ids, others map themselves to 100
   CHECK(user.setup_uid == kSandboxUid);
 }
 
+TEST_CASE("supplementary groups beyond the primary one are named") {
+  CHECK(groups_beyond(1000, {1000}).empty());
+  CHECK(groups_beyond(1000, {}).empty());
+  CHECK(groups_beyond(1000, {1000, 42, 4, 42}) == std::vector<uint32_t>{42, 4});
+  CHECK(kept_groups_problem({}).empty());
+  CHECK_THAT(kept_groups_problem({42, 4}), Catch::Contains("supplementary groups 42, 4"));
+}
+
 TEST_CASE("cgroup limit files for v1 and v2") {
   CgroupLimits l;
   l.memory_bytes = 256ull << 20;
@@ -114,6 +123,16 @@ TEST_CASE("cgroup limit files for v1 and v2") {
   CHECK(v2[3].value == "150000 100000");
 
   CHECK(cgroup_limit_writes(CgroupLayout::kNone, "/cg", "cabin", "s1", l).empty());
+
+  // All sandboxes together weigh less than a default sibling cgroup.
+  auto p2 = cgroup_parent_writes(CgroupLayout::kV2, "/cg", "cabin");
+  REQUIRE(p2.size() == 1);
+  CHECK(p2[0].file == "/cg/cabin/cpu.weight");
+  CHECK(p2[0].value == "50");
+  auto p1 = cgroup_parent_writes(CgroupLayout::kV1, "/cg", "cabin");
+  REQUIRE(p1.size() == 1);
+  CHECK(p1[0].file == "/cg/cpu/cabin/cpu.shares");
+  CHECK(p1[0].value == "512");
   CHECK(cgroup_limit_writes(CgroupLayout::kV2, "/cg", "cabin", "s1", CgroupLimits{}).empty());
 }
 
@@ -135,6 +154,11 @@ TEST_CASE("seccomp denylist is sane") {
   // Chromium's own sandbox needs these.
   for (const char* allowed : {"clone", "clone3", "unshare", "chroot", "seccomp", "prctl"})
     CHECK(plain.count(allowed) == 0);
+  // vsock is not scoped by the net namespace.
+  CHECK(std::any_of(rules.begin(), rules.end(), [](const SyscallRule& r) {
+    return std::string(r.name) == "socket" && r.arg_index == 0 && r.arg_value == AF_VSOCK &&
+           r.err == EAFNOSUPPORT;
+  }));
 }
 
 TEST_CASE("mount table: read-only system dirs, private writable dirs, each with a reason") {
@@ -158,7 +182,15 @@ TEST_CASE("mount table: read-only system dirs, private writable dirs, each with 
     return *std::find_if(table.begin(), table.end(), [&](auto& e) { return e.target == t; });
   };
   CHECK(find("/usr").kind == MountKind::kBindRo);
-  CHECK(find("/etc").kind == MountKind::kBindRo);
+  // /etc is a tmpfs holding a few host entries, never the whole host /etc.
+  CHECK(find("/etc").kind == MountKind::kTmpfs);
+  CHECK(find("/etc/fonts").kind == MountKind::kHostEntry);
+  CHECK(find("/etc/ld.so.cache").kind == MountKind::kHostEntry);
+  for (const char* hidden : {"/etc/shadow", "/etc/gshadow", "/etc/ssl/private", "/etc/ssl"})
+    CHECK(targets.count(hidden) == 0);
+  for (const auto& e : table) {
+    if (e.target.rfind("/etc/", 0) == 0) CHECK(e.source == e.target);
+  }
   CHECK(find("/proc").kind == MountKind::kProc);
   CHECK(find("/tmp").kind == MountKind::kTmpfs);
   CHECK(find("/dev/shm").kind == MountKind::kTmpfs);
@@ -207,7 +239,8 @@ TEST_CASE("driver builds the launcher argv for the agent") {
   CHECK(parsed->payload == std::vector<std::string>{"/opt/cabin/bin/cabin-agent", "--listen",
                                                     "fd:3", "--width", "1024",
                                                     "--height", "768", "--chromium-sandbox", "on",
-                                                    "--home", "/home/cabin", "--start-url",
+                                                    "--home", "/home/cabin", "--exec-filter", "on",
+                                                    "--start-url",
                                                     "https://example.com/"});
   // The secret travels in the environment, never on the command line.
   for (const auto& a : argv) CHECK(a.find("secret") == std::string::npos);

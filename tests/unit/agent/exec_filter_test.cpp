@@ -1,0 +1,123 @@
+// The exec filter: its rules, the calls it denies in a process that installed it, and commands
+// started through the real cabin-agent's helper.
+#include "vm-images/agent/exec_filter.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cerrno>
+#include <set>
+#include <string>
+
+#include "tests/unit/agent/test_util.h"
+#include "vm-images/agent/exec.h"
+
+using namespace cabin::agent;
+using cabin::agent::testing::run_sync;
+
+namespace {
+
+// errno of a failed call, 0 when it succeeded.
+int errno_of(long rc) { return rc < 0 ? errno : 0; }
+
+// Runs `probe` in a forked child that first installs the exec filter; returns what it wrote.
+std::string in_filtered_child(std::string (*probe)()) {
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out = install_exec_filter() ? probe() : "install failed";
+    (void)!::write(fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    REQUIRE(n > 0);
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  return out;
+}
+
+std::string probe_calls() {
+  std::string r;
+  auto add = [&](const char* what, int err) { r += std::string(what) + "=" + std::to_string(err) + " "; };
+  add("clone3", errno_of(::syscall(SYS_clone3, nullptr, 0)));
+  add("unshare_user", errno_of(::unshare(CLONE_NEWUSER)));
+  add("unshare_user_net", errno_of(::unshare(CLONE_NEWUSER | CLONE_NEWNET)));
+  add("unshare_none", errno_of(::unshare(0)));
+  add("setns", errno_of(::syscall(SYS_setns, -1, 0)));
+  // fork and posix_spawn (clone3 first, then clone without namespaces) still work.
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(7);
+  int status = 0;
+  add("fork", child > 0 && ::waitpid(child, &status, 0) == child && WEXITSTATUS(status) == 7
+                  ? 0
+                  : -1);
+  const char* argv[] = {"/bin/true", nullptr};
+  pid_t spawned = -1;
+  int rc = ::posix_spawn(&spawned, argv[0], nullptr, nullptr, const_cast<char**>(argv), environ);
+  add("spawn", rc == 0 && ::waitpid(spawned, &status, 0) == spawned && WEXITSTATUS(status) == 0
+                   ? 0
+                   : -1);
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  add("socket", s < 0 ? errno : 0);
+  if (s >= 0) ::close(s);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("exec filter rules: each says why; clone3, clone, unshare and setns", "[agent][exec]") {
+  std::set<long> nrs;
+  for (const auto& r : exec_filter_rules()) {
+    CHECK(std::string(r.why).size() > 3);
+    CHECK(r.err > 0);
+    nrs.insert(r.nr);
+  }
+  CHECK(nrs == std::set<long>{SYS_clone3, SYS_clone, SYS_unshare, SYS_setns});
+  // arch check, nr load, x32 check, then two or five instructions a rule and the final allow.
+  CHECK(build_exec_filter({}).size() >= 5);
+}
+
+TEST_CASE("exec filter denies new namespaces and clone3, leaves fork and spawn", "[agent][exec]") {
+  CHECK(in_filtered_child(probe_calls) ==
+        "clone3=" + std::to_string(ENOSYS) + " unshare_user=" + std::to_string(EPERM) +
+            " unshare_user_net=" + std::to_string(EPERM) + " unshare_none=0 setns=" +
+            std::to_string(EPERM) + " fork=0 spawn=0 socket=0 ");
+}
+
+TEST_CASE("exec through the agent's filter helper", "[agent][exec]") {
+  ExecOptions opts;
+  opts.filter_helper = CABIN_AGENT_PATH;
+  net::io_context io;
+  ExecRequest spec;
+  // unshare(1) from util-linux asks for a new user namespace.
+  spec.argv = {"sh", "-c", "unshare -U true; echo rc=$?; exec echo argv0=$0", "name0"};
+  auto r = run_sync(io, run_exec(spec, opts));
+  REQUIRE(r.ok());
+  CHECK(r->exit_code.value_or(-1) == 0);
+  CHECK(r->stdout_data == "rc=1\nargv0=name0\n");
+  CHECK_THAT(r->stderr_data, Catch::Contains("Operation not permitted"));
+
+  ExecRequest missing;
+  missing.argv = {"no-such-command-cabin"};
+  auto m = run_sync(io, run_exec(missing, opts));
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.error().code == "spawn_failed");
+  CHECK_THAT(m.error().message, Catch::Contains("No such file"));
+}

@@ -1,0 +1,88 @@
+// cabind's configuration: default run dirs and the private-dir check applied to them.
+#include "server/config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+namespace fs = std::filesystem;
+using cabin::default_run_dir;
+using cabin::ensure_private_dir;
+
+namespace {
+
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/cabin-config-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path path;
+};
+
+unsigned mode_of(const fs::path& p) {
+  struct stat st {};
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+}  // namespace
+
+TEST_CASE("default run dirs: /run/cabin as root, never a fixed name in /tmp otherwise") {
+  CHECK(default_run_dir(0, "/run/user/0", "/var/lib/cabin") == "/run/cabin");
+  CHECK(default_run_dir(1000, "/run/user/1000", "/home/u/.cabin") == "/run/user/1000/cabin");
+  CHECK(default_run_dir(1000, nullptr, "/home/u/.cabin") == "/home/u/.cabin/run");
+  CHECK(default_run_dir(1000, "", "/home/u/.cabin") == "/home/u/.cabin/run");
+  CHECK(default_run_dir(1000, "relative", "/home/u/.cabin") == "/home/u/.cabin/run");
+}
+
+TEST_CASE("ensure_private_dir creates 0700 dirs and refuses others' or open ones") {
+  TempDir t;
+  const fs::path fresh = t.path / "a" / "run";
+  REQUIRE(ensure_private_dir(fresh).ok());
+  CHECK(mode_of(fresh) == 0700);
+  CHECK(ensure_private_dir(fresh).ok());  // again: it is ours
+
+  const fs::path open_dir = t.path / "open";
+  fs::create_directory(open_dir);
+  REQUIRE(::chmod(open_dir.c_str(), 0755) == 0);
+  auto open_r = ensure_private_dir(open_dir);
+  REQUIRE_FALSE(open_r.ok());
+  CHECK_THAT(open_r.error().message, Catch::Contains("mode 0755"));
+  CHECK_THAT(open_r.error().message, Catch::Contains("0700"));
+
+  // A symlink to a private dir, as another user could plant in /tmp, is refused.
+  const fs::path link = t.path / "link";
+  fs::create_directory_symlink(fresh, link);
+  auto link_r = ensure_private_dir(link);
+  REQUIRE_FALSE(link_r.ok());
+  CHECK_THAT(link_r.error().message, Catch::Contains("symlink"));
+
+  const fs::path file = t.path / "file";
+  std::ofstream(file) << "x";
+  CHECK_FALSE(ensure_private_dir(file).ok());
+
+  if (::geteuid() == 0) {
+    const fs::path theirs = t.path / "theirs";
+    fs::create_directory(theirs);
+    REQUIRE(::chmod(theirs.c_str(), 0700) == 0);
+    REQUIRE(::chown(theirs.c_str(), 65534, 65534) == 0);
+    auto theirs_r = ensure_private_dir(theirs);
+    REQUIRE_FALSE(theirs_r.ok());
+    CHECK_THAT(theirs_r.error().message, Catch::Contains("owned by uid 65534"));
+  }
+}
+
+TEST_CASE("sandbox CPUs default to the host's less one, at least one") {
+  const double cpus = cabin::default_sandbox_cpus();
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  CHECK(cpus >= 1);
+  CHECK(cpus <= (online > 1 ? online - 1 : 1));
+}
