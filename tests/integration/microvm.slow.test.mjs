@@ -66,6 +66,21 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
     assert.equal(qemuProcessesOf(s.id).length, 1, 'one QEMU runs for the session');
   });
 
+  test('QEMU runs jailed: its own uid, its seccomp filter, a root without the host files', () => {
+    const [pid] = qemuProcessesOf(s.id);
+    const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const uid = Number(/^Uid:\s+(\d+)/m.exec(status)[1]);
+    assert.notEqual(uid, 0, 'QEMU does not run as root');
+    assert.match(status, /^Seccomp:\s+2$/m, 'QEMU runs under a seccomp filter');
+    assert.match(status, /^CapEff:\s+0+$/m, 'QEMU holds no capabilities');
+    const root = `/proc/${pid}/root`;
+    assert.ok(fs.existsSync(`${root}/usr/bin`), 'the jail has /usr');
+    for (const hostPath of ['/etc/passwd', '/root', '/home', '/var', ctx.server.stateDir,
+                            `${ctx.server.runDir}`]) {
+      assert.ok(!fs.existsSync(root + hostPath), `${hostPath} is not in QEMU's root`);
+    }
+  });
+
   test('QEMU holds no socket or pipe of cabind but its output pipe', () => {
     const shared = (fds) => new Set([...fds.values()].filter((t) => /^(socket|pipe):/.test(t)));
     const cabind = shared(openDescriptors(ctx.server.pid));

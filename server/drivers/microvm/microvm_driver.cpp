@@ -20,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "common/log.h"
 #include "common/cloexec.h"
@@ -264,7 +265,12 @@ DriverInfo MicrovmDriver::probe() {
   } else {
     return unavailable("accel must be auto, kvm or tcg, not " + config_.accel);
   }
-  if (accel_ == Accel::kTcg) tsc_khz_ = measure_tsc_khz();
+  if (accel_ == Accel::kTcg) {
+    tsc_khz_ = measure_tsc_khz();
+    // QEMU does not treat TCG's guest/host boundary as a security boundary; say so.
+    info.detail += "; software emulation is a weaker boundary than KVM";
+  }
+  if (::geteuid() != 0) info.detail += "; QEMU runs unjailed (cabind is not root)";
   info.available = true;
   return info;
 }
@@ -296,6 +302,26 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
   };
   if (auto w = write_private_file(dir / kGuestConfigName, *config_text); !w)
     co_return fail(w.error());
+  // A jailed QEMU reads the config and makes its QMP socket here as its own uid.
+  std::optional<VmmJail> jail;
+  if (::geteuid() == 0) {
+    jail = VmmJail{config_.vmm_uid, config_.vmm_gid, std::nullopt, config_.image_dir, dir};
+    if (accel_ == Accel::kKvm) {
+      // The jailed QEMU opens /dev/kvm through a group: udev's default is 0660 root:kvm.
+      struct stat kvm {};
+      if (::stat("/dev/kvm", &kvm) != 0 || kvm.st_gid == 0 ||
+          (kvm.st_mode & (S_IRGRP | S_IWGRP)) != (S_IRGRP | S_IWGRP)) {
+        co_return fail(make_error(Errc::kUnavailable, "vmm_jail",
+                                  "/dev/kvm must be read-write for a group other than root's "
+                                  "(udev's default is 0660 root:kvm) for the jailed QEMU"));
+      }
+      jail->kvm_gid = kvm.st_gid;
+    }
+    for (const fs::path& p : {dir, dir / kGuestConfigName}) {
+      if (::chown(p.c_str(), config_.vmm_uid, config_.vmm_gid) != 0)
+        co_return fail(nsbox::sys_error("chown " + p.string()));
+    }
+  }
 
   QemuLaunch launch;
   launch.qemu = config_.qemu_path;
@@ -313,6 +339,7 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
     launch.host_port = *port;
     VmmSpawn s;
     s.wrap = config_.wrap_path;
+    s.jail = jail;
     s.argv = qemu_argv(launch);
     s.cwd = dir;
     auto spawned = spawn_vmm(s);

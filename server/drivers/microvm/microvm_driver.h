@@ -32,6 +32,10 @@ struct MicrovmDriverConfig {
   std::chrono::milliseconds start_timeout{10000};
   // destroy(): how long QEMU gets to quit over QMP before SIGKILL.
   std::chrono::milliseconds stop_timeout{2000};
+  // When cabind is root, QEMU runs jailed as this unprivileged host uid and gid (unused on the
+  // host, like the namespace driver's sandbox ids).
+  uint32_t vmm_uid = 602000;
+  uint32_t vmm_gid = 602000;
 };
 
 // Requires a single-threaded executor (cabind runs one io_context thread): sandbox state is not

@@ -62,6 +62,9 @@ std::vector<std::string> qemu_argv(const QemuLaunch& l) {
       "-smp", std::to_string(l.vcpus),
       "-m", std::to_string(l.memory_mib),
       "-nodefaults", "-no-user-config",
+      // QEMU's own seccomp filter: no exec, no set*id (cabin-vmm-wrap dropped privileges
+      // already), no obsolete calls, no scheduler or affinity changes.
+      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
       "-display", "none",
       "-no-reboot",  // a reboot or panic ends the VM
       "-kernel", (l.image_dir / kImageKernel).string(),

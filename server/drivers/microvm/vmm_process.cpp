@@ -5,8 +5,15 @@
 namespace cabin::drivers {
 
 std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap, pid_t parent,
-                                       const std::vector<std::string>& qemu_argv) {
-  std::vector<std::string> argv = {wrap.string(), "--parent", std::to_string(parent), "--"};
+                                       const std::vector<std::string>& qemu_argv,
+                                       const std::optional<VmmJail>& jail) {
+  std::vector<std::string> argv = {wrap.string(), "--parent", std::to_string(parent)};
+  if (jail) {
+    argv.insert(argv.end(), {"--jail", std::to_string(jail->uid) + ":" + std::to_string(jail->gid),
+                             "--image", jail->image_dir.string(), "--run", jail->run_dir.string()});
+    if (jail->kvm_gid) argv.insert(argv.end(), {"--kvm-gid", std::to_string(*jail->kvm_gid)});
+  }
+  argv.push_back("--");
   argv.insert(argv.end(), qemu_argv.begin(), qemu_argv.end());
   return argv;
 }
@@ -16,7 +23,7 @@ Result<VmmProcess> spawn_vmm(const VmmSpawn& s) {
   if (!s.wrap.empty() && s.pass_fd >= 0)
     return make_error(Errc::kInternal, "vmm_pass_fd", "cabin-vmm-wrap passes no descriptor");
   ChildSpawn c;
-  c.argv = s.wrap.empty() ? s.argv : vmm_wrap_argv(s.wrap, ::getpid(), s.argv);
+  c.argv = s.wrap.empty() ? s.argv : vmm_wrap_argv(s.wrap, ::getpid(), s.argv, s.jail);
   // QEMU needs nothing from cabind's environment; a fixed one keeps secrets and locale out.
   c.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   c.cwd = s.cwd;

@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,8 +20,18 @@ namespace cabin::drivers {
 // console) and stderr.
 using VmmProcess = ChildProcess;
 
+// Where cabin-vmm-wrap jails QEMU (see vmm_wrap_main.cpp); only as root.
+struct VmmJail {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::optional<uint32_t> kvm_gid;  // a group that may open /dev/kvm; unset: no /dev/kvm
+  std::filesystem::path image_dir;
+  std::filesystem::path run_dir;
+};
+
 struct VmmSpawn {
   std::filesystem::path wrap;     // cabin-vmm-wrap; empty: run QEMU directly (tests, probes)
+  std::optional<VmmJail> jail;    // with wrap: jail QEMU
   std::vector<std::string> argv;  // QEMU's argv
   std::filesystem::path cwd;      // empty: cabind's
   int pass_fd = -1;               // if >= 0: given to QEMU as fd 3
@@ -27,8 +39,9 @@ struct VmmSpawn {
 
 Result<VmmProcess> spawn_vmm(const VmmSpawn& s);
 
-// The wrapper's argv: PATH --parent PID -- QEMU_ARGV...
+// The wrapper's argv: PATH --parent PID [--jail ...] -- QEMU_ARGV...
 std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap, pid_t parent,
-                                       const std::vector<std::string>& qemu_argv);
+                                       const std::vector<std::string>& qemu_argv,
+                                       const std::optional<VmmJail>& jail = std::nullopt);
 
 }  // namespace cabin::drivers

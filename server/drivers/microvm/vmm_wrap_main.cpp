@@ -1,45 +1,165 @@
-// cabin-vmm-wrap: makes the kernel kill QEMU when cabind dies, then becomes QEMU.
+// cabin-vmm-wrap: makes the kernel kill QEMU when cabind dies, jails it, then becomes QEMU.
 //
-//   cabin-vmm-wrap --parent PID -- /usr/bin/qemu-system-x86_64 ARGS...
+//   cabin-vmm-wrap --parent PID [--jail UID:GID --image DIR --run DIR [--kvm-gid GID]]
+//                  -- /usr/bin/qemu-system-x86_64 ARGS...
 //
-// QEMU 7.2 has no option for this. PR_SET_PDEATHSIG survives execve, and fires when the thread
-// that spawned us exits: cabind spawns from its one io_context thread, which lives as long as it.
+// QEMU 7.2 has no option for the parent's death. PR_SET_PDEATHSIG survives execve, and fires when
+// the thread that spawned us exits: cabind spawns from its one io_context thread, which lives as
+// long as it.
+//
+// The jail (as root, in the manner of Firecracker's jailer): QEMU gets a mount namespace whose
+// root holds only the host's /usr (its libraries and firmware), the image dir (read-only), its
+// session's run dir, /dev/null, /dev/urandom and /dev/kvm; its own ipc and uts namespaces; and it
+// runs as an unprivileged uid with no capabilities and no_new_privs, so that its own seccomp
+// filter (-sandbox on, elevateprivileges=deny) never has to let a set*id call through.
+#include <fcntl.h>
+#include <grp.h>
 #include <linux/close_range.h>
+#include <sched.h>
 #include <signal.h>
-#include <sys/syscall.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "server/drivers/namespace/mounts.h"
+
+namespace {
+
+using cabin::nsbox::MountEntry;
+using cabin::nsbox::MountKind;
+
+struct Jail {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::optional<gid_t> kvm_gid;  // a supplementary group that may open /dev/kvm
+  std::string image_dir;
+  std::string run_dir;
+};
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "cabin-vmm-wrap: %s\n"
+               "usage: cabin-vmm-wrap --parent PID [--jail UID:GID --image DIR --run DIR "
+               "[--kvm-gid GID]] -- QEMU [ARGS...]\n",
+               why);
+  return 125;
+}
+
+bool parse_id(const char* s, unsigned long& out) {
+  char* end = nullptr;
+  errno = 0;
+  out = std::strtoul(s, &end, 10);
+  return errno == 0 && end != s && *end == '\0' && out > 0 && out < 0xffffffffUL;
+}
+
+int fail(const std::string& step) {
+  std::fprintf(stderr, "cabin-vmm-wrap: %s: %s\n", step.c_str(), std::strerror(errno));
+  return 125;
+}
+
+// Builds the jail's root and enters it, then drops to the jail's uid. Returns an exit status on
+// failure, 0 on success.
+int enter_jail(const Jail& j) {
+  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) != 0) return fail("unshare");
+  // Through descriptors: the new root is assembled on /tmp, which may hold the run dir.
+  int image_fd = ::open(j.image_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int run_fd = ::open(j.run_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (image_fd < 0 || run_fd < 0) return fail("open image or run dir");
+  const auto fd_path = [](int fd) { return "/proc/self/fd/" + std::to_string(fd); };
+  constexpr unsigned long kNoSuidDev = MS_NOSUID | MS_NODEV;
+  std::vector<MountEntry> table = {
+      {MountKind::kBindRo, "/usr", "/usr", kNoSuidDev, "", false, "QEMU's libraries and firmware"},
+      {MountKind::kHostEntry, "/lib", "/lib", kNoSuidDev, "", true, "the loader's path"},
+      {MountKind::kHostEntry, "/lib64", "/lib64", kNoSuidDev, "", true, "the loader's path"},
+      {MountKind::kBindRo, fd_path(image_fd), j.image_dir, kNoSuidDev | MS_NOEXEC, "", false,
+       "the guest image, read-only"},
+      {MountKind::kBindRw, fd_path(run_fd), j.run_dir, kNoSuidDev | MS_NOEXEC, "", false,
+       "the session's dir: the guest config, the QMP socket"},
+      {MountKind::kBindDev, "/dev/null", "/dev/null", MS_NOSUID | MS_NOEXEC, "", false, "stdin"},
+      {MountKind::kBindDev, "/dev/urandom", "/dev/urandom", MS_NOSUID | MS_NOEXEC, "", false,
+       "QEMU's and virtio-rng's entropy"},
+  };
+  if (j.kvm_gid) {
+    table.push_back({MountKind::kBindDev, "/dev/kvm", "/dev/kvm", MS_NOSUID | MS_NOEXEC, "", false,
+                     "the vCPUs"});
+  }
+  if (auto r = cabin::nsbox::build_and_enter_root(table, "/tmp", nullptr); !r) {
+    std::fprintf(stderr, "cabin-vmm-wrap: jail: %s\n", r.error().message.c_str());
+    return 125;
+  }
+  ::close(image_fd);
+  ::close(run_fd);
+  if (::sethostname("cabin-vmm", 9) != 0) return fail("sethostname");
+  std::vector<gid_t> groups;
+  if (j.kvm_gid) groups.push_back(*j.kvm_gid);
+  if (::setgroups(groups.size(), groups.data()) != 0) return fail("setgroups");
+  if (::setresgid(j.gid, j.gid, j.gid) != 0) return fail("setresgid");
+  if (::setresuid(j.uid, j.uid, j.uid) != 0) return fail("setresuid");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("no_new_privs");
+  if (::chdir(j.run_dir.c_str()) != 0) return fail("chdir run dir");
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 5 || std::strcmp(argv[1], "--parent") != 0 || std::strcmp(argv[3], "--") != 0) {
-    std::fprintf(stderr, "usage: cabin-vmm-wrap --parent PID -- QEMU [ARGS...]\n");
-    return 125;
-  }
-  char* end = nullptr;
-  const long parent = std::strtol(argv[2], &end, 10);
-  if (*end != '\0' || parent <= 0) {
-    std::fprintf(stderr, "cabin-vmm-wrap: bad --parent %s\n", argv[2]);
-    return 125;
-  }
   // QEMU gets no descriptor of cabind's but stdio, whatever cabind forgot to mark CLOEXEC: a
   // VMM holding cabind's sockets could accept its clients or talk to other sessions' agents.
-  if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
-    std::fprintf(stderr, "cabin-vmm-wrap: close_range: %s\n", std::strerror(errno));
-    return 125;
+  if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0) return fail("close_range");
+  long parent = -1;
+  std::optional<Jail> jail;
+  int i = 1;
+  for (; i + 1 < argc && std::strcmp(argv[i], "--") != 0; i += 2) {
+    const char* flag = argv[i];
+    const char* v = argv[i + 1];
+    unsigned long n = 0;
+    if (std::strcmp(flag, "--parent") == 0) {
+      if (!parse_id(v, n)) return usage("bad --parent");
+      parent = static_cast<long>(n);
+    } else if (std::strcmp(flag, "--jail") == 0) {
+      const char* colon = std::strchr(v, ':');
+      unsigned long u = 0, g = 0;
+      if (!colon || !parse_id(std::string(v, colon).c_str(), u) || !parse_id(colon + 1, g))
+        return usage("--jail needs UID:GID, both non-zero");
+      if (!jail) jail.emplace();
+      jail->uid = static_cast<uid_t>(u);
+      jail->gid = static_cast<gid_t>(g);
+    } else if (std::strcmp(flag, "--image") == 0 || std::strcmp(flag, "--run") == 0) {
+      if (v[0] != '/') return usage("--image and --run need absolute paths");
+      if (!jail) jail.emplace();
+      (flag[2] == 'i' ? jail->image_dir : jail->run_dir) = v;
+    } else if (std::strcmp(flag, "--kvm-gid") == 0) {
+      if (!parse_id(v, n)) return usage("bad --kvm-gid");
+      if (!jail) jail.emplace();
+      jail->kvm_gid = static_cast<gid_t>(n);
+    } else {
+      return usage("unknown flag");
+    }
   }
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
-    std::fprintf(stderr, "cabin-vmm-wrap: PR_SET_PDEATHSIG: %s\n", std::strerror(errno));
-    return 125;
-  }
+  if (i >= argc || std::strcmp(argv[i], "--") != 0 || i + 1 >= argc || parent <= 0)
+    return usage("--parent PID and -- QEMU are required");
+  if (jail && (jail->uid == 0 || jail->image_dir.empty() || jail->run_dir.empty()))
+    return usage("--jail needs --image and --run");
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail("PR_SET_PDEATHSIG");
   // cabind died before the prctl took effect: nobody would ever stop this VM.
   if (::getppid() != static_cast<pid_t>(parent)) return 125;
-  ::execv(argv[4], argv + 4);
-  std::fprintf(stderr, "cabin-vmm-wrap: exec %s: %s\n", argv[4], std::strerror(errno));
+  if (jail) {
+    if (int rc = enter_jail(*jail); rc != 0) return rc;
+    // The uid change cleared the parent-death signal: arm it again, and check again.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail("PR_SET_PDEATHSIG");
+    if (::getppid() != static_cast<pid_t>(parent)) return 125;
+  }
+  ::execv(argv[i + 1], argv + i + 1);
+  std::fprintf(stderr, "cabin-vmm-wrap: exec %s: %s\n", argv[i + 1], std::strerror(errno));
   return 127;
 }
