@@ -15,6 +15,11 @@
 
 namespace cabin::agent_protocol {
 
+// The line cabin-agent writes last to stderr when it exits because part of the desktop died or
+// could not start ("cabin-agent failed: chromium killed by signal 9 (Killed)"); drivers turn it
+// into the session's end reason.
+inline constexpr char kAgentFailureLinePrefix[] = "cabin-agent failed: ";
+
 // The RFB (VNC) server's port on the sandbox's loopback; cabind reaches it through the agent.
 inline constexpr uint16_t kRfbPort = 5900;
 

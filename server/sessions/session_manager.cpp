@@ -192,7 +192,8 @@ void SessionManager::watch(SessionPtr s) {
         std::string why = co_await s->sandbox().wait_exit();
         if (!s->ending) {
           log()->warn("session {}: sandbox exited: {}", s->id(), why);
-          co_await finish(s, "ended", "sandbox exited: " + why);
+          // Nothing in a live session exits on its own unless something broke.
+          co_await finish(s, "failed", "sandbox exited: " + why);
         }
       },
       net::detached);

@@ -123,8 +123,8 @@ test('a session whose browser dies ends on its own and leaves nothing', async ()
       },
       { timeoutMs: 15000, intervalMs: 100, what: 'the session to end after its browser exits' },
     );
-    assert.ok(['ended', 'failed'].includes(ended.status), ended.status);
-    assert.match(ended.end_reason, /^sandbox exited/);
+    assert.equal(ended.status, 'failed');
+    assert.match(ended.end_reason, /^sandbox exited: Chromium exited with status \d+$/);
     await waitForNoLeftovers(s.id, server.runDir);
     const live = await server.api('GET', '/v1/sessions');
     assert.ok(!live.json.sessions.some((x) => x.id === s.id));
@@ -147,6 +147,30 @@ test('--max-sessions is enforced with 503 capacity, and a slot frees on DELETE',
     await third.cdp.close();
     await server.deleteSession(third.s.id);
     for (const id of [s.id, third.s.id]) await waitForNoLeftovers(id, server.runDir);
+  } finally {
+    const result = await server.stop();
+    assert.equal(result.code, 0);
+  }
+});
+
+test('a browser killed inside the sandbox fails its session, saying what died and how', async () => {
+  const server = await startCabind();
+  try {
+    const s = await server.createSession({});
+    // Anything in the sandbox may kill the browser; the session must say so, not just end.
+    await server.api('POST', `/v1/sessions/${s.id}/exec`, {
+      argv: ['sh', '-c', 'pkill -KILL -o chromium'],
+    }).catch(() => {});
+    const ended = await waitFor(
+      async () => {
+        const r = await server.api('GET', `/v1/sessions/${s.id}`);
+        return r.json?.status !== 'running' ? r.json : null;
+      },
+      { timeoutMs: 15000, intervalMs: 100, what: 'the session to end after its browser is killed' },
+    );
+    assert.equal(ended.status, 'failed');
+    assert.equal(ended.end_reason, 'sandbox exited: Chromium killed by signal 9 (Killed)');
+    await waitForNoLeftovers(s.id, server.runDir);
   } finally {
     const result = await server.stop();
     assert.equal(result.code, 0);

@@ -16,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -144,12 +145,14 @@ int main(int argc, char** argv) {
   });
 
   int exit_code = 0;
+  std::string failure;
   net::co_spawn(
       io,
       [&]() -> net::awaitable<void> {
         auto r = co_await supervisor.run();
         if (!r) {
           log->error("exiting: {}", r.error().message);
+          failure = r.error().message;
           exit_code = 1;
           // Give long polls that just learnt "failed" a moment to be written.
           net::steady_timer linger(io, std::chrono::milliseconds(200));
@@ -163,5 +166,12 @@ int main(int argc, char** argv) {
   io.run();
   rfb.reset();
   log->info("exit {}", exit_code);
+  if (!failure.empty()) {
+    // The last line the host reads from the sandbox says what died and how; the driver reports
+    // it as the session's end (drivers/namespace: namespace_exit_reason).
+    spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+    std::fprintf(stderr, "%s%s\n", cabin::agent_protocol::kAgentFailureLinePrefix,
+                 failure.c_str());
+  }
   return exit_code;
 }

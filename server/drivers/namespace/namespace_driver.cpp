@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 
+#include "common/agent_protocol.h"
 #include "common/cloexec.h"
 #include "common/log.h"
 #include "common/unique_fd.h"
@@ -299,6 +300,10 @@ std::string namespace_exit_reason(int code, int status, const std::string& last_
       return "sandbox setup failed: " + (last_line.empty() ? "no message" : last_line);
     if (status == nsbox::kExecFailedStatus && !last_line.empty())
       return "agent exited with status 127: " + last_line;
+    // The agent's own account of what died: "chromium killed by signal 9 (Killed)".
+    const std::string_view failed = agent_protocol::kAgentFailureLinePrefix;
+    if (last_line.rfind(failed, 0) == 0 && last_line.size() > failed.size())
+      return last_line.substr(failed.size());
     return "agent exited with status " + std::to_string(status);
   }
   return "killed by signal " + std::to_string(status) + " (" + signal_name(status) + ")";

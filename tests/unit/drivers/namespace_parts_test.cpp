@@ -260,6 +260,9 @@ TEST_CASE("driver builds the launcher argv for the agent") {
 TEST_CASE("exit reasons") {
   using drivers::namespace_exit_reason;
   CHECK(namespace_exit_reason(CLD_EXITED, 1, "") == "agent exited with status 1");
+  CHECK(namespace_exit_reason(CLD_EXITED, 1, "cabin-agent failed: chromium killed by signal 9 (Killed)") ==
+        "chromium killed by signal 9 (Killed)");
+  CHECK(namespace_exit_reason(CLD_EXITED, 1, "cabin-agent failed: ") == "agent exited with status 1");
   CHECK(namespace_exit_reason(CLD_KILLED, 9, "") == "killed by signal 9 (SIGKILL)");
   CHECK(namespace_exit_reason(CLD_EXITED, kSetupFailedStatus, "cabin-sandbox[x]: mounts: EPERM") ==
         "sandbox setup failed: cabin-sandbox[x]: mounts: EPERM");
