@@ -33,6 +33,12 @@ TEST_CASE("a full spec parses") {
   CHECK(s->resolution.height == 1080);
   CHECK(s->timeout_s == 30);
   CHECK(s->start_url == "https://example.com/x?y=1");
+  // data: URLs as Chromium takes them: spaces and quotes in the payload.
+  auto d = parse_session_spec(
+      R"({"start_url":"data:text/html,<body style=\"margin: 0\"><p id='x'>hi there</p>"})",
+      SpecLimits{});
+  REQUIRE(d);
+  CHECK(d->start_url == R"(data:text/html,<body style="margin: 0"><p id='x'>hi there</p>)");
   CHECK_FALSE(s->display);
 }
 
@@ -87,6 +93,7 @@ TEST_CASE("invalid specs name the field and the code") {
            {R"j({"start_url":"javascript:alert(1)"})j", "invalid_request", "start_url"},
            {R"({"start_url":"file:///etc/passwd"})", "invalid_request", "start_url"},
            {R"({"start_url":"http://a b"})", "invalid_request", "start_url"},
+           {R"({"start_url":"data:text/html,<p>a\tb</p>"})", "invalid_request", "start_url"},
        }) {
     INFO(c.body);
     auto s = parse_session_spec(c.body, SpecLimits{});
