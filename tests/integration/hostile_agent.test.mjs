@@ -59,10 +59,13 @@ async function whileProbingHealth(work) {
   }
 }
 
-for (const [name, method, p, body] of [
-  ['a nesting bomb for exec', 'POST', 'exec', { argv: ['true'] }],
-  ['a body larger than any computer answer', 'POST', 'computer', { actions: [{ op: 'cursor_position' }] }],
-  ['an endless screenshot', 'GET', 'screenshot', undefined],
+// Each refusal names its reason: a timeout would also be a 502, but only after the agent had
+// held cabind's request for as long as the endpoint allows.
+for (const [name, method, p, body, why] of [
+  ['a nesting bomb for exec', 'POST', 'exec', { argv: ['true'] }, /nested deeper than 8/],
+  ['a body larger than any computer answer', 'POST', 'computer',
+    { actions: [{ op: 'cursor_position' }] }, /answer exceeds \d+ bytes/],
+  ['an endless screenshot', 'GET', 'screenshot', undefined, /answer exceeds \d+ bytes/],
 ]) {
   test(`${name} is a 502 agent_error, and cabind stays responsive`, async () => {
     await session();
@@ -70,6 +73,7 @@ for (const [name, method, p, body] of [
       ctx.server.api(method, `/v1/sessions/${s.id}/${p}`, body));
     assert.equal(r.status, 502, r.text);
     assert.equal(r.json.error.code, 'agent_error', r.text);
+    assert.match(r.json.error.message, why);
     assert.ok(slowest < 50, `/healthz took ${slowest.toFixed(1)} ms meanwhile`);
   });
 }
