@@ -45,6 +45,17 @@ test('the API key is printed once, when generated; later starts print only its f
   }
 });
 
+// The session's record once it is no longer running.
+function endedRecord(server, id, when) {
+  return waitFor(
+    async () => {
+      const r = await server.api('GET', `/v1/sessions/${id}`);
+      return r.json?.status !== 'running' ? r.json : null;
+    },
+    { timeoutMs: 15000, intervalMs: 100, what: `the session to end ${when}` },
+  );
+}
+
 async function liveSession(server) {
   const s = await server.createSession({});
   const cdp = await Cdp.connect(s.cdp_url);
@@ -116,13 +127,7 @@ test('a session whose browser dies ends on its own and leaves nothing', async ()
     // Browser.close from a client ends Chromium; the agent exits and the session ends.
     await cdp.send('Browser.close').catch(() => {});
     await withDeadline(cdp.closed, 10000, 'CDP to close after Browser.close');
-    const ended = await waitFor(
-      async () => {
-        const r = await server.api('GET', `/v1/sessions/${s.id}`);
-        return r.json?.status !== 'running' ? r.json : null;
-      },
-      { timeoutMs: 15000, intervalMs: 100, what: 'the session to end after its browser exits' },
-    );
+    const ended = await endedRecord(server, s.id, 'after its browser exits');
     assert.equal(ended.status, 'failed');
     assert.match(ended.end_reason, /^sandbox exited: Chromium exited with status \d+$/);
     await waitForNoLeftovers(s.id, server.runDir);
@@ -161,13 +166,7 @@ test('a browser killed inside the sandbox fails its session, saying what died an
     await server.api('POST', `/v1/sessions/${s.id}/exec`, {
       argv: ['sh', '-c', 'pkill -KILL -o chromium'],
     }).catch(() => {});
-    const ended = await waitFor(
-      async () => {
-        const r = await server.api('GET', `/v1/sessions/${s.id}`);
-        return r.json?.status !== 'running' ? r.json : null;
-      },
-      { timeoutMs: 15000, intervalMs: 100, what: 'the session to end after its browser is killed' },
-    );
+    const ended = await endedRecord(server, s.id, 'after its browser is killed');
     assert.equal(ended.status, 'failed');
     assert.equal(ended.end_reason, 'sandbox exited: Chromium killed by signal 9 (Killed)');
     await waitForNoLeftovers(s.id, server.runDir);

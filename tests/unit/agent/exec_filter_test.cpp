@@ -17,6 +17,7 @@
 
 #include "tests/unit/agent/test_util.h"
 #include "vm-images/agent/exec.h"
+#include "tests/fakes/temp_dir.h"
 
 using namespace cabin::agent;
 using cabin::agent::testing::run_sync;
@@ -28,29 +29,8 @@ int errno_of(long rc) { return rc < 0 ? errno : 0; }
 
 // Runs `probe` in a forked child that first installs the exec filter; returns what it wrote.
 std::string in_filtered_child(std::string (*probe)()) {
-  int fds[2];
-  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out = install_exec_filter() ? probe() : "install failed";
-    (void)!::write(fds[1], out.data(), out.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  std::string out;
-  char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    REQUIRE(n > 0);
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  CHECK(WIFEXITED(status));
-  return out;
+  return cabin::testing::run_in_child(
+      [probe] { return install_exec_filter() ? probe() : std::string("install failed"); });
 }
 
 std::string probe_calls() {

@@ -30,6 +30,7 @@
 #include "server/drivers/microvm/qemu_args.h"
 #include "server/drivers/microvm/qmp.h"
 #include "server/drivers/microvm/vmm_process.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace net = boost::asio;
 namespace fs = std::filesystem;
@@ -38,18 +39,7 @@ using namespace cabin::drivers;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/cabin-vmparts-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path path;
-};
+using cabin::testing::TempDir;
 
 bool has_pair(const std::vector<std::string>& argv, const std::string& flag,
               const std::string& value) {

@@ -27,6 +27,7 @@
 
 #include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/sys_util.h"
+#include "tests/fakes/temp_dir.h"
 
 namespace net = boost::asio;
 namespace fs = std::filesystem;
@@ -440,33 +441,18 @@ TEST_CASE("unprivileged with supplementary groups, the driver is unavailable and
   // In a child that becomes nobody, once with an extra group and once without. /bin/true as the
   // launcher stands for a sandbox that builds fine, so only the group check can refuse.
   auto probe_as_nobody = [](std::vector<gid_t> groups) {
-    int fds[2];
-    REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
-    pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(fds[0]);
-      std::string out = "setup failed";
-      if (::setgroups(groups.size(), groups.data()) == 0 &&
-          ::setresgid(65534, 65534, 65534) == 0 && ::setresuid(65534, 65534, 65534) == 0) {
-        NamespaceDriverConfig c;
-        c.launcher_path = "/bin/true";
-        c.payload_override = {"/bin/true"};
-        net::io_context io;
-        NamespaceDriver driver(c, io.get_executor());
-        auto info = driver.info();
-        out = info.available ? "available" : "unavailable: " + info.unavailable_reason;
-      }
-      (void)!::write(fds[1], out.data(), out.size());
-      ::_exit(0);
-    }
-    ::close(fds[1]);
-    std::string out;
-    char buf[1024];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, n);
-    ::close(fds[0]);
-    ::waitpid(pid, nullptr, 0);
-    return out;
+    return cabin::testing::run_in_child([&] {
+      if (::setgroups(groups.size(), groups.data()) != 0 ||
+          ::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0)
+        return std::string("setup failed");
+      NamespaceDriverConfig c;
+      c.launcher_path = "/bin/true";
+      c.payload_override = {"/bin/true"};
+      net::io_context io;
+      NamespaceDriver driver(c, io.get_executor());
+      auto info = driver.info();
+      return info.available ? std::string("available") : "unavailable: " + info.unavailable_reason;
+    });
   };
   CHECK(probe_as_nobody({65534}) == "available");
   auto with_group = probe_as_nobody({65534, 42});

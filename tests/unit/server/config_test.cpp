@@ -8,24 +8,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/fakes/temp_dir.h"
+
 namespace fs = std::filesystem;
 using cabin::default_run_dir;
 using cabin::ensure_private_dir;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/cabin-config-test-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path path;
-};
+using cabin::testing::TempDir;
 
 unsigned mode_of(const fs::path& p) {
   struct stat st {};
