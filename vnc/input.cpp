@@ -4,9 +4,11 @@
 #include <X11/Xutil.h>
 #include <X11/extensions/XTest.h>
 #include <X11/keysym.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -37,14 +39,24 @@ struct Input::Impl {
   std::array<bool, 256> is_shift{};  // keycodes bound to the Shift modifier
   unsigned numlock_mask = 0;         // the modifier bit Num_Lock sets, 0 if none
 
-  // Borrowed keycodes; sym == NoSymbol while a slot is free.
+  // Borrowed keycodes; sym == NoSymbol while a slot is free. `in_flight`: pressed since the
+  // last settle(), so a client may not have decoded that press yet.
   struct Spare {
     int keycode = 0;
     KeySym sym = NoSymbol;
     uint64_t last_used = 0;
+    bool in_flight = false;
   };
   std::vector<Spare> spares;
   uint64_t tick = 0;
+  // A borrowed keycode was remapped since the last settle().
+  bool remapped = false;
+
+  // settle()'s second connection, which hears the answers to its pings on the root window.
+  std::optional<Display> pong;
+  bool pong_failed = false;
+  uint64_t ping_serial = 0;
+  ::Window unanswered = 0;  // the last window that let a ping time out
 
   // What key_down/button_down left down for the caller.
   std::vector<std::pair<Keysym, int>> held_keys;
@@ -131,6 +143,150 @@ struct Input::Impl {
     }
     d->sync("input teardown").ok();
     drain_mapping_notify();
+  }
+
+  // Clients decode a key event with the keyboard mapping they hold when they read it, and
+  // fetch a new mapping when they read the MappingNotify (Chromium's X11 connection does so
+  // synchronously, in event order). A keycode remapped before the client read an earlier press
+  // of it types the new character there; a key pressed before the client took in its new
+  // mapping types the old one. settle() waits until the client with the keyboard focus has read
+  // every event sent so far: it sends that window a _NET_WM_PING and waits for the answer, which
+  // the client sends once it has handled everything queued before the ping. A client that does
+  // not speak _NET_WM_PING gets a short pause instead.
+  void settle() {
+    remapped = false;
+    for (Spare& s : spares) s.in_flight = false;
+    if (d->lost) return;
+    const PingTarget t = ping_target();
+    const ::Window target = t.window;
+    if (target == 0) return;  // nobody reads keys
+    if (!t.pingable || target == unanswered || !open_pong()) {
+      XSync(d->dpy, False);
+      std::this_thread::sleep_for(kUnansweredPause);
+      return;
+    }
+    detail::DisplayImpl& p = pong->impl();
+    XSelectInput(p.dpy, p.root, SubstructureNotifyMask);
+    XSync(p.dpy, False);  // listening before the ping goes out
+    const Atom protocols = XInternAtom(d->dpy, "WM_PROTOCOLS", False);
+    const Atom ping = XInternAtom(d->dpy, "_NET_WM_PING", False);
+    XEvent ev{};
+    ev.xclient.type = ClientMessage;
+    ev.xclient.window = target;
+    ev.xclient.message_type = protocols;
+    ev.xclient.format = 32;
+    ev.xclient.data.l[0] = static_cast<long>(ping);
+    ev.xclient.data.l[1] = static_cast<long>(++ping_serial & 0xffffffff);  // the "timestamp"
+    ev.xclient.data.l[2] = static_cast<long>(target);
+    XSendEvent(d->dpy, target, False, NoEventMask, &ev);
+    XSync(d->dpy, False);
+    const bool answered = wait_pong(p, protocols, ping, ev.xclient.data.l[1]);
+    XSelectInput(p.dpy, p.root, NoEventMask);
+    XSync(p.dpy, False);
+    while (XPending(p.dpy) > 0) XNextEvent(p.dpy, &ev);
+    if (!answered) unanswered = target;
+  }
+
+  static constexpr std::chrono::milliseconds kUnansweredPause{20};
+  // A browser under load answers in milliseconds; a hung one is not waited for again.
+  static constexpr std::chrono::milliseconds kPongTimeout{1000};
+
+  bool open_pong() {
+    if (pong) return !pong->lost();
+    if (pong_failed) return false;
+    auto p = Display::open(d->name);
+    if (!p) {
+      pong_failed = true;
+      return false;
+    }
+    pong.emplace(std::move(*p));
+    return true;
+  }
+
+  bool wait_pong(detail::DisplayImpl& p, Atom protocols, Atom ping, long serial) {
+    const auto deadline = std::chrono::steady_clock::now() + kPongTimeout;
+    XEvent ev;
+    for (;;) {
+      while (XPending(p.dpy) > 0) {
+        XNextEvent(p.dpy, &ev);
+        if (ev.type == ClientMessage && ev.xclient.message_type == protocols &&
+            ev.xclient.format == 32 && static_cast<Atom>(ev.xclient.data.l[0]) == ping &&
+            ev.xclient.data.l[1] == serial) {
+          return true;
+        }
+      }
+      if (p.lost) return false;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd pfd{ConnectionNumber(p.dpy), POLLIN, 0};
+      ::poll(&pfd, 1, static_cast<int>(left.count()));
+    }
+  }
+
+  // The top-level window of the client that receives key events now, and whether it lists
+  // _NET_WM_PING in WM_PROTOCOLS (itself or, under a reparenting window manager, a child);
+  // window 0 when nobody has the focus.
+  struct PingTarget {
+    ::Window window = 0;
+    bool pingable = false;
+  };
+  PingTarget ping_target() {
+    ::Window focus = 0;
+    int revert = 0;
+    XGetInputFocus(d->dpy, &focus, &revert);
+    if (focus == PointerRoot) {
+      ::Window r = 0, child = 0;
+      int rx = 0, ry = 0, wx = 0, wy = 0;
+      unsigned mask = 0;
+      XQueryPointer(d->dpy, d->root, &r, &child, &rx, &ry, &wx, &wy, &mask);
+      focus = child;
+    }
+    if (focus == 0 || focus == d->root) return {};
+    ::Window top = focus;
+    for (int depth = 0; depth < 64; ++depth) {
+      ::Window r = 0, parent = 0, *kids = nullptr;
+      unsigned n = 0;
+      if (!XQueryTree(d->dpy, top, &r, &parent, &kids, &n)) return {};
+      if (kids != nullptr) XFree(kids);
+      if (parent == d->root || parent == 0) break;
+      top = parent;
+    }
+    if (pingable(top)) return {top, true};
+    ::Window r = 0, parent = 0, *kids = nullptr;
+    unsigned n = 0;
+    PingTarget found{top, false};
+    if (XQueryTree(d->dpy, top, &r, &parent, &kids, &n) && kids != nullptr) {
+      for (unsigned i = 0; i < n; ++i) {
+        if (pingable(kids[i])) {
+          found = {kids[i], true};
+          break;
+        }
+      }
+      XFree(kids);
+    }
+    return found;
+  }
+
+  bool pingable(::Window w) {
+    Atom* protocols = nullptr;
+    int n = 0;
+    if (!XGetWMProtocols(d->dpy, w, &protocols, &n)) return false;
+    const Atom ping = XInternAtom(d->dpy, "_NET_WM_PING", False);
+    const bool yes = std::find(protocols, protocols + n, ping) != protocols + n;
+    XFree(protocols);
+    return yes;
+  }
+
+  // Before pressing `keycodes`: a keycode remapped since the last settle() must be known to the
+  // client first, and a borrowed one pressed now must not be remapped before the next.
+  void before_press(const std::vector<int>& keycodes) {
+    if (remapped) settle();
+    for (Spare& s : spares) {
+      if (std::find(keycodes.begin(), keycodes.end(), s.keycode) != keycodes.end()) {
+        s.in_flight = true;
+      }
+    }
   }
 
   KeySym sym_at(int kc, int level) const {
@@ -231,6 +387,8 @@ struct Input::Impl {
       return make_error(Errc::kUnavailable, "no_spare_keycode",
                         "the keyboard layout lacks this character and no keycode is free");
     }
+    const int keycode = slot->keycode;
+    if (slot->in_flight) settle();  // its last press must be decoded with its old mapping
     // Both levels carry the symbol, so Shift state cannot change what it types.
     KeySym pair[2] = {sym, sym};
     XChangeKeyboardMapping(d->dpy, slot->keycode, 2, pair, 1);
@@ -241,8 +399,33 @@ struct Input::Impl {
     }
     slot->sym = sym;
     slot->last_used = ++tick;
+    remapped = true;
     drain_mapping_notify();
-    return KeyRef{slot->keycode, false};
+    return KeyRef{keycode, false};
+  }
+
+  // Maps the characters from t[from] on that the layout lacks onto borrowed keycodes, as many
+  // as fit without remapping one that this stretch of text needs, so that one settle() covers
+  // the stretch. Returns where the stretch ends (past `from`).
+  Result<size_t> map_ahead(const std::u32string& t, size_t from, std::vector<int> pinned) {
+    size_t i = from;
+    for (; i < t.size(); ++i) {
+      const KeySym ks = keysym_for_char(t[i]);
+      if (auto ref = find(ks)) {
+        if (std::any_of(spares.begin(), spares.end(),
+                        [&](const Spare& s) { return s.keycode == ref->keycode; })) {
+          pinned.push_back(ref->keycode);
+        }
+        continue;
+      }
+      auto ref = ensure(ks, pinned);
+      if (!ref) {
+        if (i > from) break;  // the rest waits for the next stretch
+        return ref.error();
+      }
+      pinned.push_back(ref->keycode);
+    }
+    return std::max(i, from + 1);
   }
 
   // The key that reaches a keysym's shifted level.
@@ -300,6 +483,7 @@ struct Input::Impl {
     const Keysym ks = keysym_for_char(cp);
     auto ref = ensure(ks, g.down());
     if (!ref) return ref.error();
+    before_press({ref->keycode});
     int shift_kc = 0;
     if (ref->shift) {
       auto shift = shift_keycode();
@@ -432,6 +616,7 @@ Result<void> Input::key_down(Keysym keysym) {
   std::vector<int> none;
   auto ref = impl_->ensure(keysym, none);
   if (!ref) return ref.error();
+  impl_->before_press({ref->keycode});
   XTestFakeKeyEvent(impl_->d->dpy, ref->keycode, True, CurrentTime);
   impl_->held_keys.emplace_back(keysym, ref->keycode);
   return impl_->d->sync("key down");
@@ -443,6 +628,7 @@ Result<void> Input::key_down_exact(Keysym keysym) {
   std::vector<int> none;
   auto ref = impl_->ensure(keysym, none);
   if (!ref) return ref.error();
+  impl_->before_press({ref->keycode});
   auto fix = impl_->shift_fix(keysym, *ref);
   if (!fix) return fix.error();
   ::Display* dpy = impl_->d->dpy;
@@ -503,6 +689,7 @@ Result<void> Input::press(const KeyChord& chord) {
     order.push_back(ref->keycode);
   }
   return impl_->with_guard("key chord", [&](Impl::Guard& g) -> Result<void> {
+    impl_->before_press(order);
     for (int kc : order) g.press(kc);
     for (auto it = order.rbegin(); it != order.rend(); ++it) g.release(*it);
     return {};
@@ -534,7 +721,13 @@ Result<void> Input::type_text(std::string_view utf8, std::chrono::microseconds p
   return impl_->with_guard("type", [&](Impl::Guard& g) -> Result<void> {
     g.lift_modifiers();
     const std::u32string& t = *text;
+    size_t mapped_to = 0;
     for (size_t i = 0; i < t.size(); ++i) {
+      if (i == mapped_to) {
+        auto end = impl_->map_ahead(t, i, g.down());
+        if (!end) return end.error();
+        mapped_to = *end;
+      }
       if (t[i] == U'\r' && i + 1 < t.size() && t[i + 1] == U'\n') continue;  // "\r\n": one Return
       if (auto r = impl_->type_one(g, t[i]); !r) return r;
       if (per_key_delay.count() > 0 && i + 1 < t.size()) {

@@ -19,9 +19,11 @@ enum class ScrollDirection : uint8_t { kUp, kDown, kLeft, kRight };  // X button
 
 struct InputOptions {
   // Unused keycodes borrowed for characters the keyboard layout lacks. A borrowed keycode keeps
-  // its character until it is the least recently used one and another character needs a slot,
-  // so a client that reads its events late still sees the mapping each key was typed with;
-  // all of them are given back when the Input is destroyed.
+  // its character until it is the least recently used one and another character needs a slot;
+  // all of them are given back when the Input is destroyed. Before a borrowed keycode is
+  // remapped under a press the focused client may not have read yet, and before a remapped one
+  // is pressed, the Input waits for that client to catch up (a _NET_WM_PING round trip), so
+  // each key is decoded with the mapping it was typed with.
   int max_spare_keycodes = 48;
 };
 

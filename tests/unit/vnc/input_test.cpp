@@ -8,7 +8,15 @@
 #include <X11/Xlib.h>
 #include <X11/keysym.h>
 
+#include <X11/Xatom.h>
+#include <poll.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/unit/vnc/xvfb_fixture.h"
@@ -125,6 +133,136 @@ TEST_CASE("borrowed keycodes are recycled least-recently-used and given back", "
     for (int i = 0; i < per; ++i) CHECK(syms[i] == NoSymbol);
     XFree(syms);
   }
+}
+
+// A client that behaves as Chromium does: it reads its events late, decodes each key with the
+// server's mapping as it is when it reads the key, and answers _NET_WM_PING once it has read
+// everything queued before the ping. Runs on its own thread with its own connection.
+class LaggingClient {
+ public:
+  LaggingClient(const std::string& display, std::chrono::milliseconds lag, bool answer_pings)
+      : thread_([this, display, lag, answer_pings] { run(display, lag, answer_pings); }) {
+    std::unique_lock lock(mu_);
+    REQUIRE(cv_.wait_for(lock, std::chrono::seconds(10), [this] { return ready_; }));
+  }
+  ~LaggingClient() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  // What it has decoded once it holds `n` characters (or after 10 s).
+  std::u32string typed(size_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return text_.size() >= n; });
+    return text_;
+  }
+  int pings() const { return pings_; }
+
+ private:
+  void run(const std::string& name, std::chrono::milliseconds lag, bool answer_pings) {
+    ::Display* dpy = XOpenDisplay(name.c_str());
+    const ::Window root = DefaultRootWindow(dpy);
+    const ::Window win = XCreateSimpleWindow(dpy, root, 0, 0, 200, 200, 0, 0, 0xffffff);
+    Atom ping = XInternAtom(dpy, "_NET_WM_PING", False);
+    if (answer_pings) XSetWMProtocols(dpy, win, &ping, 1);
+    XSelectInput(dpy, win, KeyPressMask | StructureNotifyMask);
+    XMapWindow(dpy, win);
+    XEvent ev;
+    do {
+      XNextEvent(dpy, &ev);
+    } while (ev.type != MapNotify);
+    XSetInputFocus(dpy, win, RevertToPointerRoot, CurrentTime);
+    XSync(dpy, False);
+    {
+      std::lock_guard lock(mu_);
+      ready_ = true;
+    }
+    cv_.notify_all();
+    while (!stop_) {
+      pollfd p{ConnectionNumber(dpy), POLLIN, 0};
+      if (XPending(dpy) == 0 && ::poll(&p, 1, 20) <= 0) continue;
+      std::this_thread::sleep_for(lag);
+      while (XPending(dpy) > 0) {
+        XNextEvent(dpy, &ev);
+        if (ev.type == KeyPress) {
+          const int kc = static_cast<int>(ev.xkey.keycode);
+          const KeySym ks = server_keysym(dpy, kc, (ev.xkey.state & ShiftMask) != 0 ? 1 : 0);
+          if (is_modifier_keysym(static_cast<Keysym>(ks))) continue;
+          std::lock_guard lock(mu_);
+          text_.push_back(char_for_keysym(static_cast<Keysym>(ks)));
+          cv_.notify_all();
+        } else if (ev.type == ClientMessage && static_cast<Atom>(ev.xclient.data.l[0]) == ping) {
+          ++pings_;
+          XEvent pong = ev;
+          pong.xclient.window = root;
+          XSendEvent(dpy, root, False, SubstructureNotifyMask | SubstructureRedirectMask, &pong);
+          XFlush(dpy);
+        }
+      }
+    }
+    XCloseDisplay(dpy);
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool ready_ = false;
+  std::u32string text_;
+  std::atomic<int> pings_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST_CASE("a client that reads its keys late decodes each with the mapping it was typed with",
+          "[input]") {
+  Xvfb xvfb{640, 480};
+  auto display = cabin::vnc::Display::open(xvfb.name());
+  REQUIRE(display.ok());
+  // Two borrowed keycodes for eight characters the layout lacks: each is remapped while the
+  // client has not read the press typed with it yet.
+  const std::u32string want = U"日本語é中文ß🙂";
+  const std::string utf8 = "日本語é中文ß🙂";
+  SECTION("a client that answers pings gets every character right") {
+    LaggingClient client(xvfb.name(), std::chrono::milliseconds(30), true);
+    auto in = Input::create(*display, {.max_spare_keycodes = 2});
+    REQUIRE(in.ok());
+    REQUIRE(in->type_text(utf8).ok());
+    const std::u32string got = client.typed(want.size());
+    std::string codes;
+    for (char32_t c : got) codes += std::to_string(static_cast<uint32_t>(c)) + " ";
+    INFO("typed " << codes);
+    CHECK(got == want);
+    CHECK(client.pings() > 0);
+  }
+  SECTION("typing for a client that does not answer goes on") {
+    LaggingClient client(xvfb.name(), std::chrono::milliseconds(0), false);
+    auto in = Input::create(*display, {.max_spare_keycodes = 2});
+    REQUIRE(in.ok());
+    REQUIRE(in->type_text(utf8).ok());
+    CHECK(client.typed(want.size()).size() == want.size());
+    CHECK(client.pings() == 0);
+  }
+}
+
+TEST_CASE("a process's window counts as shown once it is mapped", "[input]") {
+  Xvfb xvfb{320, 240};
+  auto display = cabin::vnc::Display::open(xvfb.name());
+  REQUIRE(display.ok());
+  Client c(xvfb.name());
+  const ::Window win = XCreateSimpleWindow(c.dpy(), c.root(), 0, 0, 100, 100, 0, 0, 0);
+  const unsigned long pid = 4242;
+  XChangeProperty(c.dpy(), win, XInternAtom(c.dpy(), "_NET_WM_PID", False), XA_CARDINAL, 32,
+                  PropModeReplace, reinterpret_cast<const unsigned char*>(&pid), 1);
+  XSelectInput(c.dpy(), win, StructureNotifyMask);
+  c.sync();
+  CHECK(display->has_viewable_window(4242).value() == false);  // created, not mapped
+  XMapWindow(c.dpy(), win);
+  XEvent ev;
+  REQUIRE(c.next_event(ev, [](const XEvent& e) { return e.type == MapNotify; }));
+  CHECK(display->has_viewable_window(4242).value() == true);
+  CHECK(display->has_viewable_window(4243).value() == false);  // another process's
+  XDestroyWindow(c.dpy(), win);
+  c.sync();
+  CHECK(display->has_viewable_window(4242).value() == false);
 }
 
 TEST_CASE("chords set modifier state on the key event", "[input]") {
