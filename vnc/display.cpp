@@ -1,5 +1,6 @@
 #include "vnc/display.h"
 
+#include <X11/Xatom.h>
 #include <X11/Xlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -140,6 +141,39 @@ Size Display::size() const { return impl_->size; }
 int Display::fd() const { return ConnectionNumber(impl_->dpy); }
 bool Display::lost() const { return impl_->lost; }
 Result<void> Display::sync() { return impl_->sync("sync"); }
+
+Result<bool> Display::has_viewable_window(int64_t pid) {
+  detail::DisplayImpl& d = *impl_;
+  if (auto a = d.check_alive(); !a) return a.error();
+  const Atom wm_pid = XInternAtom(d.dpy, "_NET_WM_PID", False);
+  ::Window r = 0, parent = 0, *kids = nullptr;
+  unsigned n = 0;
+  if (!XQueryTree(d.dpy, d.root, &r, &parent, &kids, &n)) {
+    if (auto a = d.check_alive(); !a) return a.error();
+    return make_error(Errc::kInternal, "x_error", "XQueryTree on the root window failed");
+  }
+  bool found = false;
+  for (unsigned i = 0; i < n && !found; ++i) {
+    XWindowAttributes attrs;
+    // A window may go away between the two calls: its BadWindow is forgotten below.
+    if (!XGetWindowAttributes(d.dpy, kids[i], &attrs) || attrs.map_state != IsViewable) continue;
+    Atom type = 0;
+    int format = 0;
+    unsigned long count = 0, after = 0;
+    unsigned char* data = nullptr;
+    if (XGetWindowProperty(d.dpy, kids[i], wm_pid, 0, 1, False, XA_CARDINAL, &type, &format,
+                           &count, &after, &data) == Success &&
+        data != nullptr && format == 32 && count == 1) {
+      found = static_cast<int64_t>(*reinterpret_cast<unsigned long*>(data)) == pid;
+    }
+    if (data != nullptr) XFree(data);
+  }
+  if (kids != nullptr) XFree(kids);
+  XSync(d.dpy, False);
+  d.clear_error();
+  if (auto a = d.check_alive(); !a) return a.error();
+  return found;
+}
 
 Result<Size> Display::query_size() {
   if (auto a = impl_->check_alive(); !a) return a.error();

@@ -1,6 +1,7 @@
 // Display: one Xlib connection to an X server, the handle capture, damage and input share.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,6 +46,9 @@ class Display {
   bool lost() const;
   // One round trip; returns the first X protocol error the server reported since the last check.
   Result<void> sync();
+  // Whether a top-level window of process `pid` (its _NET_WM_PID) is mapped and viewable: from
+  // then on the window takes pointer and key events, before that they go to the root window.
+  Result<bool> has_viewable_window(int64_t pid);
 
   detail::DisplayImpl& impl() const { return *impl_; }
 

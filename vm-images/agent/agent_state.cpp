@@ -18,6 +18,12 @@ void AgentState::set_ready(DevToolsEndpoint devtools) {
   changed_.notify_all();
 }
 
+void AgentState::set_desktop_ready() {
+  if (snap_.desktop_ready) return;
+  snap_.desktop_ready = true;
+  changed_.notify_all();
+}
+
 void AgentState::set_failed(std::string error) {
   if (snap_.phase == Phase::kFailed) return;
   snap_.phase = Phase::kFailed;
@@ -29,6 +35,14 @@ void AgentState::set_failed(std::string error) {
 net::awaitable<void> AgentState::wait_settled(std::chrono::milliseconds timeout) {
   const auto deadline = Notifier::Clock::now() + timeout;
   while (snap_.phase == Phase::kStarting && Notifier::Clock::now() < deadline) {
+    co_await changed_.wait_until(deadline);
+  }
+}
+
+net::awaitable<void> AgentState::wait_desktop(std::chrono::milliseconds timeout) {
+  const auto deadline = Notifier::Clock::now() + timeout;
+  while (snap_.phase == Phase::kReady && !snap_.desktop_ready &&
+         Notifier::Clock::now() < deadline) {
     co_await changed_.wait_until(deadline);
   }
 }
@@ -48,6 +62,7 @@ std::string health_json(const HealthSnapshot& s) {
   }
   if (s.phase == Phase::kFailed) j["error"] = s.error;
   if (!s.display.empty()) j["display"] = s.display;
+  j["desktop_ready"] = s.desktop_ready;
   j["width"] = s.width;
   j["height"] = s.height;
   if (s.devtools) {

@@ -29,6 +29,8 @@ struct HealthSnapshot {
   int width = 0;
   int height = 0;
   std::optional<DevToolsEndpoint> devtools;  // when ready
+  // Chromium's window is on the display and its page draws frames: input reaches the page.
+  bool desktop_ready = false;
 };
 
 class AgentState {
@@ -40,8 +42,12 @@ class AgentState {
   void set_ready(DevToolsEndpoint devtools);
   // The first failure wins; later ones are only logged by their callers.
   void set_failed(std::string error);
+  void set_desktop_ready();
   // Waits until the phase is no longer kStarting or the timeout passes.
   net::awaitable<void> wait_settled(std::chrono::milliseconds timeout);
+  // While the browser is ready but its desktop not yet, waits until it is (or the start
+  // failed, or the timeout passed); else returns at once.
+  net::awaitable<void> wait_desktop(std::chrono::milliseconds timeout);
 
  private:
   HealthSnapshot snap_;

@@ -90,12 +90,18 @@ std::optional<Response> require_method(const Request& req, http::verb verb) {
   return res;
 }
 
-Response screenshot_route(HttpServer::Conn& sh, const Request& req, std::string_view query) {
-  if (auto wrong = require_method(req, http::verb::get)) return std::move(*wrong);
+// Input and screenshots right after the start wait for Chromium's window and first frames (the
+// supervisor stops waiting for them well before this).
+constexpr std::chrono::seconds kDesktopWaitCap{15};
+
+net::awaitable<Response> screenshot_route(std::shared_ptr<HttpServer::Conn> sh, Request req,
+                                          std::string query) {
+  if (auto wrong = require_method(req, http::verb::get)) co_return std::move(*wrong);
   auto spec = parse_screenshot_query(query);
-  if (!spec) return error_response(spec.error());
-  auto img = sh.desktop->screenshot(*spec);
-  if (!img) return error_response(img.error());
+  if (!spec) co_return error_response(spec.error());
+  co_await sh->state->wait_desktop(kDesktopWaitCap);
+  auto img = sh->desktop->screenshot(*spec);
+  if (!img) co_return error_response(img.error());
   Response res{http::status::ok, 11};
   res.set(http::field::server, "cabin-agent");
   res.set(http::field::content_type, img->media_type);
@@ -106,7 +112,7 @@ Response screenshot_route(HttpServer::Conn& sh, const Request& req, std::string_
                                        img->encode_ms));
   res.body() = std::move(img->bytes);
   res.prepare_payload();
-  return res;
+  co_return res;
 }
 
 net::awaitable<Response> computer_route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
@@ -116,6 +122,7 @@ net::awaitable<Response> computer_route(std::shared_ptr<HttpServer::Conn> sh, Re
   const vnc::Size screen = desk.screen_size();
   auto batch = computer::parse_superset_batch(req.body(), {screen.width, screen.height});
   if (!batch) co_return error_response(batch.error());
+  co_await sh->state->wait_desktop(kDesktopWaitCap);
   // One batch at a time: a second request waits here until the first has finished.
   Gate::Lock lock = co_await desk.gate().acquire();
   ComputerOutcome outcome = co_await run_computer(desk, *batch);
@@ -157,7 +164,9 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
                             agent_protocol::to_json(*result).dump(
                                 -1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
-  if (path == "/agent/v1/screenshot") co_return screenshot_route(*sh, req, query);
+  if (path == "/agent/v1/screenshot") {
+    co_return co_await screenshot_route(sh, std::move(req), std::string(query));
+  }
   if (path == "/agent/v1/computer") co_return co_await computer_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }

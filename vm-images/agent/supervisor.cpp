@@ -10,25 +10,38 @@
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "common/log.h"
+#include "vnc/display.h"
+#include "vnc/input.h"
 
 namespace cabin::agent {
 namespace {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace websocket = beast::websocket;
 
 using Clock = Notifier::Clock;
+
+// How long input and screenshots wait for Chromium's window and first frames at most.
+constexpr auto kDesktopWait = std::chrono::seconds(10);
+
+int64_t since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
 
 std::string read_small_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -81,30 +94,125 @@ net::awaitable<std::optional<DevToolsEndpoint>> query_devtools(net::any_io_execu
   co_return parse_devtools_active_port(std::to_string(port) + "\n" + url.substr(at));
 }
 
-// True once the first page target has left about:blank, i.e. the start URL's navigation has
-// committed. A client that attaches while that first navigation is still in flight can wait
-// forever for the page's main world (seen with Playwright on slow guests), so "ready" waits.
-net::awaitable<bool> start_page_committed(net::any_io_executor ex, uint16_t port) {
+// GET `target` from DevTools; a discarded value when anything fails.
+net::awaitable<nlohmann::json> devtools_get(net::any_io_executor ex, uint16_t port,
+                                            const char* target) {
   beast::tcp_stream stream(ex);
   stream.expires_after(std::chrono::seconds(2));
   boost::system::error_code ec;
   co_await stream.async_connect(net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
                                 net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return false;
-  http::request<http::empty_body> req{http::verb::get, "/json/list", 11};
+  if (ec) co_return nlohmann::json::value_t::discarded;
+  http::request<http::empty_body> req{http::verb::get, target, 11};
   req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
   co_await http::async_write(stream, req, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return false;
+  if (ec) co_return nlohmann::json::value_t::discarded;
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
   parser.body_limit(1024 * 1024);
   co_await http::async_read(stream, buf, parser, net::redirect_error(net::use_awaitable, ec));
-  if (ec || parser.get().result() != http::status::ok) co_return false;
-  auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
-  if (!j.is_array()) co_return false;
-  for (const auto& t : j) {
-    if (t.is_object() && t.value("type", "") == "page") {
-      co_return t.value("url", "about:blank") != "about:blank";
+  if (ec || parser.get().result() != http::status::ok) co_return nlohmann::json::value_t::discarded;
+  co_return nlohmann::json::parse(parser.get().body(), nullptr, false);
+}
+
+// The first page target of /json/list, or a discarded value.
+net::awaitable<nlohmann::json> first_page(net::any_io_executor ex, uint16_t port) {
+  auto j = co_await devtools_get(ex, port, "/json/list");
+  if (j.is_array()) {
+    for (const auto& t : j) {
+      if (t.is_object() && t.value("type", "") == "page") co_return t;
+    }
+  }
+  co_return nlohmann::json::value_t::discarded;
+}
+
+// True once the first page target has left about:blank, i.e. the start URL's navigation has
+// committed. A client that attaches while that first navigation is still in flight can wait
+// forever for the page's main world (seen with Playwright on slow guests), so "ready" waits.
+net::awaitable<bool> start_page_committed(net::any_io_executor ex, uint16_t port) {
+  auto page = co_await first_page(ex, port);
+  co_return page.is_object() && page.value("url", "about:blank") != "about:blank";
+}
+
+// One CDP call on `ws`: its result, or a discarded value on an error or a failed connection.
+net::awaitable<nlohmann::json> cdp_call(websocket::stream<beast::tcp_stream>& ws, int id,
+                                        const char* method, nlohmann::json params) {
+  const std::string call =
+      nlohmann::json{{"id", id}, {"method", method}, {"params", std::move(params)}}.dump();
+  boost::system::error_code ec;
+  co_await ws.async_write(net::buffer(call), net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return nlohmann::json::value_t::discarded;
+  for (;;) {
+    beast::flat_buffer buf;
+    co_await ws.async_read(buf, net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return nlohmann::json::value_t::discarded;
+    auto j = nlohmann::json::parse(beast::buffers_to_string(buf.data()), nullptr, false);
+    if (!j.is_object() || j.value("id", 0) != id) continue;  // an event, or another answer
+    if (!j.contains("result") || !j["result"].is_object()) {
+      co_return nlohmann::json::value_t::discarded;
+    }
+    co_return std::move(j["result"]);
+  }
+}
+
+// True once a pointer move made through X reaches the first page's DOM. Chromium maps its
+// window, draws and only then delivers input to the page; events sent before that are dropped
+// without a trace, and no single signal says when they no longer are. So the agent moves the
+// pointer by a pixel at `p` until a listener in an isolated world (out of the page's sight)
+// has seen a mousemove.
+net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, vnc::Input& input,
+                                        vnc::Point p) {
+  auto page = co_await first_page(ex, port);
+  if (!page.is_object() || !page.contains("webSocketDebuggerUrl") ||
+      !page["webSocketDebuggerUrl"].is_string()) {
+    co_return false;
+  }
+  const auto& url = page["webSocketDebuggerUrl"].get_ref<const std::string&>();
+  const auto at = url.find("/devtools/page/");
+  if (at == std::string::npos) co_return false;
+  websocket::stream<beast::tcp_stream> ws(ex);
+  beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(5));
+  boost::system::error_code ec;
+  co_await beast::get_lowest_layer(ws).async_connect(
+      net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
+      net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return false;
+  co_await ws.async_handshake("127.0.0.1:" + std::to_string(port), url.substr(at),
+                              net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return false;
+  ws.read_message_max(4 * 1024 * 1024);
+  auto tree = co_await cdp_call(ws, 1, "Page.getFrameTree", nlohmann::json::object());
+  if (!tree.is_object() || !tree.contains("frameTree")) co_return false;
+  const auto& frame = tree["frameTree"].value("frame", nlohmann::json::object());
+  if (!frame.contains("id") || !frame["id"].is_string()) co_return false;
+  // (Parameters are built before each co_await: GCC 12 miscompiles braced lists inside one.)
+  nlohmann::json params = nlohmann::json::object();
+  params["frameId"] = frame["id"];
+  params["worldName"] = "cabin-input-probe";
+  auto world = co_await cdp_call(ws, 2, "Page.createIsolatedWorld", std::move(params));
+  if (!world.is_object() || !world.contains("executionContextId")) co_return false;
+  const nlohmann::json context = world["executionContextId"];
+  params = nlohmann::json::object();
+  params["contextId"] = context;
+  params["expression"] = "addEventListener('mousemove', () => { window.moved = true; }, true)";
+  auto armed = co_await cdp_call(ws, 3, "Runtime.evaluate", std::move(params));
+  if (!armed.is_object()) co_return false;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (!input.move({p.x + attempt % 2, p.y})) co_return false;
+    params = nlohmann::json::object();
+    params["contextId"] = context;
+    params["expression"] =
+        "new Promise(r => window.moved ? r(true) : setTimeout(() => r(!!window.moved), 50))";
+    params["awaitPromise"] = true;
+    params["returnByValue"] = true;
+    auto seen = co_await cdp_call(ws, 4 + attempt, "Runtime.evaluate", std::move(params));
+    if (!seen.is_object() || !seen.contains("result")) co_return false;
+    const auto& value = seen["result"].value("value", nlohmann::json());
+    if (value.is_boolean() && value.template get<bool>()) {
+      beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(1));
+      co_await ws.async_close(websocket::close_code::normal,
+                              net::redirect_error(net::use_awaitable, ec));
+      co_return true;
     }
   }
   co_return false;
@@ -287,6 +395,7 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   // a TCP connect must succeed; with a fixed port Chromium writes no such file, so
   // GET /json/version on that port must answer with the browser target.
   const bool needs_start_page = !opts_.start_url.empty() && opts_.start_url != "about:blank";
+  std::optional<DevToolsEndpoint> ready;
   while (!failure_ && !stopping_) {
     if (Clock::now() >= deadline) {
       fail("Chromium's DevTools did not come up within " +
@@ -308,14 +417,53 @@ net::awaitable<Result<void>> Supervisor::start_children() {
     }
     if (ep && needs_start_page && !(co_await start_page_committed(ex_, ep->port))) ep.reset();
     if (ep && !failure_ && !stopping_) {
-      log->info("ready after {} ms: DevTools on 127.0.0.1:{}{}",
-                std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
-                ep->port, ep->browser_path);
+      log->info("ready after {} ms: DevTools on 127.0.0.1:{}{}", since(start), ep->port,
+                ep->browser_path);
+      ready = ep;
       state_.set_ready(std::move(*ep));
       break;
     }
     co_await changed_.wait_until(std::min(deadline, Clock::now() + opts_.poll_interval));
   }
+  if (!ready || !opts_.wait_for_desktop) {
+    if (ready) state_.set_desktop_ready();
+    co_return stop_or_fail();
+  }
+
+  // 4. The desktop is ready once Chromium's window is mapped and input reaches its page. DevTools
+  // answers well before either; a click sent before the window is mapped lands on the root
+  // window, and one sent soon after is dropped by Chromium. CDP clients need neither, so they
+  // are not held up: only input and screenshots wait for this. A page that takes no input (a
+  // script that blocks it) does not hold them forever.
+  std::optional<vnc::Display> x;
+  std::optional<vnc::Input> input;  // after x: it uses x's connection
+  bool shown = false;
+  const auto give_up = std::min(deadline, Clock::now() + kDesktopWait);
+  while (!failure_ && !stopping_) {
+    if (Clock::now() >= give_up) {
+      log->warn("Chromium's {} within {} ms; input and screenshots go ahead without it",
+                shown ? "page took no pointer move" : "window was not mapped",
+                std::chrono::duration_cast<std::chrono::milliseconds>(kDesktopWait).count());
+      break;
+    }
+    if (!x) {
+      if (auto d = vnc::Display::open(*display_)) x.emplace(std::move(*d));
+    }
+    if (x && !input) {
+      if (auto in = vnc::Input::create(*x)) input.emplace(std::move(*in));
+    }
+    if (!shown && x) {
+      auto viewable = x->has_viewable_window(chromium_->pid());
+      shown = viewable.ok() && *viewable;
+    }
+    const vnc::Point centre{opts_.width / 2, opts_.height / 2};
+    if (shown && input && co_await input_reaches_page(ex_, ready->port, *input, centre)) {
+      log->info("desktop ready after {} ms", since(start));
+      break;
+    }
+    co_await changed_.wait_until(std::min(give_up, Clock::now() + opts_.poll_interval));
+  }
+  if (!failure_ && !stopping_) state_.set_desktop_ready();
   co_return stop_or_fail();
 }
 

@@ -40,6 +40,9 @@ struct SupervisorOptions {
   std::chrono::milliseconds startup_timeout{90000};
   std::chrono::milliseconds poll_interval{10};
   std::chrono::milliseconds stop_grace{3000};  // SIGTERM, then SIGKILL after this
+  // After ready, watch for Chromium's window on the display and its page drawing frames before
+  // marking the desktop ready; off, the desktop counts as ready with DevTools (no X server).
+  bool wait_for_desktop = true;
   // Called once Xvfb is up, before Chromium starts (the live view's RFB server); an error fails
   // the start like a child that would not start.
   std::function<Result<void>(const std::string& display)> on_display;

@@ -57,6 +57,7 @@ struct FakeBrowser {
     o.devtools_port = port_flag;
     o.startup_timeout = std::chrono::seconds(10);
     o.stop_grace = std::chrono::milliseconds(500);
+    o.wait_for_desktop = false;  // no X server behind the fake Xvfb
     return o;
   }
   pid_t chromium_pid() const {
