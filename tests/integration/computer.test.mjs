@@ -193,35 +193,76 @@ describe('computer use', () => {
       }
     });
 
-  test('at 1920x1080, clicks in Cabin\'s own vocabulary land on the exact pixel', async () => {
-    const big = await ctx.server.createSession({ resolution: { width: 1920, height: 1080 } });
-    let b2;
-    try {
-      b2 = await chromium.connectOverCDP(big.cdp_url);
-      const p2 = b2.contexts()[0].pages()[0];
-      await p2.setContent(PAGE);
-      await p2.bringToFront();
-      const o = await p2.evaluate(() => ({
-        x: window.screenX + (window.outerWidth - window.innerWidth),
-        y: window.screenY + (window.outerHeight - window.innerHeight),
-      }));
-      for (const [cx, cy] of [[150, 130], [1700, 900]]) {
-        const [x, y] = [o.x + cx, o.y + cy];
-        const r = await ctx.server.api('POST', `/v1/sessions/${big.id}/computer`, {
-          actions: [{ op: 'click', x, y, button: 'left', count: 1, modifiers: ['ctrl'] }] });
-        assert.equal(r.status, 200, r.text);
-        let ev;
-        await waitFor(async () => {
-          ev = (await p2.evaluate(() => window.log.splice(0))).find((e) => e.type === 'mousedown');
-          return ev;
-        }, { what: 'mousedown at 1920x1080' });
-        assert.deepEqual([ev.x, ev.y, ev.ctrl], [x, y, true]);
+  test('at 1920x1080, the browser is on screen at 201 and the first clicks land on the exact pixel',
+    async () => {
+      // Nothing waits between the 201 and the first screenshot, nor (but for listeners added to
+      // the blank start page) between it and the first click.
+      const big = await ctx.server.createSession({ resolution: { width: 1920, height: 1080 } });
+      let b2;
+      try {
+        const shot = await ctx.server.api('POST', `/v1/sessions/${big.id}/computer`,
+          { action: 'screenshot' });
+        assert.equal(shot.status, 200, shot.text);
+        b2 = await chromium.connectOverCDP(big.cdp_url);
+        const p2 = b2.contexts()[0].pages()[0];
+        const o = await p2.evaluate(() => {
+          window.log = [];
+          addEventListener('mousedown', (e) => window.log.push(
+            { type: e.type, x: e.screenX, y: e.screenY, ctrl: e.ctrlKey }), true);
+          return {
+            x: window.screenX + (window.outerWidth - window.innerWidth),
+            y: window.screenY + (window.outerHeight - window.innerHeight),
+          };
+        });
+        for (const [cx, cy] of [[150, 130], [1700, 900]]) {
+          const [x, y] = [o.x + cx, o.y + cy];
+          const r = await ctx.server.api('POST', `/v1/sessions/${big.id}/computer`, {
+            actions: [{ op: 'click', x, y, button: 'left', count: 1, modifiers: ['ctrl'] }] });
+          assert.equal(r.status, 200, r.text);
+          let ev;
+          await waitFor(async () => {
+            ev = (await p2.evaluate(() => window.log.splice(0))).find((e) => e.type === 'mousedown');
+            return ev;
+          }, { what: 'mousedown at 1920x1080' });
+          assert.deepEqual([ev.x, ev.y, ev.ctrl], [x, y, true]);
+        }
+        // The screenshot taken right after the 201 already showed Chromium's window, mapped and
+        // drawn: one light colour across a block, where the bare root window has X's weave of
+        // black and white pixels.
+        const first = pngDecode(Buffer.from(shot.json.results[0].data, 'base64'));
+        const block = [];
+        for (let dy = 0; dy < 4; dy++) {
+          for (let dx = 0; dx < 4; dx++) block.push(pixelAt(first, 1000 + dx, 600 + dy).join());
+        }
+        assert.equal(new Set(block).size, 1, `one colour at the 201: ${[...new Set(block)]}`);
+        assert.ok(pixelAt(first, 1000, 600).every((c) => c > 200), `light: ${block[0]}`);
+      } finally {
+        await b2?.close();
+        await ctx.server.api('DELETE', `/v1/sessions/${big.id}`);
       }
-    } finally {
-      await b2?.close();
-      await ctx.server.api('DELETE', `/v1/sessions/${big.id}`);
-    }
-  });
+    });
+
+  test('typing stays exact when the text needs more keycodes than the layout has spare',
+    async () => {
+      // About twenty keycodes are free on Xvfb's layout, so each text below reuses borrowed
+      // keycodes while Chromium may still be reading presses typed with their earlier mapping.
+      const [x, y] = await screenPoint(600, 200);
+      const r = await act({ action: 'left_click', coordinate: [x, y] });
+      assert.equal(r.status, 200, r.text);
+      for (let i = 0; i < 3; i++) {
+        await page.fill('#t', '');
+        let cjk = '';
+        for (let k = 0; k < 30; k++) cjk += String.fromCodePoint(0x4e00 + 40 * i + k);
+        const text = `Grüße, naïve café — ${cjk} テスト 🙂 ok`;
+        const t = await act({ action: 'type', text });
+        assert.equal(t.status, 200, t.text);
+        let got = '';
+        // On a timeout the assertion below shows what arrived instead.
+        await waitFor(async () => (got = await page.inputValue('#t')) === text,
+          { what: `typed text ${i}`, timeoutMs: 5000 }).catch(() => {});
+        assert.equal(got, text);
+      }
+    });
 
   test('screenshots decode at the asked size and show the page', async () => {
     const png = await fetch(`${ctx.server.base}/v1/sessions/${s.id}/screenshot`, {
