@@ -155,6 +155,40 @@ net::awaitable<nlohmann::json> cdp_call(websocket::stream<beast::tcp_stream>& ws
   }
 }
 
+// A CDP WebSocket to `path` on DevTools, or false; `ws` expires after `within`.
+net::awaitable<bool> cdp_open(websocket::stream<beast::tcp_stream>& ws, uint16_t port,
+                              const std::string& path, std::chrono::seconds within) {
+  beast::get_lowest_layer(ws).expires_after(within);
+  boost::system::error_code ec;
+  co_await beast::get_lowest_layer(ws).async_connect(
+      net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
+      net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return false;
+  co_await ws.async_handshake("127.0.0.1:" + std::to_string(port), path,
+                              net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return false;
+  ws.read_message_max(4 * 1024 * 1024);
+  co_return true;
+}
+
+net::awaitable<void> cdp_close(websocket::stream<beast::tcp_stream>& ws) {
+  beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(1));
+  boost::system::error_code ec;
+  co_await ws.async_close(websocket::close_code::normal,
+                          net::redirect_error(net::use_awaitable, ec));
+}
+
+// True when the browser target takes a CDP WebSocket and answers on it, as a client's will:
+// DevTools can take a TCP connection before it serves the browser target.
+net::awaitable<bool> browser_answers(net::any_io_executor ex, uint16_t port,
+                                     const std::string& browser_path) {
+  websocket::stream<beast::tcp_stream> ws(ex);
+  if (!(co_await cdp_open(ws, port, browser_path, std::chrono::seconds(5)))) co_return false;
+  auto version = co_await cdp_call(ws, 1, "Browser.getVersion", nlohmann::json::object());
+  co_await cdp_close(ws);
+  co_return version.is_object() && version.contains("product");
+}
+
 // True once a pointer move made through X reaches the first page's DOM. Chromium maps its
 // window, draws and only then delivers input to the page; events sent before that are dropped
 // without a trace, and no single signal says when they no longer are. So the agent moves the
@@ -171,19 +205,10 @@ net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, 
   const auto at = url.find("/devtools/page/");
   if (at == std::string::npos) co_return false;
   websocket::stream<beast::tcp_stream> ws(ex);
-  beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(5));
-  boost::system::error_code ec;
-  co_await beast::get_lowest_layer(ws).async_connect(
-      net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
-      net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return false;
-  co_await ws.async_handshake("127.0.0.1:" + std::to_string(port), url.substr(at),
-                              net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return false;
-  ws.read_message_max(4 * 1024 * 1024);
+  if (!(co_await cdp_open(ws, port, url.substr(at), std::chrono::seconds(5)))) co_return false;
   auto tree = co_await cdp_call(ws, 1, "Page.getFrameTree", nlohmann::json::object());
   if (!tree.is_object() || !tree.contains("frameTree")) co_return false;
-  const auto& frame = tree["frameTree"].value("frame", nlohmann::json::object());
+  const nlohmann::json frame = tree["frameTree"].value("frame", nlohmann::json::object());
   if (!frame.contains("id") || !frame["id"].is_string()) co_return false;
   // (Parameters are built before each co_await: GCC 12 miscompiles braced lists inside one.)
   nlohmann::json params = nlohmann::json::object();
@@ -209,9 +234,7 @@ net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, 
     if (!seen.is_object() || !seen.contains("result")) co_return false;
     const auto& value = seen["result"].value("value", nlohmann::json());
     if (value.is_boolean() && value.template get<bool>()) {
-      beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(1));
-      co_await ws.async_close(websocket::close_code::normal,
-                              net::redirect_error(net::use_awaitable, ec));
+      co_await cdp_close(ws);
       co_return true;
     }
   }
@@ -393,7 +416,8 @@ net::awaitable<Result<void>> Supervisor::start_children() {
 
   // 3. Ready once DevTools answers. With port 0, DevToolsActivePort names the port and target and
   // a TCP connect must succeed; with a fixed port Chromium writes no such file, so
-  // GET /json/version on that port must answer with the browser target.
+  // GET /json/version on that port must answer with the browser target. Then the browser target
+  // must answer a CDP call over a WebSocket, so that ready means what a client will do works.
   const bool needs_start_page = !opts_.start_url.empty() && opts_.start_url != "about:blank";
   std::optional<DevToolsEndpoint> ready;
   while (!failure_ && !stopping_) {
@@ -416,6 +440,9 @@ net::awaitable<Result<void>> Supervisor::start_children() {
       ep = co_await query_devtools(ex_, opts_.devtools_port);
     }
     if (ep && needs_start_page && !(co_await start_page_committed(ex_, ep->port))) ep.reset();
+    if (ep && opts_.probe_cdp && !(co_await browser_answers(ex_, ep->port, ep->browser_path))) {
+      ep.reset();
+    }
     if (ep && !failure_ && !stopping_) {
       log->info("ready after {} ms: DevTools on 127.0.0.1:{}{}", since(start), ep->port,
                 ep->browser_path);

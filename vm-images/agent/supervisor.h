@@ -43,6 +43,9 @@ struct SupervisorOptions {
   // After ready, watch for Chromium's window on the display and its page drawing frames before
   // marking the desktop ready; off, the desktop counts as ready with DevTools (no X server).
   bool wait_for_desktop = true;
+  // Ready needs a CDP call over a WebSocket to the browser target to succeed (off for fakes
+  // that serve no WebSocket).
+  bool probe_cdp = true;
   // Called once Xvfb is up, before Chromium starts (the live view's RFB server); an error fails
   // the start like a child that would not start.
   std::function<Result<void>(const std::string& display)> on_display;

@@ -58,6 +58,7 @@ struct FakeBrowser {
     o.startup_timeout = std::chrono::seconds(10);
     o.stop_grace = std::chrono::milliseconds(500);
     o.wait_for_desktop = false;  // no X server behind the fake Xvfb
+    o.probe_cdp = false;         // nor a WebSocket behind the fake DevTools
     return o;
   }
   pid_t chromium_pid() const {
