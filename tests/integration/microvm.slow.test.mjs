@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
@@ -31,7 +32,9 @@ function qemuProcessesOf(id) {
   }
   return out.split('\n').filter(Boolean).filter((pid) => {
     try {
-      return fs.readlinkSync(`/proc/${pid}/cwd`).includes(id);
+      // cabin-vmm-wrap, QEMU's parent, names QEMU in its arguments and shares its directory.
+      return fs.readlinkSync(`/proc/${pid}/cwd`).includes(id) &&
+        path.basename(fs.readlinkSync(`/proc/${pid}/exe`)).startsWith('qemu-system');
     } catch {
       return false;  // exited meanwhile
     }
@@ -66,9 +69,13 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
     assert.equal(qemuProcessesOf(s.id).length, 1, 'one QEMU runs for the session');
   });
 
-  test('QEMU runs jailed: its own uid, its seccomp filter, a root without the host files', () => {
+  test('QEMU runs jailed: its own uid, its seccomp filter, a root without the host files, ' +
+       'alone in its pid namespace', () => {
     const [pid] = qemuProcessesOf(s.id);
     const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    assert.notEqual(fs.readlinkSync(`/proc/${pid}/ns/pid`), fs.readlinkSync('/proc/self/ns/pid'),
+      'QEMU has a pid namespace of its own');
+    assert.match(status, /^NSpid:\s+\d+\s+1$/m, 'QEMU is the first process there');
     const uid = Number(/^Uid:\s+(\d+)/m.exec(status)[1]);
     assert.notEqual(uid, 0, 'QEMU does not run as root');
     assert.match(status, /^Seccomp:\s+2$/m, 'QEMU runs under a seccomp filter');
@@ -81,13 +88,15 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
     }
   });
 
-  test('QEMU holds no socket or pipe of cabind but its output pipe', () => {
+  test('QEMU and its wrap hold no socket or pipe of cabind but their output pipe', () => {
     const shared = (fds) => new Set([...fds.values()].filter((t) => /^(socket|pipe):/.test(t)));
     const cabind = shared(openDescriptors(ctx.server.pid));
     const [pid] = qemuProcessesOf(s.id);
-    const qemu = openDescriptors(pid);
-    const leaks = [...qemu].filter(([fd, t]) => fd > 2 && cabind.has(t));
-    assert.deepEqual(leaks, [], 'descriptors of cabind in QEMU');
+    const wrap = Number(/^PPid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
+    for (const [who, p] of [['QEMU', pid], ['cabin-vmm-wrap', wrap]]) {
+      const leaks = [...openDescriptors(p)].filter(([fd, t]) => fd > 2 && cabind.has(t));
+      assert.deepEqual(leaks, [], `descriptors of cabind in ${who}`);
+    }
   });
 
   test('Playwright and Puppeteer drive the guest browser at once', { timeout: 400000 }, async () => {

@@ -9,18 +9,24 @@
 //
 // The jail (as root, in the manner of Firecracker's jailer): QEMU gets a mount namespace whose
 // root holds only the host's /usr (its libraries and firmware), the image dir (read-only), its
-// session's run dir, /dev/null, /dev/urandom and /dev/kvm; its own ipc and uts namespaces; and it
-// runs as an unprivileged uid with no capabilities and no_new_privs, so that its own seccomp
-// filter (-sandbox on, elevateprivileges=deny) never has to let a set*id call through.
+// session's run dir, /dev/null, /dev/urandom and /dev/kvm; its own ipc, uts and pid namespaces
+// (it is PID 1 there and sees no other process); and it runs as an unprivileged uid with no
+// capabilities and no_new_privs, so that its own seccomp filter (-sandbox on,
+// elevateprivileges=deny) never has to let a set*id call through. With a pid namespace QEMU
+// must be a child: the wrap stays as its parent, passes termination signals on, dies with it
+// (and it with the wrap), and exits as it did. Its network namespace stays the host's: the
+// agent is reached through QEMU's user-mode network forwarding on host loopback.
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/close_range.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -70,7 +76,9 @@ int fail(const std::string& step) {
 // Builds the jail's root and enters it, then drops to the jail's uid. Returns an exit status on
 // failure, 0 on success.
 int enter_jail(const Jail& j) {
-  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS) != 0) return fail("unshare");
+  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) != 0) {
+    return fail("unshare");
+  }
   // Through descriptors: the new root is assembled on /tmp, which may hold the run dir.
   int image_fd = ::open(j.image_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   int run_fd = ::open(j.run_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -108,6 +116,53 @@ int enter_jail(const Jail& j) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("no_new_privs");
   if (::chdir(j.run_dir.c_str()) != 0) return fail("chdir run dir");
   return 0;
+}
+
+// Runs QEMU as the first process of the pid namespace enter_jail() made, passes SIGTERM,
+// SIGINT, SIGHUP and SIGQUIT on to it, and ends as it ended.
+int run_in_pid_namespace(char** qemu_argv) {
+  sigset_t relayed, old;
+  sigemptyset(&relayed);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&relayed, sig);
+  if (::sigprocmask(SIG_BLOCK, &relayed, &old) != 0) return fail("sigprocmask");
+  int alive[2];
+  if (::pipe2(alive, O_CLOEXEC) != 0) return fail("pipe");
+  const pid_t child = ::fork();
+  if (child < 0) return fail("fork");
+  if (child == 0) {
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    // The wrap's death (cabind's SIGKILL, or cabind's death) takes QEMU with it.
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(fail("PR_SET_PDEATHSIG"));
+    // The wrap died before the prctl took effect (its pid is outside, getppid() says 0): the
+    // pipe's write end is then closed.
+    ::close(alive[1]);
+    pollfd p{alive[0], POLLIN, 0};
+    if (::poll(&p, 1, 0) != 0) _exit(125);
+    ::execv(qemu_argv[0], qemu_argv);
+    std::fprintf(stderr, "cabin-vmm-wrap: exec %s: %s\n", qemu_argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  ::close(alive[0]);  // alive[1] stays open as long as the wrap lives
+  int status = 0;
+  for (;;) {
+    const int sig = ::sigwaitinfo(&relayed, nullptr);
+    if (sig < 0) continue;  // EINTR
+    if (sig != SIGCHLD) {
+      ::kill(child, sig);
+      continue;
+    }
+    const pid_t done = ::waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+  ::signal(sig, SIG_DFL);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  ::raise(sig);
+  return 128 + sig;
 }
 
 }  // namespace
@@ -158,6 +213,7 @@ int main(int argc, char** argv) {
     // The uid change cleared the parent-death signal: arm it again, and check again.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail("PR_SET_PDEATHSIG");
     if (::getppid() != static_cast<pid_t>(parent)) return 125;
+    return run_in_pid_namespace(argv + i + 1);
   }
   ::execv(argv[i + 1], argv + i + 1);
   std::fprintf(stderr, "cabin-vmm-wrap: exec %s: %s\n", argv[i + 1], std::strerror(errno));
