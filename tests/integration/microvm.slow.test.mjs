@@ -70,12 +70,21 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
   });
 
   test('QEMU runs jailed: its own uid, its seccomp filter, a root without the host files, ' +
-       'alone in its pid namespace', () => {
+       'alone in its pid and net namespaces', () => {
     const [pid] = qemuProcessesOf(s.id);
     const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
     assert.notEqual(fs.readlinkSync(`/proc/${pid}/ns/pid`), fs.readlinkSync('/proc/self/ns/pid'),
       'QEMU has a pid namespace of its own');
     assert.match(status, /^NSpid:\s+\d+\s+1$/m, 'QEMU is the first process there');
+    assert.notEqual(fs.readlinkSync(`/proc/${pid}/ns/net`), fs.readlinkSync('/proc/self/ns/net'),
+      'QEMU has a net namespace of its own');
+    // Its forward to the agent listens on that namespace's loopback, not on the host's.
+    const listening = (table) => table.split('\n').slice(1).map((l) => l.trim().split(/\s+/))
+      .filter((f) => f[3] === '0A').map((f) => f[1]);
+    const inJail = listening(fs.readFileSync(`/proc/${pid}/net/tcp`, 'utf8'));
+    assert.equal(inJail.length, 1, `one listener in QEMU's namespace: ${inJail}`);
+    assert.ok(!listening(fs.readFileSync('/proc/self/net/tcp', 'utf8')).includes(inJail[0]),
+      `${inJail[0]} is not listening on the host`);
     const uid = Number(/^Uid:\s+(\d+)/m.exec(status)[1]);
     assert.notEqual(uid, 0, 'QEMU does not run as root');
     assert.match(status, /^Seccomp:\s+2$/m, 'QEMU runs under a seccomp filter');

@@ -29,6 +29,7 @@
 #include "server/drivers/microvm/kvm_probe.h"
 #include "server/drivers/microvm/qmp.h"
 #include "server/drivers/microvm/vmm_process.h"
+#include "server/drivers/namespace/netns.h"
 #include "server/drivers/namespace/sys_util.h"
 
 namespace cabin::drivers {
@@ -52,6 +53,8 @@ struct VmState : RunningChild {
 
   fs::path dir;
   uint16_t host_port = 0;
+  // A jailed QEMU's net namespace, where its forward to the agent listens; unset: the host's.
+  UniqueFd netns;
   std::chrono::milliseconds stop_timeout{2000};
 
   bool exited = false;
@@ -140,7 +143,13 @@ class MicrovmSandbox final : public Sandbox {
     AgentStream socket(s_->executor);
     boost::system::error_code ec;
     const net::generic::stream_protocol::endpoint gep(ep);
-    open_cloexec(socket, gep.protocol(), ec);
+    if (s_->netns.valid()) {
+      auto fd = nsbox::tcp_socket_in_netns(s_->netns.get());
+      if (!fd) co_return fd.error();
+      socket.assign(gep.protocol(), fd->release(), ec);
+    } else {
+      open_cloexec(socket, gep.protocol(), ec);
+    }
     if (!ec)
       co_await socket.async_connect(gep, net::redirect_error(net::use_awaitable, ec));
     if (ec)
@@ -368,6 +377,15 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
       }
       qmp_error = r.error().message;
       co_await sleep_for(executor_, 20ms);
+    }
+    if (up && jail) {
+      // By now the wrap has unshared (QEMU answers only after it was started in there).
+      auto ns = nsbox::open_own_netns_of(state->pid);
+      if (!ns) {
+        co_await destroy_state(state);
+        co_return fail(ns.error());
+      }
+      state->netns = std::move(*ns);
     }
     if (up) {
       log->info("[{}] vm started: qemu pid {}, {}, {} MiB, {} vCPUs, agent on 127.0.0.1:{}", id,

@@ -10,12 +10,12 @@
 // The jail (as root, in the manner of Firecracker's jailer): QEMU gets a mount namespace whose
 // root holds only the host's /usr (its libraries and firmware), the image dir (read-only), its
 // session's run dir, /dev/null, /dev/urandom and /dev/kvm; its own ipc, uts and pid namespaces
-// (it is PID 1 there and sees no other process); and it runs as an unprivileged uid with no
+// (it is PID 1 there and sees no other process) and net namespace (loopback only: its forward
+// to the guest's agent listens there, and cabind connects from inside); and it runs as an unprivileged uid with no
 // capabilities and no_new_privs, so that its own seccomp filter (-sandbox on,
 // elevateprivileges=deny) never has to let a set*id call through. With a pid namespace QEMU
 // must be a child: the wrap stays as its parent, passes termination signals on, dies with it
-// (and it with the wrap), and exits as it did. Its network namespace stays the host's: the
-// agent is reached through QEMU's user-mode network forwarding on host loopback.
+// (and it with the wrap), and exits as it did.
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/close_range.h>
@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "server/drivers/namespace/mounts.h"
+#include "server/drivers/namespace/netns.h"
 
 namespace {
 
@@ -76,8 +77,14 @@ int fail(const std::string& step) {
 // Builds the jail's root and enters it, then drops to the jail's uid. Returns an exit status on
 // failure, 0 on success.
 int enter_jail(const Jail& j) {
-  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) != 0) {
+  if (::unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWNET) != 0) {
     return fail("unshare");
+  }
+  // QEMU's forward to the agent listens on this namespace's loopback; cabind connects from
+  // inside it.
+  if (auto lo = cabin::nsbox::bring_up_loopback(); !lo) {
+    std::fprintf(stderr, "cabin-vmm-wrap: %s\n", lo.error().message.c_str());
+    return 125;
   }
   // Through descriptors: the new root is assembled on /tmp, which may hold the run dir.
   int image_fd = ::open(j.image_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -37,7 +37,11 @@ Result<UniqueFd> open_sandbox_netns(int launcher_pid) {
   if (!(in >> child) || child <= 0) {
     return make_error(Errc::kUnavailable, "sandbox_not_ready", "sandbox PID 1 not there yet");
   }
-  std::string path = "/proc/" + std::to_string(child) + "/ns/net";
+  return open_own_netns_of(static_cast<int>(child));
+}
+
+Result<UniqueFd> open_own_netns_of(int pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/ns/net";
   UniqueFd ns(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!ns.valid()) return sys_error("open " + path);
   struct stat mine {}, theirs {};
@@ -46,7 +50,8 @@ Result<UniqueFd> open_sandbox_netns(int launcher_pid) {
   }
   // Not yet unshared (or the pid was reused): never hand out a host socket as a sandbox one.
   if (mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev) {
-    return make_error(Errc::kUnavailable, "sandbox_not_ready", "sandbox has no own netns yet");
+    return make_error(Errc::kUnavailable, "sandbox_not_ready",
+                      "process " + std::to_string(pid) + " has no net namespace of its own");
   }
   return ns;
 }

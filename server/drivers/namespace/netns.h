@@ -13,6 +13,10 @@ Result<void> bring_up_loopback();
 // sandbox's PID 1). Fails while the sandbox is not built yet.
 Result<UniqueFd> open_sandbox_netns(int launcher_pid);
 
+// The network namespace of process `pid`; fails while it is still cabind's own (not unshared
+// yet, or the pid was reused).
+Result<UniqueFd> open_own_netns_of(int pid);
+
 // A non-blocking TCP socket created inside `netns_fd`, for cabind to reach the sandbox's loopback
 // without a relay. The calling thread enters the namespace only for the socket() call.
 Result<UniqueFd> tcp_socket_in_netns(int netns_fd);
