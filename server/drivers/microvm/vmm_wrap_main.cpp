@@ -39,6 +39,7 @@
 
 #include "server/drivers/namespace/mounts.h"
 #include "server/drivers/namespace/netns.h"
+#include "server/drivers/namespace/sys_util.h"
 
 namespace {
 
@@ -161,15 +162,7 @@ int run_in_pid_namespace(char** qemu_argv) {
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child) break;
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
-  ::signal(sig, SIG_DFL);
-  sigset_t only;
-  sigemptyset(&only);
-  sigaddset(&only, sig);
-  ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
-  ::raise(sig);
-  return 128 + sig;
+  return cabin::nsbox::mirror_wait_status(status, 125);
 }
 
 }  // namespace

@@ -36,24 +36,6 @@ int fail_errno(const LauncherArgs& args, const std::string& step) {
   return fail(args, step, std::strerror(errno));
 }
 
-// Exit with the same status as `status` (a waitpid status): exit code, or death by the signal.
-int mirror(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (!WIFSIGNALED(status)) return kSetupFailedStatus;
-  int sig = WTERMSIG(status);
-  struct rlimit no_core {
-    0, 0
-  };
-  ::setrlimit(RLIMIT_CORE, &no_core);  // the payload's crash is not ours to dump
-  ::signal(sig, SIG_DFL);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, sig);
-  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
-  ::raise(sig);
-  return 128 + sig;  // a signal whose default is not to terminate
-}
-
 }  // namespace
 
 int run_launcher(const LauncherArgs& args) {
@@ -132,7 +114,8 @@ int run_launcher(const LauncherArgs& args) {
   int payload_status = 0;
   ssize_t n =
       retry_eintr([&] { return ::read(report_r.get(), &payload_status, sizeof payload_status); });
-  return mirror(n == sizeof payload_status ? payload_status : child_status);
+  return mirror_wait_status(n == sizeof payload_status ? payload_status : child_status,
+                            kSetupFailedStatus);
 }
 
 }  // namespace cabin::nsbox

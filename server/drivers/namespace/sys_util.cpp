@@ -1,6 +1,9 @@
 #include "server/drivers/namespace/sys_util.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -46,6 +49,23 @@ bool valid_sandbox_id(std::string_view id) {
     if (!ok) return false;
   }
   return true;
+}
+
+int mirror_wait_status(int wait_status, int otherwise) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (!WIFSIGNALED(wait_status)) return otherwise;
+  const int sig = WTERMSIG(wait_status);
+  const struct rlimit no_core {
+    0, 0
+  };
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  ::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  return 128 + sig;  // a signal whose default is not to terminate
 }
 
 }  // namespace cabin::nsbox

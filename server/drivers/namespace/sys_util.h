@@ -32,4 +32,9 @@ std::optional<std::string> read_file(const std::string& path, size_t max_bytes =
 // True for a session id that is safe as one path component: [a-z0-9_], 1..64 characters.
 bool valid_sandbox_id(std::string_view id);
 
+// For a parent that ends as its child did: the child's exit code, or death by the same signal
+// (raised on itself, without a core dump: the child's crash is not the parent's).
+// `otherwise` when `wait_status` is neither.
+int mirror_wait_status(int wait_status, int otherwise);
+
 }  // namespace cabin::nsbox
