@@ -387,7 +387,6 @@ struct Input::Impl {
       return make_error(Errc::kUnavailable, "no_spare_keycode",
                         "the keyboard layout lacks this character and no keycode is free");
     }
-    const int keycode = slot->keycode;
     if (slot->in_flight) settle();  // its last press must be decoded with its old mapping
     // Both levels carry the symbol, so Shift state cannot change what it types.
     KeySym pair[2] = {sym, sym};
@@ -401,7 +400,7 @@ struct Input::Impl {
     slot->last_used = ++tick;
     remapped = true;
     drain_mapping_notify();
-    return KeyRef{keycode, false};
+    return KeyRef{slot->keycode, false};
   }
 
   // Maps the characters from t[from] on that the layout lacks onto borrowed keycodes, as many

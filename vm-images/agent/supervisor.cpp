@@ -36,7 +36,7 @@ namespace websocket = beast::websocket;
 
 using Clock = Notifier::Clock;
 
-// How long input and screenshots wait for Chromium's window and first frames at most.
+// How long the agent waits at most for Chromium's window and for input to reach its page.
 constexpr auto kDesktopWait = std::chrono::seconds(10);
 
 int64_t since(Clock::time_point start) {
@@ -62,41 +62,9 @@ bool is_uuid(std::string_view s) {
   return true;
 }
 
-// Asks DevTools itself (GET /json/version) for the browser target. Chromium writes
-// DevToolsActivePort only when it picked the port (--remote-debugging-port=0), so with a fixed
-// port this is how readiness and the target path are learnt.
-net::awaitable<std::optional<DevToolsEndpoint>> query_devtools(net::any_io_executor ex,
-                                                               uint16_t port) {
-  beast::tcp_stream stream(ex);
-  stream.expires_after(std::chrono::seconds(2));
-  boost::system::error_code ec;
-  co_await stream.async_connect(net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
-                                net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return std::nullopt;
-  http::request<http::empty_body> req{http::verb::get, "/json/version", 11};
-  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
-  co_await http::async_write(stream, req, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return std::nullopt;
-  beast::flat_buffer buf;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(64 * 1024);
-  co_await http::async_read(stream, buf, parser, net::redirect_error(net::use_awaitable, ec));
-  if (ec || parser.get().result() != http::status::ok) co_return std::nullopt;
-  auto j = nlohmann::json::parse(parser.get().body(), nullptr, false);
-  if (!j.is_object() || !j.contains("webSocketDebuggerUrl") ||
-      !j["webSocketDebuggerUrl"].is_string()) {
-    co_return std::nullopt;
-  }
-  // ws://127.0.0.1:PORT/devtools/browser/<uuid>: keep the path, checked like the file's.
-  const auto& url = j["webSocketDebuggerUrl"].get_ref<const std::string&>();
-  auto at = url.find("/devtools/browser/");
-  if (at == std::string::npos) co_return std::nullopt;
-  co_return parse_devtools_active_port(std::to_string(port) + "\n" + url.substr(at));
-}
-
 // GET `target` from DevTools; a discarded value when anything fails.
 net::awaitable<nlohmann::json> devtools_get(net::any_io_executor ex, uint16_t port,
-                                            const char* target) {
+                                            const char* target, size_t body_limit) {
   beast::tcp_stream stream(ex);
   stream.expires_after(std::chrono::seconds(2));
   boost::system::error_code ec;
@@ -109,15 +77,39 @@ net::awaitable<nlohmann::json> devtools_get(net::any_io_executor ex, uint16_t po
   if (ec) co_return nlohmann::json::value_t::discarded;
   beast::flat_buffer buf;
   http::response_parser<http::string_body> parser;
-  parser.body_limit(1024 * 1024);
+  parser.body_limit(body_limit);
   co_await http::async_read(stream, buf, parser, net::redirect_error(net::use_awaitable, ec));
   if (ec || parser.get().result() != http::status::ok) co_return nlohmann::json::value_t::discarded;
   co_return nlohmann::json::parse(parser.get().body(), nullptr, false);
 }
 
+// The path of a target's webSocketDebuggerUrl (ws://127.0.0.1:PORT<prefix>...), from `prefix`
+// on; empty when there is none.
+std::string debugger_path(const nlohmann::json& target, std::string_view prefix) {
+  if (!target.is_object() || !target.contains("webSocketDebuggerUrl") ||
+      !target["webSocketDebuggerUrl"].is_string()) {
+    return {};
+  }
+  const auto& url = target["webSocketDebuggerUrl"].get_ref<const std::string&>();
+  const auto at = url.find(prefix);
+  return at == std::string::npos ? std::string() : url.substr(at);
+}
+
+// Asks DevTools itself (GET /json/version) for the browser target. Chromium writes
+// DevToolsActivePort only when it picked the port (--remote-debugging-port=0), so with a fixed
+// port this is how readiness and the target path are learnt.
+net::awaitable<std::optional<DevToolsEndpoint>> query_devtools(net::any_io_executor ex,
+                                                               uint16_t port) {
+  // ws://127.0.0.1:PORT/devtools/browser/<uuid>: keep the path, checked like the file's.
+  const std::string path = debugger_path(
+      co_await devtools_get(ex, port, "/json/version", 64 * 1024), "/devtools/browser/");
+  if (path.empty()) co_return std::nullopt;
+  co_return parse_devtools_active_port(std::to_string(port) + "\n" + path);
+}
+
 // The first page target of /json/list, or a discarded value.
 net::awaitable<nlohmann::json> first_page(net::any_io_executor ex, uint16_t port) {
-  auto j = co_await devtools_get(ex, port, "/json/list");
+  auto j = co_await devtools_get(ex, port, "/json/list", 1024 * 1024);
   if (j.is_array()) {
     for (const auto& t : j) {
       if (t.is_object() && t.value("type", "") == "page") co_return t;
@@ -196,16 +188,10 @@ net::awaitable<bool> browser_answers(net::any_io_executor ex, uint16_t port,
 // has seen a mousemove.
 net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, vnc::Input& input,
                                         vnc::Point p) {
-  auto page = co_await first_page(ex, port);
-  if (!page.is_object() || !page.contains("webSocketDebuggerUrl") ||
-      !page["webSocketDebuggerUrl"].is_string()) {
-    co_return false;
-  }
-  const auto& url = page["webSocketDebuggerUrl"].get_ref<const std::string&>();
-  const auto at = url.find("/devtools/page/");
-  if (at == std::string::npos) co_return false;
+  const std::string path = debugger_path(co_await first_page(ex, port), "/devtools/page/");
+  if (path.empty()) co_return false;
   websocket::stream<beast::tcp_stream> ws(ex);
-  if (!(co_await cdp_open(ws, port, url.substr(at), std::chrono::seconds(5)))) co_return false;
+  if (!(co_await cdp_open(ws, port, path, std::chrono::seconds(5)))) co_return false;
   auto tree = co_await cdp_call(ws, 1, "Page.getFrameTree", nlohmann::json::object());
   if (!tree.is_object() || !tree.contains("frameTree")) co_return false;
   const nlohmann::json frame = tree["frameTree"].value("frame", nlohmann::json::object());
