@@ -174,15 +174,14 @@ Result<void> check_shot(const ShotSpec& spec, vnc::Size screen) {
   return {};
 }
 
-Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec) {
-  using Clock = std::chrono::steady_clock;
-  const auto ms_since = [](Clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-  };
-  const auto t0 = Clock::now();
+Result<double> grab_shot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec) {
+  const auto t0 = std::chrono::steady_clock::now();
   if (auto r = capturer.grab(frame, spec.region, spec.cursor); !r) return r.error();
-  const double grab_ms = ms_since(t0);
-  const auto t1 = Clock::now();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Result<EncodedImage> encode_shot(const vnc::Image& frame, const ShotSpec& spec) {
+  const auto t0 = std::chrono::steady_clock::now();
   std::optional<vnc::Image> scaled;
   if (spec.size && *spec.size != frame.size()) {
     auto s = vnc::scale(frame.view(), *spec.size);
@@ -203,8 +202,16 @@ Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const Sho
   img.bytes.assign(bytes->begin(), bytes->end());
   img.width = view.width;
   img.height = view.height;
-  img.grab_ms = grab_ms;
-  img.encode_ms = ms_since(t1);
+  img.encode_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return img;
+}
+
+Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec) {
+  auto grab_ms = grab_shot(capturer, frame, spec);
+  if (!grab_ms) return grab_ms.error();
+  auto img = encode_shot(frame, spec);
+  if (img) img->grab_ms = *grab_ms;
   return img;
 }
 

@@ -55,6 +55,9 @@ Result<ShotSpec> parse_screenshot_query(std::string_view query);
 Result<void> check_shot(const ShotSpec& spec, vnc::Size screen);
 // Grabs (into `frame`, reused), scales and encodes a checked spec.
 Result<EncodedImage> shoot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec);
+// shoot's two halves. grab_shot answers the milliseconds it took.
+Result<double> grab_shot(vnc::Capturer& capturer, vnc::Image& frame, const ShotSpec& spec);
+Result<EncodedImage> encode_shot(const vnc::Image& frame, const ShotSpec& spec);
 
 // A FIFO coroutine mutex: computer batches of one agent run one after another, never interleaved.
 class Gate {

@@ -124,6 +124,7 @@ net::awaitable<void> serve_frames(generic_stream::socket socket,
   const auto gap = std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)) / spec.fps;
   auto next = Clock::now();
   vnc::Image frame;
+  vnc::Image shown;  // the pixels of the last frame sent
   size_t sent = 0;
   while (!st->closed && !capture->display.lost()) {
     if (!capture->damage.take_damage()) {
@@ -138,12 +139,20 @@ net::awaitable<void> serve_frames(generic_stream::socket socket,
       if (st->closed) break;
       (void)capture->damage.take_damage();  // covered by the grab below
     }
+    if (auto grabbed = grab_shot(capture->capturer, frame, spec.shot); !grabbed) {
+      log->warn("frame: {}", grabbed.error().message);
+      break;
+    }
+    // X reports damage for every draw, also one that paints the same pixels again (Chromium
+    // does, a few seconds after a page loads): that is not a change of the screen.
+    if (sent && frame.size() == shown.size() && frame.pixels == shown.pixels) continue;
     next = Clock::now() + gap;
-    auto img = shoot(capture->capturer, frame, spec.shot);
+    auto img = encode_shot(frame, spec.shot);
     if (!img) {
       log->warn("frame: {}", img.error().message);
       break;
     }
+    std::swap(frame, shown);  // the next grab reuses the older buffer
     const auto header =
         frames::encode_header({static_cast<uint32_t>(img->bytes.size()), img->width, img->height});
     const std::array<net::const_buffer, 2> bufs{net::buffer(header), net::buffer(img->bytes)};
