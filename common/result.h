@@ -9,18 +9,22 @@ namespace cabin {
 
 // Error codes are part of the public API (they reach clients as JSON "code").
 enum class Errc {
-  kInvalidArgument,    // 400
-  kUnauthenticated,    // 401
-  kPermissionDenied,   // 403
-  kNotFound,           // 404
-  kMethodNotAllowed,   // 405
-  kConflict,           // 409
-  kTooLarge,           // 413
-  kTooManyRequests,    // 429
-  kUnavailable,        // 503
-  kTimeout,            // 504
-  kBadGateway,         // 502
-  kInternal,           // 500
+  kInvalidArgument,   // 400
+  kUnauthenticated,   // 401
+  kPermissionDenied,  // 403
+  kNotFound,          // 404
+  kMethodNotAllowed,  // 405
+  kConflict,          // 409
+  kTooLarge,          // 413
+  kUriTooLong,        // 414
+  kMisdirected,       // 421
+  kUnprocessable,     // 422
+  kTooManyRequests,   // 429
+  kHeadersTooLarge,   // 431
+  kUnavailable,       // 503
+  kTimeout,           // 504
+  kBadGateway,        // 502
+  kInternal,          // 500
 };
 
 struct Error {
@@ -67,6 +71,33 @@ class [[nodiscard]] Result<void> {
   bool ok_ = true;
 };
 
+// Early returns on an error, for functions that return Result<U> (or Error). `expr` is a Result.
+//   CABIN_TRY(check(x));                           // Result<void> or any Result, value unused
+//   CABIN_ASSIGN_OR_RETURN(auto n, parse_int(s));  // n is the value
+// The CO_ forms do the same with co_return, in coroutines.
+#define CABIN_CONCAT_INNER(a, b) a##b
+#define CABIN_CONCAT(a, b) CABIN_CONCAT_INNER(a, b)
+#define CABIN_TRY(expr)                            \
+  do {                                             \
+    if (auto&& cabin_try_ = (expr); !cabin_try_) { \
+      return cabin_try_.error();                   \
+    }                                              \
+  } while (0)
+#define CABIN_CO_TRY(expr)                         \
+  do {                                             \
+    if (auto&& cabin_try_ = (expr); !cabin_try_) { \
+      co_return cabin_try_.error();                \
+    }                                              \
+  } while (0)
+#define CABIN_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr, ret) \
+  auto tmp = (expr);                                     \
+  if (!tmp) ret tmp.error();                             \
+  lhs = std::move(*tmp)
+#define CABIN_ASSIGN_OR_RETURN(lhs, expr) \
+  CABIN_ASSIGN_OR_RETURN_IMPL(CABIN_CONCAT(cabin_result_, __LINE__), lhs, expr, return)
+#define CABIN_CO_ASSIGN_OR_RETURN(lhs, expr) \
+  CABIN_ASSIGN_OR_RETURN_IMPL(CABIN_CONCAT(cabin_result_, __LINE__), lhs, expr, co_return)
+
 inline int http_status(Errc e) {
   switch (e) {
     case Errc::kInvalidArgument: return 400;
@@ -76,7 +107,15 @@ inline int http_status(Errc e) {
     case Errc::kMethodNotAllowed: return 405;
     case Errc::kConflict: return 409;
     case Errc::kTooLarge: return 413;
+    case Errc::kUriTooLong:
+      return 414;
+    case Errc::kMisdirected:
+      return 421;
+    case Errc::kUnprocessable:
+      return 422;
     case Errc::kTooManyRequests: return 429;
+    case Errc::kHeadersTooLarge:
+      return 431;
     case Errc::kUnavailable: return 503;
     case Errc::kTimeout: return 504;
     case Errc::kBadGateway: return 502;

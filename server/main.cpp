@@ -1,22 +1,23 @@
 // cabind: wires configuration, storage, drivers, sessions and the HTTP server together.
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <functional>
 #include <iostream>
 
 #include "common/log.h"
+#include "common/spawn.h"
 #include "server/auth/api_key.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
@@ -24,10 +25,10 @@
 #include "server/drivers/namespace/namespace_driver.h"
 #include "server/http/api.h"
 #include "server/http/server.h"
+#include "server/http/static_files.h"
 #include "server/http/tls.h"
 #include "server/preview/preview_proxy.h"
 #include "server/preview/previews.h"
-#include "server/http/static_files.h"
 #include "server/sessions/session_manager.h"
 #include "server/store/session_store.h"
 #include "server/vnc_forward.h"
@@ -240,15 +241,15 @@ int main(int argc, char** argv) {
     log->info("signal {}: shutting down", sig);
     server.stop();
     hup.cancel();
-    net::co_spawn(
+    cabin::spawn(
         ioc,
         [&]() -> net::awaitable<void> {
           co_await manager.shutdown();
           ioc.stop();
         },
-        net::detached);
+        "shutdown on a signal");
   });
-  net::co_spawn(ioc, server.run(), net::detached);
+  cabin::spawn(ioc, server.run(), "HTTP server");
   ioc.run();
   log->info("stopped");
   return 0;

@@ -1,6 +1,8 @@
 #include "server/vnc_forward.h"
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -16,19 +17,19 @@
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/websocket.hpp>
-
 #include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <memory>
 #include <iostream>
+#include <memory>
 #include <span>
 #include <sstream>
 
 #include "common/log.h"
+#include "common/spawn.h"
 #include "server/api/ids.h"
 #include "server/http/client_stream.h"
 #include "vnc/rfb_bridge_link.h"
@@ -356,7 +357,7 @@ int run_vnc_forward(int argc, char** argv) {
             << std::flush;
 
   const std::string target = "/v1/sessions/" + session + "/vnc";
-  net::co_spawn(
+  cabin::spawn(
       ioc,
       [&]() -> net::awaitable<void> {
         for (;;) {
@@ -365,11 +366,11 @@ int run_vnc_forward(int argc, char** argv) {
           co_await acceptor.async_accept(client, net::redirect_error(net::use_awaitable, aec));
           if (aec == net::error::operation_aborted) co_return;
           if (aec) continue;
-          net::co_spawn(ioc, serve_one(std::move(client), *server, target, key, tls),
-                        net::detached);
+          cabin::spawn(ioc, serve_one(std::move(client), *server, target, key, tls),
+                       "vnc-forward connection");
         }
       },
-      net::detached);
+      "vnc-forward listener");
   net::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code, int) { ioc.stop(); });
   ioc.run();

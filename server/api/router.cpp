@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "server/api/errors.h"
 #include "server/api/ids.h"
 
 namespace cabin::api {
@@ -139,7 +140,7 @@ Result<Route> route(std::string_view method, std::string_view target) {
     return method_not_allowed("GET or POST");
   }
   if (!valid_session_id(seg[2])) {
-    return make_error(Errc::kNotFound, "session_not_found", "no session with that id");
+    return errors::session_not_found();
   }
   r.session_id = std::string(seg[2]);
   if (n == 3) {

@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <sys/types.h>
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>

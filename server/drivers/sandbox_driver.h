@@ -1,7 +1,9 @@
 // SandboxDriver / Sandbox: the one interface every isolation mechanism (namespace, microvm) implements.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 

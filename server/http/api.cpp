@@ -14,6 +14,7 @@
 #include "common/agent_protocol.h"
 #include "common/json_fields.h"
 #include "common/log.h"
+#include "server/api/errors.h"
 #include "server/auth/api_key.h"
 #include "vnc/rfb_bridge_link.h"
 
@@ -27,14 +28,12 @@ const auto& log() {
   return l;
 }
 
-Error session_not_found() {
-  return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
-}
+using api::errors::session_not_found;
 
 Error session_ended(const store::SessionRecord& r) {
-  if (r.ended_at == 0) return make_error(Errc::kNotFound, "session_ended", "the session is ending");
-  return make_error(Errc::kNotFound, "session_ended",
-                    "the session ended: " + (r.end_reason.empty() ? r.status : r.end_reason));
+  if (r.ended_at == 0) return api::errors::session_ended("");
+  return api::errors::session_ended(r.end_reason.empty() ? std::string(store::to_string(r.status))
+                                                         : r.end_reason);
 }
 
 // A Host header is echoed into URLs only when it is a plain host[:port].
@@ -58,7 +57,7 @@ Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::st
   if (!s) {
     // Say so when the token's session has ended, rather than that it never was.
     auto r = sessions_.record(session_id);
-    if (r && r->status != "starting" && r->status != "running") return session_ended(*r);
+    if (r && !store::is_live(r->status)) return session_ended(*r);
     return session_not_found();
   }
   if (auto live = tokens_.check_current(*claims, s->token_generation); !live) return live.error();
@@ -125,7 +124,7 @@ Result<int64_t> Api::requested_ttl(const json& body) const {
 
 json Api::session_json(const store::SessionRecord& r, const Request& req) const {
   json j = {{"id", r.id},
-            {"status", r.status},
+            {"status", store::to_string(r.status)},
             {"driver", r.driver},
             {"resolution", {{"width", r.width}, {"height", r.height}}},
             {"start_url", r.start_url},
@@ -136,7 +135,7 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     j["ended_at"] = format_rfc3339(r.ended_at);
     j["end_reason"] = r.end_reason;
   }
-  if (auto s = sessions_.find(r.id); s && r.status == "running") {
+  if (auto s = sessions_.find(r.id); s && r.status == store::SessionStatus::kRunning) {
     std::string ws = base_url(req, true) + "/v1/sessions/" + r.id;
     std::string token = cdp_token(*s);
     j["cdp_url"] = ws + "/cdp?token=" + token;
@@ -155,10 +154,9 @@ Response Api::ui_file(std::string_view name, const Request& req, PageCache cache
   const StaticFile* f = ui_.find(name);
   if (!f) {
     if (ui_.size() == 0) {
-      return error_response(http::status::service_unavailable, "web_ui_unavailable",
-                            "this cabind has no web UI build (scripts/setup builds it)");
+      return error_response(api::errors::web_ui_unavailable());
     }
-    return error_response(http::status::not_found, "not_found", "no such file");
+    return error_response(api::errors::not_found_file());
   }
   auto inm = req.find(http::field::if_none_match);
   return static_response(*f, inm == req.end() ? std::string_view{} : inm->value(), cache);
@@ -167,7 +165,7 @@ Response Api::ui_file(std::string_view name, const Request& req, PageCache cache
 Response Api::live_status(const api::Route& route, const Request& req) const {
   auto r = sessions_.record(route.session_id);
   if (!r) return error_response(session_not_found());
-  if (r->status != "running" && r->status != "starting") return error_response(session_ended(*r));
+  if (!store::is_live(r->status)) return error_response(session_ended(*r));
   // authenticate() has checked the token (or the key, which may do everything).
   std::string scope = "control";
   json expires = nullptr;
@@ -182,7 +180,7 @@ Response Api::live_status(const api::Route& route, const Request& req) const {
   }
   return json_response(http::status::ok,
                        {{"id", r->id},
-                        {"status", r->status},
+                        {"status", store::to_string(r->status)},
                         {"scope", scope},
                         {"expires_at", expires},
                         {"resolution", {{"width", r->width}, {"height", r->height}}}});
@@ -263,7 +261,7 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn
     case RouteId::kUiAsset:
       // Pages only under their own routes: /ui/ serves the hashed assets.
       if (route.asset.size() > 5 && route.asset.substr(route.asset.size() - 5) == ".html") {
-        co_return error_response(http::status::not_found, "not_found", "no such file");
+        co_return error_response(api::errors::not_found_file());
       }
       co_return ui_file(route.asset, req, PageCache::kRevalidate);
     case RouteId::kLivePage:
@@ -286,10 +284,9 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn
     case RouteId::kFrames:
     case RouteId::kFramesMjpeg:
     case RouteId::kVnc:
-      co_return error_response(http::status::bad_request, "websocket_required",
-                               "this endpoint takes a WebSocket upgrade");
+      co_return error_response(api::errors::websocket_required());
   }
-  co_return error_response(http::status::not_found, "not_found", "no such endpoint");
+  co_return error_response(api::errors::not_found_endpoint());
 }
 
 Response Api::mint_token(const api::Route& route, const Request& req) {
@@ -316,9 +313,9 @@ Response Api::mint_token(const api::Route& route, const Request& req) {
     // A preview token belongs to the port's live preview, and ends with it.
     auto grant = previews_.find_port(s->id(), *port);
     if (!grant) {
-      return error_response(http::status::not_found, "preview_not_found",
-                            "no live preview of port " + std::to_string(*port) +
-                                " in this session: create one with POST /previews first");
+      return error_response(
+          api::errors::preview_not_found("no live preview of port " + std::to_string(*port) +
+                                         " in this session: create one with POST /previews first"));
     }
     exp = std::min(exp, grant->expires_at);
     bound = auth::preview_scope(*port, grant->id);
@@ -364,12 +361,12 @@ net::awaitable<Response> Api::exec(const api::Route& route, const Request& req) 
   if (res->result() == http::status::bad_request) {
     // The agent explains why the command could not start; pass on its message, bounded.
     auto text = sessions::agent_error_message(res->body());
-    co_return error_response(http::status::bad_request, "spawn_failed",
-                             text ? text->message : "the command could not be started");
+    co_return error_response(
+        api::errors::spawn_failed(text ? text->message : "the command could not be started"));
   }
   if (res->result() != http::status::ok) {
-    co_return error_response(http::status::bad_gateway, "agent_error",
-                             "agent answered " + std::to_string(res->result_int()));
+    co_return error_response(
+        api::errors::agent_error("agent answered " + std::to_string(res->result_int())));
   }
   auto result = agent_protocol::parse_exec_result(res->body(), parsed->max_output_bytes);
   if (!result) co_return error_response(result.error());
@@ -380,9 +377,8 @@ Result<void> Api::token_connection_room(const Authn& authn, const std::string& s
   if (!authn.by_token) return {};
   const auto max = static_cast<size_t>(config_.max_token_connections_per_session);
   if (connections_.count(session_id) < max) return {};
-  return make_error(Errc::kTooManyRequests, "too_many_connections",
-                    "this session's tokens hold " + std::to_string(max) +
-                        " connections open, the most allowed");
+  return api::errors::too_many_connections("this session's tokens hold " + std::to_string(max) +
+                                           " connections open, the most allowed");
 }
 
 std::optional<std::chrono::steady_clock::duration> Api::token_time_left(
@@ -429,9 +425,7 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
     co_return;
   }
   if (!beast::websocket::is_upgrade(req)) {
-    co_await refuse_connection(socket,
-                               error_response(http::status::bad_request, "websocket_required",
-                                              "this endpoint takes a WebSocket upgrade"));
+    co_await refuse_connection(socket, error_response(api::errors::websocket_required()));
     co_return;
   }
   if (route.id == api::RouteId::kVnc) {
@@ -439,7 +433,7 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
     co_return;
   }
   auto s = sessions_.find(route.session_id);
-  if (!s || s->record().status != "running") {
+  if (!s || s->record().status != store::SessionStatus::kRunning) {
     co_await refuse_connection(socket, error_response(session_not_found()));
     co_return;
   }
@@ -485,7 +479,7 @@ namespace cabin::http_api {
 net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Request req,
                               ClientStream socket) {
   auto s = sessions_.find(route.session_id);
-  if (!s || s->record().status != "running") {
+  if (!s || s->record().status != store::SessionStatus::kRunning) {
     co_await refuse_connection(socket, error_response(session_not_found()));
     co_return;
   }

@@ -2,7 +2,9 @@
 // SessionManager and answers them.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>

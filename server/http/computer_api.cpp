@@ -1,7 +1,7 @@
 // The computer-use endpoints of Api: screenshots, frame streams and action batches, relayed to
 // cabin-agent.
 // clang-format off
-#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include "common/asio.h"  // first: see there
 // clang-format on
 
 #include <sys/socket.h>
@@ -16,14 +16,11 @@
 
 #include "common/computer_actions.h"
 #include "server/api/computer_wire.h"
+#include "server/api/errors.h"
 #include "server/http/api.h"
 
 namespace cabin::http_api {
 namespace {
-
-Error session_gone() {
-  return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
-}
 
 computer::ScreenSize screen_of(const sessions::Session& s) {
   return {s.record().width, s.record().height};
@@ -33,7 +30,7 @@ computer::ScreenSize screen_of(const sessions::Session& s) {
 
 net::awaitable<Response> Api::computer(const api::Route& route, const Request& req) {
   auto s = sessions_.find(route.session_id);
-  if (!s) co_return error_response(session_gone());
+  if (!s) co_return error_response(api::errors::session_not_found());
   const auto screen = screen_of(*s);
   std::optional<computer::Size> model;
   if (const auto& d = s->spec().display) model = computer::Size{d->width, d->height};
@@ -46,8 +43,8 @@ net::awaitable<Response> Api::computer(const api::Route& route, const Request& r
   if (!res) co_return error_response(res.error());
   auto status = res->result();
   if (status != http::status::ok && status != http::status::unprocessable_entity) {
-    co_return error_response(http::status::bad_gateway, "agent_error",
-                             "agent answered " + std::to_string(res->result_int()));
+    co_return error_response(
+        api::errors::agent_error("agent answered " + std::to_string(res->result_int())));
   }
   auto body =
       api::check_computer_answer(res->body(), batch->actions.size(), screen, batch->model_size);
@@ -57,7 +54,7 @@ net::awaitable<Response> Api::computer(const api::Route& route, const Request& r
 
 net::awaitable<Response> Api::screenshot(const api::Route& route) {
   auto s = sessions_.find(route.session_id);
-  if (!s) co_return error_response(session_gone());
+  if (!s) co_return error_response(api::errors::session_not_found());
   auto shot = api::screenshot_query(route.query, screen_of(*s));
   if (!shot) co_return error_response(shot.error());
   auto res = co_await s->agent().request(http::verb::get, "/agent/v1/screenshot?" + shot->query,
@@ -68,9 +65,8 @@ net::awaitable<Response> Api::screenshot(const api::Route& route) {
   bool image =
       type != res->end() && (type->value() == "image/png" || type->value() == "image/jpeg");
   if (res->result() != http::status::ok || !image) {
-    co_return error_response(
-        http::status::bad_gateway, "agent_error",
-        "agent answered " + std::to_string(res->result_int()) + " without an image");
+    co_return error_response(api::errors::agent_error(
+        "agent answered " + std::to_string(res->result_int()) + " without an image"));
   }
   Response out{http::status::ok, 11};
   out.set(http::field::content_type, type->value());
@@ -94,14 +90,13 @@ net::awaitable<void> Api::frames(const api::Route& route, const Authn& authn, Re
   const bool mjpeg = route.id == api::RouteId::kFramesMjpeg;
   if (!mjpeg && !beast::websocket::is_upgrade(req)) {
     co_await refuse_connection(
-        socket, error_response(
-                    make_error(Errc::kInvalidArgument, "websocket_required",
-                               "this endpoint takes a WebSocket upgrade; frames.mjpeg does not")));
+        socket, error_response(api::errors::websocket_required(
+                    "this endpoint takes a WebSocket upgrade; frames.mjpeg does not")));
     co_return;
   }
   auto s = sessions_.find(route.session_id);
-  if (!s || s->record().status != "running") {
-    co_await refuse_connection(socket, error_response(session_gone()));
+  if (!s || s->record().status != store::SessionStatus::kRunning) {
+    co_await refuse_connection(socket, error_response(api::errors::session_not_found()));
     co_return;
   }
   auto q = api::frames_agent_query(route.query, screen_of(*s), mjpeg);

@@ -2,7 +2,6 @@
 
 #include <array>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -15,7 +14,9 @@
 #include "common/frame_stream.h"
 #include "common/log.h"
 #include "common/notifier.h"
+#include "common/spawn.h"
 #include "server/api/computer_wire.h"
+#include "server/api/errors.h"
 
 namespace cabin::http_api {
 
@@ -215,9 +216,9 @@ net::awaitable<Result<std::shared_ptr<FrameFeed>>> FrameHub::join(
        ++it)
     ++open;
   if (open >= kMaxFeedsPerSession) {
-    co_return make_error(Errc::kTooManyRequests, "too_many_streams",
-                         "a session streams at most " + std::to_string(kMaxFeedsPerSession) +
-                             " different kinds of frames at once");
+    co_return api::errors::too_many_streams("a session streams at most " +
+                                            std::to_string(kMaxFeedsPerSession) +
+                                            " different kinds of frames at once");
   }
   auto ex = co_await net::this_coro::executor;
   auto feed = std::make_shared<FrameFeed>(ex);
@@ -231,13 +232,13 @@ net::awaitable<Result<std::shared_ptr<FrameFeed>>> FrameHub::join(
   }
   feed->tunnel.emplace(std::move(*tunnel));
   feed->changed.notify_all();
-  net::co_spawn(ex,
-                read_feed(feed,
-                          [this, key, weak = std::weak_ptr<FrameFeed>(feed)] {
-                            auto it = feeds_.find(key);
-                            if (it != feeds_.end() && it->second == weak.lock()) feeds_.erase(it);
-                          }),
-                net::detached);
+  cabin::spawn(ex,
+               read_feed(feed,
+                         [this, key, weak = std::weak_ptr<FrameFeed>(feed)] {
+                           auto it = feeds_.find(key);
+                           if (it != feeds_.end() && it->second == weak.lock()) feeds_.erase(it);
+                         }),
+               "session " + session->id() + ": frame feed");
   co_return feed;
 }
 
@@ -263,7 +264,8 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   // Beast answers pings and the close handshake while the watcher reads. It holds `ws` by
   // reference: this coroutine does not return before `gone` is set.
   auto gone = std::make_shared<bool>(false);
-  net::co_spawn(co_await net::this_coro::executor, watch_websocket(ws, gone, feed), net::detached);
+  cabin::spawn(co_await net::this_coro::executor, watch_websocket(ws, gone, feed),
+               "session " + id + ": frame viewer's reader");
 
   nlohmann::json hello = {
       {"type", "hello"}, {"format", format}, {"fps", fps}, {"viewers", feed->viewers}};
@@ -301,7 +303,8 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
   if (ec) co_return;
 
   auto gone = std::make_shared<bool>(false);
-  net::co_spawn(co_await net::this_coro::executor, watch_socket(socket, gone, feed), net::detached);
+  cabin::spawn(co_await net::this_coro::executor, watch_socket(socket, gone, feed),
+               "MJPEG viewer's reader");
 
   std::string head;
   std::array<net::const_buffer, 3> parts;

@@ -1,19 +1,13 @@
 // The preview endpoints of the control API: POST/GET/DELETE /v1/sessions/{id}/previews.
 #include "common/json_fields.h"
 #include "common/log.h"
+#include "server/api/errors.h"
 #include "server/http/api.h"
 #include "server/preview/preview_request.h"
 
 namespace cabin::http_api {
-namespace {
 
 using nlohmann::json;
-
-Error session_gone() {
-  return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
-}
-
-}  // namespace
 
 json Api::preview_json(const preview::Grant& g, const sessions::Session& s,
                        const Request& req) const {
@@ -59,7 +53,7 @@ Response Api::create_preview(const api::Route& route, const Request& req) {
   auto ttl = requested_ttl(*j);
   if (!ttl) return error_response(ttl.error());
   auto s = sessions_.find(route.session_id);
-  if (!s) return error_response(session_gone());
+  if (!s) return error_response(api::errors::session_not_found());
   previews_.prune([this](const std::string& id) { return sessions_.find(id) != nullptr; });
   const int64_t exp = expiry_within(*s, *ttl);
   std::optional<preview::Grant> replaced;
@@ -73,7 +67,7 @@ Response Api::create_preview(const api::Route& route, const Request& req) {
 
 Response Api::list_previews(const api::Route& route, const Request& req) {
   auto s = sessions_.find(route.session_id);
-  if (!s) return error_response(session_gone());
+  if (!s) return error_response(api::errors::session_not_found());
   json list = json::array();
   for (const auto& g : previews_.list(s->id())) list.push_back(preview_json(g, *s, req));
   return json_response(http::status::ok, {{"previews", list}});
@@ -82,8 +76,8 @@ Response Api::list_previews(const api::Route& route, const Request& req) {
 Response Api::delete_preview(const api::Route& route) {
   auto g = previews_.remove(route.session_id, route.preview_id);
   if (!g) {
-    return error_response(http::status::not_found, "preview_not_found",
-                          "no preview with that id in this session");
+    return error_response(
+        api::errors::preview_not_found("no preview with that id in this session"));
   }
   size_t closed = connections_.close_tag(g->session_id, g->id);
   return json_response(http::status::ok,

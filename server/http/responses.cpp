@@ -15,14 +15,11 @@ Response json_response(http::status status, const nlohmann::json& body) {
   return res;
 }
 
-Response error_response(http::status status, const std::string& code, const std::string& message) {
-  auto res = json_response(status, {{"error", {{"code", code}, {"message", message}}}});
+Response error_response(const Error& e) {
+  const auto status = static_cast<http::status>(http_status(e.errc));
+  auto res = json_response(status, {{"error", {{"code", e.code}, {"message", e.message}}}});
   if (status == http::status::unauthorized) res.set(http::field::www_authenticate, "Bearer");
   return res;
-}
-
-Response error_response(const Error& e) {
-  return error_response(static_cast<http::status>(http_status(e.errc)), e.code, e.message);
 }
 
 namespace {

@@ -13,8 +13,9 @@ namespace http = boost::beast::http;
 using Response = http::response<http::string_body>;
 
 Response json_response(http::status status, const nlohmann::json& body);
+// The one way an Error becomes an answer: its Errc gives the status (server/api/errors.h lists
+// every code).
 Response error_response(const Error& e);
-Response error_response(http::status status, const std::string& code, const std::string& message);
 
 // The same error as a small HTML page, for addresses a person opens in a browser (the live view
 // link): same status and code, the message in words, no script.

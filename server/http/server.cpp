@@ -1,21 +1,21 @@
 #include "server/http/server.h"
 
+#include <array>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-
-#include <array>
 #include <limits>
 
 #include "common/cloexec.h"
 #include "common/log.h"
+#include "common/spawn.h"
+#include "server/api/errors.h"
 
 namespace cabin::http_api {
 namespace {
@@ -31,18 +31,14 @@ Response parse_error_response(const boost::system::error_code& ec, const beast::
     // No line break yet: the request line alone is too long.
     std::string_view seen(static_cast<const char*>(buf.data().data()), buf.size());
     if (seen.find("\r\n") == std::string_view::npos) {
-      return error_response(http::status::uri_too_long, "uri_too_long",
-                            "the request line exceeds 16 KiB");
+      return error_response(api::errors::uri_too_long("16 KiB"));
     }
-    return error_response(http::status::request_header_fields_too_large, "headers_too_large",
-                          "the request headers exceed 16 KiB");
+    return error_response(api::errors::headers_too_large("16 KiB"));
   }
   if (ec == http::error::body_limit) {
-    return error_response(http::status::payload_too_large, "body_too_large",
-                          "the request body exceeds 1 MiB");
+    return error_response(api::errors::body_too_large("1 MiB"));
   }
-  return error_response(http::status::bad_request, "bad_request",
-                        "malformed HTTP request: " + ec.message());
+  return error_response(api::errors::bad_request("malformed HTTP request: " + ec.message()));
 }
 
 // Closing with unread request bytes makes the kernel reset the connection, and the client may
@@ -170,10 +166,11 @@ net::awaitable<void> HttpServer::run() {
     Slot slot(counts_, peer);
     socket.set_option(net::ip::tcp::no_delay(true), ec);
     if (tls_) {
-      net::co_spawn(ex_, accept_tls(std::move(socket), std::move(slot)), net::detached);
+      cabin::spawn(ex_, accept_tls(std::move(socket), std::move(slot)),
+                   "TLS handshake of a client connection");
     } else {
-      net::co_spawn(ex_, serve(ClientStream(beast::tcp_stream(std::move(socket))), std::move(slot)),
-                    net::detached);
+      cabin::spawn(ex_, serve(ClientStream(beast::tcp_stream(std::move(socket))), std::move(slot)),
+                   "client connection");
     }
   }
 }
@@ -240,7 +237,7 @@ net::awaitable<void> HttpServer::serve(ClientStream stream, [[maybe_unused]] Slo
     } else {
       if (!idle) {
         idle = std::make_shared<IdleWatch>(ex_);
-        net::co_spawn(ex_, watch_idle(idle, &stream.socket()), net::detached);
+        cabin::spawn(ex_, watch_idle(idle, &stream.socket()), "idle watch of a client connection");
       }
       idle->busy = false;
       ++idle->requests;

@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -19,6 +18,8 @@
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/pump.h"
+#include "common/spawn.h"
+#include "server/api/errors.h"
 #include "server/http/responses.h"
 #include "server/preview/preview_request.h"
 #include "server/preview/proxy_head.h"
@@ -209,8 +210,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   auto host_field = h.find(http::field::host);
   auto host = host_field == h.end() ? std::nullopt : host_name(host_field->value());
   if (!host) {
-    co_return co_await answer(error_response(http::status::bad_request, "bad_host",
-                                             "the Host header is missing or malformed"));
+    co_return co_await answer(error_response(api::errors::bad_host()));
   }
   std::optional<HostAddress> by_host = parse_preview_host(*host, config_.preview_domain);
   std::optional<Grant> grant;
@@ -226,9 +226,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   } else {
     if (!allowed_api_host(*host)) {
       // A name this server is not configured for: DNS rebinding, or a misrouted request.
-      co_return co_await answer(
-          error_response(http::status::misdirected_request, "unknown_host",
-                         "this server does not serve previews for host " + host->substr(0, 64)));
+      co_return co_await answer(error_response(api::errors::unknown_host(host->substr(0, 64))));
     }
     path_based = true;
     auto addr = parse_preview_path(h.target());
@@ -236,10 +234,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     if (h.find("Service-Worker") != h.end()) {
       // A worker's scope is at most its script's directory, but on cabind's origin even one under
       // the prefix sees every request of that path, tokens included.
-      co_return co_await answer(error_response(
-          http::status::forbidden, "service_worker_refused",
-          "a path-based preview shares cabind's origin and cannot register a service worker; "
-          "use a host-based preview (--preview-domain)"));
+      co_return co_await answer(error_response(api::errors::service_worker_refused()));
     }
     prefix = std::string(kPathPrefix) + addr->preview_id;
     if (addr->bare) {
@@ -256,8 +251,8 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
   auto session = grant ? sessions_.find(grant->session_id) : nullptr;
   if (!grant || !session) {
-    co_return co_await answer(error_response(http::status::not_found, "preview_not_found",
-                                             "no live preview at this address"));
+    co_return co_await answer(
+        error_response(api::errors::preview_not_found("no live preview at this address")));
   }
   if (by_host && (beast::websocket::is_upgrade(h) ||
                   (h.method() != http::verb::get && h.method() != http::verb::head &&
@@ -269,10 +264,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     auto origin = h.find(http::field::origin);
     if (origin != h.end() &&
         !same_origin(origin->value(), https ? "https" : "http", host_field->value())) {
-      co_return co_await answer(error_response(
-          http::status::forbidden, "cross_origin",
-          "a preview takes WebSocket upgrades and methods other than GET, HEAD and OPTIONS only "
-          "from its own origin"));
+      co_return co_await answer(error_response(api::errors::cross_origin()));
     }
   }
   const std::string scope = auth::preview_scope(grant->port, grant->id);
@@ -301,8 +293,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     auto claims = check(*split.token);
     if (!claims) co_return co_await answer(error_response(claims.error()));
     if (h.method() != http::verb::get && h.method() != http::verb::head) {
-      co_return co_await answer(error_response(http::status::bad_request, "token_in_url",
-                                               "open the preview URL with GET first"));
+      co_return co_await answer(error_response(api::errors::token_in_url()));
     }
     Response res{http::status::found, 11};
     res.set(http::field::location, redirect_target(split.target));
@@ -322,9 +313,8 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     if (!rest.empty()) kept_cookies.push_back(std::move(rest));
   }
   if (cookie_tokens.empty()) {
-    co_return co_await answer(error_response(
-        http::status::unauthorized, "unauthenticated",
-        "open the preview URL with its token (cabin_token=) to get a preview cookie"));
+    co_return co_await answer(error_response(api::errors::unauthenticated(
+        "open the preview URL with its token (cabin_token=) to get a preview cookie")));
   }
   // A sibling preview may have planted cookies of the same name beside the real one: the first
   // value that verifies counts, the one this connection verified before first of all.
@@ -359,8 +349,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   if (auto te = h.find(http::field::transfer_encoding);
       te != h.end() &&
       (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
-    co_return co_await answer(error_response(http::status::bad_request, "bad_transfer_encoding",
-                                             "only Transfer-Encoding: chunked is accepted"));
+    co_return co_await answer(error_response(api::errors::bad_transfer_encoding()));
   }
 
   // 3. Connections that a token let in close on revocation, deletion and expiry.
@@ -417,9 +406,8 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   if (!state.upstream) {
     auto t = co_await session->agent().connect(grant->port);
     if (!t) {
-      co_return co_await answer(error_response(
-          http::status::bad_gateway, "preview_unreachable",
-          "nothing answers on port " + std::to_string(grant->port) + " in the sandbox"));
+      co_return co_await answer(error_response(api::errors::preview_unreachable(
+          "nothing answers on port " + std::to_string(grant->port) + " in the sandbox")));
     }
     state.upstream.emplace(std::move(*t));
     state.upstream_grant = grant->id;
@@ -449,17 +437,17 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     state.fds->upstream = -1;
     if (ec == net::error::eof || ec == http::error::partial_message) co_return Outcome::kClose;
     // Nothing of an answer has been sent yet.
-    co_return co_await answer(error_response(http::status::bad_gateway, "preview_unreachable",
-                                             "the app closed the connection: " + ec.message()));
+    co_return co_await answer(error_response(
+        api::errors::preview_unreachable("the app closed the connection: " + ec.message())));
   }
 
   // 6. The answer, as it comes.
   if (!state.answer_watch) {
     state.answer_watch = std::make_shared<net::steady_timer>(client.get_executor());
-    net::co_spawn(client.get_executor(),
-                  watch_answers(state.fds, state.answer_watch,
-                                std::chrono::seconds(config_.preview_answer_timeout_s)),
-                  net::detached);
+    cabin::spawn(client.get_executor(),
+                 watch_answers(state.fds, state.answer_watch,
+                               std::chrono::seconds(config_.preview_answer_timeout_s)),
+                 "preview " + grant->id + ": answer watch");
   }
   state.fds->awaiting_since = std::chrono::steady_clock::now();
   state.fds->awaiting_answer = true;
@@ -482,13 +470,12 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     state.upstream.reset();
     state.fds->upstream = -1;
     if (std::exchange(state.fds->answer_timed_out, false)) {
-      co_return co_await answer(
-          error_response(http::status::gateway_timeout, "preview_timeout",
-                         "the app did not answer within " +
-                             std::to_string(config_.preview_answer_timeout_s) + " s"));
+      co_return co_await answer(error_response(
+          api::errors::preview_timeout("the app did not answer within " +
+                                       std::to_string(config_.preview_answer_timeout_s) + " s")));
     }
-    co_return co_await answer(error_response(http::status::bad_gateway, "preview_bad_answer",
-                                             "the app's answer is not HTTP/1.1: " + ec.message()));
+    co_return co_await answer(error_response(
+        api::errors::preview_bad_answer("the app's answer is not HTTP/1.1: " + ec.message())));
   }
   const auto& rh = res.get();
   ClientAnswer answer_head{.prefix = prefix, .port = grant->port};

@@ -4,7 +4,7 @@
 #pragma once
 
 // clang-format off
-#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include "common/asio.h"  // first: see there
 // clang-format on
 
 #include <boost/asio/awaitable.hpp>
@@ -18,7 +18,9 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 
 #include "server/auth/token_connections.h"
 #include "server/auth/tokens.h"

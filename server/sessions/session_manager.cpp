@@ -1,14 +1,14 @@
 #include "server/sessions/session_manager.h"
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-
 #include <fstream>
 
 #include "common/crypto.h"
 #include "common/log.h"
+#include "common/spawn.h"
+#include "server/api/errors.h"
 #include "server/api/ids.h"
 
 namespace cabin::sessions {
@@ -92,7 +92,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   store::SessionRecord rec;
   rec.id = api::new_session_id();
   rec.driver = driver_name;
-  rec.status = "starting";
+  rec.status = store::SessionStatus::kStarting;
   rec.width = spec.resolution.width;
   rec.height = spec.resolution.height;
   rec.start_url = spec.start_url.empty() ? "about:blank" : spec.start_url;
@@ -117,7 +117,8 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   --starting_[driver_name];
   if (!started) {
     log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
-    (void)store_.set_status(rec.id, "failed", started.error().message, clock_.unix_seconds());
+    (void)store_.set_status(rec.id, store::SessionStatus::kFailed, started.error().message,
+                            clock_.unix_seconds());
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
                          "sandbox could not start: " + started.error().message);
   }
@@ -129,7 +130,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   if (!ready) {
     std::string reason = ready.error().message;
     log()->warn("session {}: browser did not become ready: {}", rec.id, reason);
-    co_await finish(s, "failed", reason);
+    co_await finish(s, store::SessionStatus::kFailed, reason);
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
                          "sandbox did not become ready: " + reason);
   }
@@ -137,15 +138,15 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
                          "session ended while starting: " + s->record().end_reason);
   }
-  s->mutable_record().status = "running";
-  (void)store_.set_status(rec.id, "running", "", 0);
+  s->mutable_record().status = store::SessionStatus::kRunning;
+  (void)store_.set_status(rec.id, store::SessionStatus::kRunning, "", 0);
 
   s->expiry_timer().expires_after(std::chrono::seconds(rec.expires_at - clock_.unix_seconds()));
   s->expiry_timer().async_wait([this, id = rec.id](boost::system::error_code ec) {
     if (ec) return;
-    net::co_spawn(
+    cabin::spawn(
         ex_, [this, id]() -> net::awaitable<void> { (void)co_await end(id, "timeout"); },
-        net::detached);
+        "session " + id + ": end at its timeout");
   });
   log()->info("session {}: running on {} ({}x{})", rec.id, driver_name, rec.width, rec.height);
   co_return s;
@@ -186,17 +187,17 @@ net::awaitable<Result<void>> SessionManager::wait_ready(Session& s,
 }
 
 void SessionManager::watch(SessionPtr s) {
-  net::co_spawn(
+  cabin::spawn(
       ex_,
       [this, s]() -> net::awaitable<void> {
         std::string why = co_await s->sandbox().wait_exit();
         if (!s->ending) {
           log()->warn("session {}: sandbox exited: {}", s->id(), why);
           // Nothing in a live session exits on its own unless something broke.
-          co_await finish(s, "failed", "sandbox exited: " + why);
+          co_await finish(s, store::SessionStatus::kFailed, "sandbox exited: " + why);
         }
       },
-      net::detached);
+      "session " + s->id() + ": watch its sandbox");
 }
 
 net::awaitable<Result<store::SessionRecord>> SessionManager::end(const std::string& id,
@@ -204,17 +205,18 @@ net::awaitable<Result<store::SessionRecord>> SessionManager::end(const std::stri
   auto it = live_.find(id);
   if (it == live_.end()) {
     if (auto r = store_.get(id)) co_return *r;  // already ended: idempotent
-    co_return make_error(Errc::kNotFound, "session_not_found", "no session with that id");
+    co_return api::errors::session_not_found();
   }
   SessionPtr s = it->second;
-  if (!s->ending) co_await finish(s, "ended", reason);
+  if (!s->ending) co_await finish(s, store::SessionStatus::kEnded, reason);
   co_return s->record();
 }
 
-net::awaitable<void> SessionManager::finish(SessionPtr s, std::string status, std::string reason) {
+net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus status,
+                                            std::string reason) {
   if (s->ending) co_return;
   s->ending = true;
-  s->mutable_record().status = "ending";
+  s->mutable_record().status = store::SessionStatus::kEnding;
   s->expiry_timer().cancel();
   co_await s->sandbox().destroy();
   if (!config_.logs_dir.empty()) {
@@ -228,12 +230,12 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, std::string status, st
   rec.ended_at = clock_.unix_seconds();
   (void)store_.set_status(rec.id, status, reason, rec.ended_at);
   live_.erase(rec.id);
-  log()->info("session {}: {} ({})", rec.id, status, reason);
+  log()->info("session {}: {} ({})", rec.id, store::to_string(status), reason);
 }
 
 Result<uint32_t> SessionManager::revoke_tokens(const std::string& id) {
   SessionPtr s = find(id);
-  if (!s) return make_error(Errc::kNotFound, "session_not_found", "no live session with that id");
+  if (!s) return api::errors::session_not_found();
   uint32_t next = s->token_generation + 1;
   if (auto r = store_.set_token_generation(id, next); !r) return r.error();
   s->token_generation = next;
@@ -255,7 +257,7 @@ std::optional<std::vector<std::string>> SessionManager::output(const std::string
 net::awaitable<void> SessionManager::shutdown() {
   std::vector<SessionPtr> all;
   for (auto& [_, s] : live_) all.push_back(s);
-  for (auto& s : all) co_await finish(s, "ended", "server shutdown");
+  for (auto& s : all) co_await finish(s, store::SessionStatus::kEnded, "server shutdown");
 }
 
 }  // namespace cabin::sessions

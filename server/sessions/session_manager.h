@@ -2,7 +2,9 @@
 // timeout, sandbox death or shutdown, leaving nothing behind.
 #pragma once
 
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
@@ -68,7 +70,7 @@ class SessionManager {
   net::awaitable<Result<void>> wait_ready(Session& s, std::chrono::milliseconds timeout);
   DriverLimits limits_for(const std::string& driver) const;
   void watch(SessionPtr s);
-  net::awaitable<void> finish(SessionPtr s, std::string status, std::string reason);
+  net::awaitable<void> finish(SessionPtr s, store::SessionStatus status, std::string reason);
 
   net::any_io_executor ex_;
   ManagerConfig config_;

@@ -1,6 +1,30 @@
 #include "server/store/session_store.h"
 
 namespace cabin::store {
+
+std::string_view to_string(SessionStatus s) {
+  switch (s) {
+    case SessionStatus::kStarting:
+      return "starting";
+    case SessionStatus::kRunning:
+      return "running";
+    case SessionStatus::kEnding:
+      return "ending";
+    case SessionStatus::kEnded:
+      return "ended";
+    case SessionStatus::kFailed:
+      return "failed";
+  }
+  return "failed";
+}
+
+SessionStatus parse_status(std::string_view name) {
+  for (auto s : {SessionStatus::kStarting, SessionStatus::kRunning, SessionStatus::kEnding,
+                 SessionStatus::kEnded}) {
+    if (to_string(s) == name) return s;
+  }
+  return SessionStatus::kFailed;
+}
 namespace {
 
 // Owns one prepared statement.
@@ -38,7 +62,7 @@ SessionRecord read_row(const Stmt& s) {
   SessionRecord r;
   r.id = s.text(0);
   r.driver = s.text(1);
-  r.status = s.text(2);
+  r.status = parse_status(s.text(2));
   r.end_reason = s.text(3);
   r.width = static_cast<int>(s.integer(4));
   r.height = static_cast<int>(s.integer(5));
@@ -101,7 +125,7 @@ Result<void> SessionStore::insert(const SessionRecord& r) {
                ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
                   .c_str());
   if (!s.ok()) return db_error(db_, "prepare insert");
-  s.bind(1, r.id).bind(2, r.driver).bind(3, r.status).bind(4, r.end_reason);
+  s.bind(1, r.id).bind(2, r.driver).bind(3, std::string(to_string(r.status))).bind(4, r.end_reason);
   s.bind(5, int64_t{r.width}).bind(6, int64_t{r.height}).bind(7, r.start_url);
   s.bind(8, r.timeout_s).bind(9, r.created_at).bind(10, r.expires_at).bind(11, r.ended_at);
   s.bind(12, int64_t{r.token_generation});
@@ -109,11 +133,11 @@ Result<void> SessionStore::insert(const SessionRecord& r) {
   return {};
 }
 
-Result<void> SessionStore::set_status(const std::string& id, const std::string& status,
+Result<void> SessionStore::set_status(const std::string& id, SessionStatus status,
                                       const std::string& end_reason, int64_t ended_at) {
   Stmt s(db_, "UPDATE sessions SET status = ?2, end_reason = ?3, ended_at = ?4 WHERE id = ?1");
   if (!s.ok()) return db_error(db_, "prepare update");
-  s.bind(1, id).bind(2, status).bind(3, end_reason).bind(4, ended_at);
+  s.bind(1, id).bind(2, std::string(to_string(status))).bind(3, end_reason).bind(4, ended_at);
   if (s.step() != SQLITE_DONE) return db_error(db_, "update");
   return {};
 }
@@ -150,7 +174,7 @@ std::vector<std::string> SessionStore::end_unfinished(const std::string& reason,
     Stmt s(db_, "SELECT id FROM sessions WHERE ended_at = 0");
     while (s.step() == SQLITE_ROW) ids.push_back(s.text(0));
   }
-  for (const auto& id : ids) (void)set_status(id, "ended", reason, now);
+  for (const auto& id : ids) (void)set_status(id, SessionStatus::kEnded, reason, now);
   return ids;
 }
 

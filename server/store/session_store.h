@@ -8,16 +8,28 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
 
 namespace cabin::store {
 
+// Where a session is in its life. Starting and running sessions are live; ending ones are being
+// torn down; ended and failed ones are records only. The names are the API's and the database's.
+enum class SessionStatus { kStarting, kRunning, kEnding, kEnded, kFailed };
+
+std::string_view to_string(SessionStatus s);
+// Unknown names (a database written by a newer cabind) read as failed.
+SessionStatus parse_status(std::string_view name);
+inline bool is_live(SessionStatus s) {
+  return s == SessionStatus::kStarting || s == SessionStatus::kRunning;
+}
+
 struct SessionRecord {
   std::string id;
   std::string driver;
-  std::string status;  // "starting", "running", "ended", "failed"
+  SessionStatus status = SessionStatus::kStarting;
   std::string end_reason;
   int width = 0;
   int height = 0;
@@ -38,7 +50,7 @@ class SessionStore {
   SessionStore& operator=(const SessionStore&) = delete;
 
   Result<void> insert(const SessionRecord& r);
-  Result<void> set_status(const std::string& id, const std::string& status,
+  Result<void> set_status(const std::string& id, SessionStatus status,
                           const std::string& end_reason, int64_t ended_at);
   Result<void> set_token_generation(const std::string& id, uint32_t generation);
   std::optional<SessionRecord> get(const std::string& id);

@@ -7,7 +7,6 @@
 
 #include <array>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -18,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/notifier.h"
+#include "common/spawn.h"
 #include "vm-images/agent/exec_filter.h"
 #include "vm-images/agent/process.h"
 
@@ -159,10 +159,12 @@ net::awaitable<Result<ExecResult>> run_exec(ExecRequest spec, ExecOptions opts) 
   st->stdin_data = std::move(spec.stdin_data);
   st->stdin_done = false;
 
-  net::co_spawn(ex, read_capture(st, &st->out, static_cast<size_t>(spec.max_output_bytes)), net::detached);
-  net::co_spawn(ex, read_capture(st, &st->err, static_cast<size_t>(spec.max_output_bytes)), net::detached);
-  net::co_spawn(ex, write_stdin(st), net::detached);
-  net::co_spawn(ex, wait_child(st), net::detached);
+  cabin::spawn(ex, read_capture(st, &st->out, static_cast<size_t>(spec.max_output_bytes)),
+               "exec stdout");
+  cabin::spawn(ex, read_capture(st, &st->err, static_cast<size_t>(spec.max_output_bytes)),
+               "exec stderr");
+  cabin::spawn(ex, write_stdin(st), "exec stdin");
+  cabin::spawn(ex, wait_child(st), "exec exit");
 
   ExecResult r;
   const auto deadline = start + std::chrono::milliseconds(spec.timeout_ms);

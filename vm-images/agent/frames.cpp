@@ -4,7 +4,6 @@
 
 #include <array>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -16,6 +15,7 @@
 
 #include "common/frame_stream.h"
 #include "common/log.h"
+#include "common/spawn.h"
 #include "vm-images/agent/requests.h"
 
 namespace cabin::agent {
@@ -119,7 +119,7 @@ net::awaitable<void> serve_frames(generic_stream::socket socket,
   co_await net::async_write(st->socket, net::buffer(kHead),
                             net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return;
-  net::co_spawn(st->socket.get_executor(), watch_peer(st), net::detached);
+  cabin::spawn(st->socket.get_executor(), watch_peer(st), "frame stream's peer watch");
 
   const auto gap = std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(1)) / spec.fps;
   auto next = Clock::now();

@@ -1,12 +1,12 @@
 #include "vm-images/agent/http_server.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -16,11 +16,11 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <cstring>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "common/crypto.h"
 #include "common/log.h"
+#include "common/spawn.h"
 #include "vm-images/agent/computer.h"
 #include "vm-images/agent/desktop.h"
 #include "vm-images/agent/frames.h"
@@ -360,7 +360,7 @@ Result<void> HttpServer::start() {
     ::fcntl(opts_.listen.fd, F_SETFD, FD_CLOEXEC);
     acceptor_.assign(generic_stream(AF_UNIX, 0), opts_.listen.fd, ec);
     if (ec) return fail("assign listening socket", ec);
-    net::co_spawn(ex_, accept_loop(), net::detached);
+    cabin::spawn(ex_, accept_loop(), "agent listener");
     return {};
   }
   generic_stream::endpoint ep;
@@ -400,7 +400,7 @@ Result<void> HttpServer::start() {
       tcp_port_ = ntohs(reinterpret_cast<const sockaddr_in*>(local.data())->sin_port);
     }
   }
-  net::co_spawn(ex_, accept_loop(), net::detached);
+  cabin::spawn(ex_, accept_loop(), "agent listener");
   return {};
 }
 
@@ -431,7 +431,7 @@ net::awaitable<void> HttpServer::accept_loop() {
       continue;
     }
     if (tcp) socket.set_option(net::ip::tcp::no_delay(true), ec);
-    net::co_spawn(ex_, serve_connection(sh, std::move(socket)), net::detached);
+    cabin::spawn(ex_, serve_connection(sh, std::move(socket)), "agent connection");
   }
 }
 

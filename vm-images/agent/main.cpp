@@ -4,17 +4,16 @@
 #include <sys/prctl.h>
 
 // clang-format off
-#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include "common/asio.h"  // first: see there
 // clang-format on
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +22,7 @@
 
 #include "common/agent_protocol.h"
 #include "common/log.h"
+#include "common/spawn.h"
 #include "vm-images/agent/agent_state.h"
 #include "vm-images/agent/exec_filter.h"
 #include "vm-images/agent/http_server.h"
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
 
   int exit_code = 0;
   std::string failure;
-  net::co_spawn(
+  cabin::spawn(
       io,
       [&]() -> net::awaitable<void> {
         auto r = co_await supervisor.run();
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
         signals.cancel();
         io.stop();
       },
-      net::detached);
+      "shutdown on a signal");
   io.run();
   rfb.reset();
   log->info("exit {}", exit_code);

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -24,6 +23,7 @@
 #include <sstream>
 
 #include "common/log.h"
+#include "common/spawn.h"
 #include "vnc/display.h"
 #include "vnc/input.h"
 
@@ -352,9 +352,9 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   }
   xvfb_ = std::move(*xvfb);
   pipe->write.reset();  // EOF on the pipe then means Xvfb is gone
-  net::co_spawn(ex_, watch(xvfb_.get(), "Xvfb"), net::detached);
+  cabin::spawn(ex_, watch(xvfb_.get(), "Xvfb"), "Xvfb exit");
   auto display_pipe = std::make_shared<net::posix::stream_descriptor>(ex_, pipe->read.release());
-  net::co_spawn(ex_, read_display(display_pipe), net::detached);
+  cabin::spawn(ex_, read_display(display_pipe), "Xvfb display number");
 
   while (!display_eof_ && !failure_ && !stopping_ && Clock::now() < deadline) {
     co_await changed_.wait_until(deadline);
@@ -397,7 +397,7 @@ net::awaitable<Result<void>> Supervisor::start_children() {
     co_return stop_or_fail();
   }
   chromium_ = std::move(*chromium);
-  net::co_spawn(ex_, watch(chromium_.get(), "Chromium"), net::detached);
+  cabin::spawn(ex_, watch(chromium_.get(), "Chromium"), "Chromium exit");
   log->info("Chromium started (pid {}, sandbox {})", chromium_->pid(), no_sandbox ? "off" : "on");
 
   // 3. Ready once DevTools answers. With port 0, DevToolsActivePort names the port and target and

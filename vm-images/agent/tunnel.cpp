@@ -2,7 +2,6 @@
 
 #include <array>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -10,6 +9,7 @@
 #include <memory>
 
 #include "common/notifier.h"
+#include "common/spawn.h"
 
 namespace cabin::agent {
 namespace {
@@ -102,7 +102,7 @@ net::awaitable<void> run_tunnel(net::generic::stream_protocol::socket client, tc
   auto st = std::make_shared<TunnelState>(std::move(client), std::move(upstream));
   st->running = 2;
   auto ex = co_await net::this_coro::executor;
-  net::co_spawn(ex, pump(st, st->upstream, st->client, std::string()), net::detached);
+  cabin::spawn(ex, pump(st, st->upstream, st->client, std::string()), "tunnel upstream to client");
   co_await pump(st, st->client, st->upstream, std::move(prefetched));
   while (st->running > 0) co_await st->changed.wait_until(Clock::time_point::max());
   st->close_both();

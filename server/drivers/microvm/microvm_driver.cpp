@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -22,8 +21,9 @@
 #include <memory>
 #include <optional>
 
-#include "common/log.h"
 #include "common/cloexec.h"
+#include "common/log.h"
+#include "common/spawn.h"
 #include "common/unique_fd.h"
 #include "server/drivers/child_process.h"
 #include "server/drivers/microvm/kvm_probe.h"
@@ -131,7 +131,7 @@ class MicrovmSandbox final : public Sandbox {
     if (s_->destroy_started) return;
     // Dropped without destroy(): clean up in the background rather than leak a VM.
     s_->log->warn("[{}] sandbox dropped without destroy(); destroying", s_->id);
-    net::co_spawn(s_->executor, destroy_state(s_), net::detached);
+    cabin::spawn(s_->executor, destroy_state(s_), "[" + s_->id + "] destroy a dropped sandbox");
   }
 
   net::awaitable<Result<AgentStream>> dial_agent() override {
@@ -362,8 +362,8 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
     fs::remove(dir / kPidFileName, ec);
     if (auto w = write_private_file(dir / kPidFileName, std::to_string(state->pid) + "\n"); !w)
       log->warn("[{}] {}", id, w.error().message);
-    net::co_spawn(executor_, pump_output(state), net::detached);
-    net::co_spawn(executor_, watch_exit(state), net::detached);
+    cabin::spawn(executor_, pump_output(state), "[" + id + "] QEMU output");
+    cabin::spawn(executor_, watch_exit(state), "[" + id + "] QEMU exit");
 
     // QEMU answers its monitor only once the machine is built, hostfwd port bound included.
     const auto deadline = Clock::now() + config_.start_timeout;

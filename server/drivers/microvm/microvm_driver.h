@@ -3,7 +3,7 @@
 #pragma once
 
 // clang-format off
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include "common/asio.h"  // first: see there
 // clang-format on
 #include <boost/asio/any_io_executor.hpp>
 #include <chrono>

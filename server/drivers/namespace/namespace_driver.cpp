@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -26,6 +25,7 @@
 #include "common/agent_protocol.h"
 #include "common/cloexec.h"
 #include "common/log.h"
+#include "common/spawn.h"
 #include "common/unique_fd.h"
 #include "server/api/ids.h"
 #include "server/drivers/child_process.h"
@@ -164,7 +164,7 @@ class NamespaceSandbox final : public Sandbox {
     if (s_->destroy_started) return;
     // Dropped without destroy(): clean up in the background rather than leak a sandbox.
     s_->log->warn("[{}] sandbox dropped without destroy(); destroying", s_->id);
-    net::co_spawn(s_->executor, destroy_state(s_), net::detached);
+    cabin::spawn(s_->executor, destroy_state(s_), "[" + s_->id + "] destroy a dropped sandbox");
   }
 
   net::awaitable<Result<AgentStream>> dial_agent() override {
@@ -442,8 +442,9 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   state->run_dir = dir;
   state->stop_timeout = config_.stop_timeout;
   // Logs the launcher's and the payload's output line by line, with the session id.
-  net::co_spawn(executor_, log_child_output(state, OutputStyle{"sandbox"}), net::detached);
-  net::co_spawn(executor_, watch_exit(state), net::detached);
+  cabin::spawn(executor_, log_child_output(state, OutputStyle{"sandbox"}),
+               "[" + state->id + "] sandbox output");
+  cabin::spawn(executor_, watch_exit(state), "[" + state->id + "] sandbox exit");
   log->info("[{}] sandbox started: launcher pid {}", id, state->pid);
   co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(state)));
 }

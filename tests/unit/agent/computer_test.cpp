@@ -1,6 +1,6 @@
 // Screenshot and computer-use endpoints against a private Xvfb, with the HTTP server in-process.
 // clang-format off
-#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include "common/asio.h"  // first: see there
 // clang-format on
 
 #include <boost/asio/co_spawn.hpp>

@@ -1,6 +1,6 @@
 // The agent's frame stream against a real Xvfb: what counts as a change of the screen.
 // clang-format off
-#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include "common/asio.h"  // first: see there
 // clang-format on
 
 #include "vm-images/agent/frames.h"

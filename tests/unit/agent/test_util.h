@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 // clang-format off
-#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without it
+#include "common/asio.h"  // first: see there
 // clang-format on
 
 #include <boost/asio/co_spawn.hpp>

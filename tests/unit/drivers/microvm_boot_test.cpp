@@ -1,7 +1,7 @@
 // Boots the real guest image through MicrovmDriver (KVM or TCG, whatever this machine has), talks
 // to cabin-agent in it, and checks that destroy() leaves no process, port or file behind.
 // clang-format off
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include "common/asio.h"  // first: see there
 // clang-format on
 #include <netinet/in.h>
 #include <signal.h>

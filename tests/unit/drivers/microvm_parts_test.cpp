@@ -1,7 +1,7 @@
 // The microvm driver's parts without booting a VM: QEMU argv, guest config, exit reasons, the
 // image manifest, the KVM probe's firmware and verdicts, QMP, and reaping an earlier run.
 // clang-format off
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+#include "common/asio.h"  // first: see there
 // clang-format on
 #include <fcntl.h>
 #include <signal.h>

@@ -14,7 +14,7 @@ TEST_CASE("the store keeps records and ends leftovers of an earlier run") {
   SessionRecord r;
   r.id = "ses_aaaaaaaaaaaaaaaaaaaa";
   r.driver = "namespace";
-  r.status = "running";
+  r.status = SessionStatus::kRunning;
   r.width = 1024;
   r.height = 768;
   r.start_url = "about:blank";
@@ -38,14 +38,14 @@ TEST_CASE("the store keeps records and ends leftovers of an earlier run") {
   REQUIRE(live.size() == 2);
   CHECK(live[0].id == second.id);  // newest first
 
-  REQUIRE((*store)->set_status(r.id, "ended", "deleted", 150));
+  REQUIRE((*store)->set_status(r.id, SessionStatus::kEnded, "deleted", 150));
   CHECK((*store)->list(false, 10).size() == 1);
   CHECK((*store)->list(true, 10).size() == 2);
   CHECK((*store)->get(r.id)->end_reason == "deleted");
 
   auto ended = (*store)->end_unfinished("server restarted", 300);
   REQUIRE(ended == std::vector<std::string>{second.id});
-  CHECK((*store)->get(second.id)->status == "ended");
+  CHECK((*store)->get(second.id)->status == SessionStatus::kEnded);
   CHECK((*store)->list(false, 10).empty());
 }
 
@@ -82,4 +82,15 @@ TEST_CASE("the token generation is stored, and older databases gain the column")
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");
+}
+
+TEST_CASE("session statuses keep their API names, and unknown ones read as failed", "[store]") {
+  for (auto s : {SessionStatus::kStarting, SessionStatus::kRunning, SessionStatus::kEnding,
+                 SessionStatus::kEnded, SessionStatus::kFailed}) {
+    CHECK(parse_status(to_string(s)) == s);
+  }
+  CHECK(to_string(SessionStatus::kRunning) == "running");
+  CHECK(parse_status("paused") == SessionStatus::kFailed);
+  CHECK(is_live(SessionStatus::kStarting));
+  CHECK_FALSE(is_live(SessionStatus::kEnding));
 }

@@ -1,0 +1,1 @@
+// Carries cmake/pch.h, which the other targets reuse.

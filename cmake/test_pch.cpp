@@ -1,0 +1,1 @@
+// Carries cmake/test_pch.h, which the unit tests reuse.

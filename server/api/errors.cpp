@@ -1,0 +1,142 @@
+#include "server/api/errors.h"
+
+#include <array>
+
+namespace cabin::api {
+namespace {
+
+constexpr std::array kCatalogue{
+    ErrorKind{"invalid_json", Errc::kInvalidArgument},
+    ErrorKind{"invalid_request", Errc::kInvalidArgument},
+    ErrorKind{"unknown_field", Errc::kInvalidArgument},
+    ErrorKind{"unknown_driver", Errc::kInvalidArgument},
+    ErrorKind{"bad_query", Errc::kInvalidArgument},
+    ErrorKind{"bad_request", Errc::kInvalidArgument},
+    ErrorKind{"spawn_failed", Errc::kInvalidArgument},
+    ErrorKind{"websocket_required", Errc::kInvalidArgument},
+    ErrorKind{"bad_host", Errc::kInvalidArgument},
+    ErrorKind{"bad_target", Errc::kInvalidArgument},
+    ErrorKind{"bad_transfer_encoding", Errc::kInvalidArgument},
+    ErrorKind{"token_in_url", Errc::kInvalidArgument},
+    ErrorKind{"unauthenticated", Errc::kUnauthenticated},
+    ErrorKind{"invalid_token", Errc::kUnauthenticated},
+    ErrorKind{"token_expired", Errc::kUnauthenticated},
+    ErrorKind{"token_revoked", Errc::kUnauthenticated},
+    ErrorKind{"token_scope", Errc::kPermissionDenied},
+    ErrorKind{"cross_origin", Errc::kPermissionDenied},
+    ErrorKind{"service_worker_refused", Errc::kPermissionDenied},
+    ErrorKind{"not_found", Errc::kNotFound},
+    ErrorKind{"session_not_found", Errc::kNotFound},
+    ErrorKind{"session_ended", Errc::kNotFound},
+    ErrorKind{"preview_not_found", Errc::kNotFound},
+    ErrorKind{"method_not_allowed", Errc::kMethodNotAllowed},
+    ErrorKind{"too_many_previews", Errc::kConflict},
+    ErrorKind{"body_too_large", Errc::kTooLarge},
+    ErrorKind{"uri_too_long", Errc::kUriTooLong},
+    ErrorKind{"unknown_host", Errc::kMisdirected},
+    ErrorKind{"too_many_connections", Errc::kTooManyRequests},
+    ErrorKind{"too_many_streams", Errc::kTooManyRequests},
+    ErrorKind{"headers_too_large", Errc::kHeadersTooLarge},
+    ErrorKind{"agent_error", Errc::kBadGateway},
+    ErrorKind{"browser_handshake", Errc::kBadGateway},
+    ErrorKind{"bad_discovery", Errc::kBadGateway},
+    ErrorKind{"connect_failed", Errc::kBadGateway},
+    ErrorKind{"preview_unreachable", Errc::kBadGateway},
+    ErrorKind{"preview_bad_answer", Errc::kBadGateway},
+    ErrorKind{"web_ui_unavailable", Errc::kUnavailable},
+    ErrorKind{"driver_unavailable", Errc::kUnavailable},
+    ErrorKind{"sandbox_unavailable", Errc::kUnavailable},
+    ErrorKind{"capacity", Errc::kUnavailable},
+    ErrorKind{"cgroups_failed", Errc::kUnavailable},
+    ErrorKind{"vmm_jail", Errc::kUnavailable},
+    ErrorKind{"preview_timeout", Errc::kTimeout},
+};
+
+// The constructors below may only make catalogued codes; checked at compile time.
+consteval Errc errc_of(std::string_view code) {
+  for (const auto& k : kCatalogue) {
+    if (k.code == code) return k.errc;
+  }
+  throw "not in the error catalogue";
+}
+
+#define CABIN_ERROR(code, message) \
+  Error { errc_of(code), code, message }
+
+}  // namespace
+
+std::span<const ErrorKind> error_catalogue() { return kCatalogue; }
+
+namespace errors {
+
+Error bad_request(std::string message) { return CABIN_ERROR("bad_request", std::move(message)); }
+Error websocket_required(std::string message) {
+  return CABIN_ERROR("websocket_required", std::move(message));
+}
+Error unauthenticated(std::string message) {
+  return CABIN_ERROR("unauthenticated", std::move(message));
+}
+Error spawn_failed(std::string message) { return CABIN_ERROR("spawn_failed", std::move(message)); }
+Error bad_host() { return CABIN_ERROR("bad_host", "the Host header is missing or malformed"); }
+Error bad_transfer_encoding() {
+  return CABIN_ERROR("bad_transfer_encoding", "only Transfer-Encoding: chunked is accepted");
+}
+Error token_in_url() { return CABIN_ERROR("token_in_url", "open the preview URL with GET first"); }
+Error service_worker_refused() {
+  return CABIN_ERROR("service_worker_refused",
+                     "a path-based preview shares cabind's origin and cannot register a service "
+                     "worker; use a host-based preview (--preview-domain)");
+}
+Error cross_origin() {
+  return CABIN_ERROR("cross_origin",
+                     "a preview takes WebSocket upgrades and methods other than GET, HEAD and "
+                     "OPTIONS only from its own origin");
+}
+Error not_found_file() { return CABIN_ERROR("not_found", "no such file"); }
+Error not_found_endpoint() { return CABIN_ERROR("not_found", "no such endpoint"); }
+Error session_not_found() {
+  return CABIN_ERROR("session_not_found", "no live session with that id");
+}
+Error session_ended(std::string_view why) {
+  if (why.empty()) return CABIN_ERROR("session_ended", "the session is ending");
+  return CABIN_ERROR("session_ended", "the session ended: " + std::string(why));
+}
+Error preview_not_found(std::string message) {
+  return CABIN_ERROR("preview_not_found", std::move(message));
+}
+Error body_too_large(std::string_view limit) {
+  return CABIN_ERROR("body_too_large", "the request body exceeds " + std::string(limit));
+}
+Error uri_too_long(std::string_view limit) {
+  return CABIN_ERROR("uri_too_long", "the request line exceeds " + std::string(limit));
+}
+Error unknown_host(std::string_view host) {
+  return CABIN_ERROR("unknown_host",
+                     "this server does not serve previews for host " + std::string(host));
+}
+Error headers_too_large(std::string_view limit) {
+  return CABIN_ERROR("headers_too_large", "the request headers exceed " + std::string(limit));
+}
+Error too_many_connections(std::string message) {
+  return CABIN_ERROR("too_many_connections", std::move(message));
+}
+Error too_many_streams(std::string message) {
+  return CABIN_ERROR("too_many_streams", std::move(message));
+}
+Error agent_error(std::string message) { return CABIN_ERROR("agent_error", std::move(message)); }
+Error preview_unreachable(std::string message) {
+  return CABIN_ERROR("preview_unreachable", std::move(message));
+}
+Error preview_bad_answer(std::string message) {
+  return CABIN_ERROR("preview_bad_answer", std::move(message));
+}
+Error web_ui_unavailable() {
+  return CABIN_ERROR("web_ui_unavailable",
+                     "this cabind has no web UI build (scripts/setup builds it)");
+}
+Error preview_timeout(std::string message) {
+  return CABIN_ERROR("preview_timeout", std::move(message));
+}
+
+}  // namespace errors
+}  // namespace cabin::api

@@ -1,0 +1,60 @@
+// Every error code cabind answers with, in one table, and a named constructor for each that the
+// HTTP layer makes itself. docs/api.md's table of codes is checked against kCatalogue by a test.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace cabin::api {
+
+struct ErrorKind {
+  std::string_view code;
+  Errc errc;
+};
+
+// Codes made by the parsers, auth, the session manager and drivers as well as by the
+// constructors below. A code has one status everywhere.
+std::span<const ErrorKind> error_catalogue();
+
+namespace errors {
+
+// 400
+Error bad_request(std::string message);  // HTTP framing the server cannot parse
+Error websocket_required(std::string message = "this endpoint takes a WebSocket upgrade");
+Error spawn_failed(std::string message);
+Error bad_host();
+Error bad_transfer_encoding();
+Error token_in_url();
+// 401
+Error unauthenticated(std::string message);
+// 403
+Error service_worker_refused();
+Error cross_origin();
+// 404
+Error not_found_file();
+Error not_found_endpoint();
+Error session_not_found();
+// A session that has ended (`why`: its end reason) or, with an empty `why`, is ending.
+Error session_ended(std::string_view why);
+Error preview_not_found(std::string message);
+// 413, 414, 421, 431
+Error body_too_large(std::string_view limit);
+Error uri_too_long(std::string_view limit);
+Error unknown_host(std::string_view host);
+Error headers_too_large(std::string_view limit);
+// 429
+Error too_many_connections(std::string message);
+Error too_many_streams(std::string message);
+// 502
+Error agent_error(std::string message);
+Error preview_unreachable(std::string message);
+Error preview_bad_answer(std::string message);
+// 503, 504
+Error web_ui_unavailable();
+Error preview_timeout(std::string message);
+
+}  // namespace errors
+}  // namespace cabin::api
