@@ -1,1 +1,0 @@
-// Carries cmake/pch.h, which the other targets reuse.

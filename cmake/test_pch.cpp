@@ -1,1 +1,0 @@
-// Carries cmake/test_pch.h, which the unit tests reuse.
