@@ -131,6 +131,7 @@ net::awaitable<Result<ExecResult>> run_exec(ExecRequest spec, ExecOptions opts) 
   if (!err) co_return err.error();
 
   SpawnOptions so;
+  so.search_path = true;
   if (!opts.filter_helper.empty() && !spec.argv.empty()) {
     auto program = find_program(spec.argv[0]);
     if (!program) co_return program.error();

@@ -337,6 +337,7 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   auto pipe = make_pipe();
   if (!pipe) co_return pipe.error();
   SpawnOptions xo;
+  xo.search_path = true;
   xo.argv = {opts_.xvfb,  "-displayfd",
              "3",         "-screen",
              "0",         std::to_string(opts_.width) + "x" + std::to_string(opts_.height) + "x24",
@@ -388,6 +389,7 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   struct stat sb;
   const bool no_dev_shm = ::stat("/dev/shm", &sb) != 0 || !S_ISDIR(sb.st_mode);
   SpawnOptions co;
+  co.search_path = true;
   co.argv = chromium_argv(opts_, no_sandbox, no_dev_shm);
   co.env = child_environment({{"DISPLAY", *display_}, {"HOME", opts_.home}});
   co.stderr_fd = STDERR_FILENO;

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
 #include <cerrno>
 #include <cstring>
 
@@ -129,34 +130,14 @@ KvmProbeResult probe_kvm(const std::filesystem::path& qemu, std::chrono::millise
             "-device",
             "isa-debug-exit,iobase=0xf4,iosize=1"};
   s.pass_fd = rom.get();
-  auto p = spawn_vmm(s);
+  net::io_context io;  // the probe's child is waited for here, before cabind runs
+  auto p = spawn_vmm(io.get_executor(), s);
   if (!p) return {false, "cannot start " + qemu.string() + ": " + p.error().message};
-
   // Start-up only, before any session: blocking here is bounded by `bound`.
-  const auto deadline = Clock::now() + bound;
-  struct pollfd pfd {
-    p->pidfd.get(), POLLIN, 0
-  };
-  bool finished = false;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) break;
-    int r = ::poll(&pfd, 1, static_cast<int>(left.count()));
-    if (r == 1) {
-      finished = true;
-      break;
-    }
-    if (r < 0 && errno != EINTR) break;
-  }
-  if (!finished) ::kill(p->pid, SIGKILL);
-  siginfo_t info{};
-  nsbox::retry_eintr([&] { return ::waitid(P_PID, static_cast<id_t>(p->pid), &info, WEXITED); });
-  std::string out;
-  ::fcntl(p->output.get(), F_SETFL, O_NONBLOCK);
-  char buf[1024];
-  for (ssize_t n; (n = ::read(p->output.get(), buf, sizeof buf)) > 0 && out.size() < 8192;)
-    out.append(buf, static_cast<size_t>(n));
-  return classify_kvm_probe(finished, info.si_code, info.si_status, last_line(out), bound);
+  const bool finished = p->process->wait_blocking(bound);
+  const ExitCode exit = exit_code_of(*p->process->status());
+  std::string out = read_finished_output(p->output, 8192);
+  return classify_kvm_probe(finished, exit.code, exit.status, last_line(out), bound);
 }
 
 uint64_t measure_tsc_khz() {

@@ -25,7 +25,6 @@
 #include "common/log.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
-#include "server/drivers/child_process.h"
 #include "server/drivers/microvm/kvm_probe.h"
 #include "server/drivers/microvm/qmp.h"
 #include "server/drivers/microvm/vmm_process.h"
@@ -46,105 +45,58 @@ bool is_init_line(const std::string& line) {
   return line.rfind("cabin-init: ", 0) == 0 || line.rfind("cabin-initramfs: ", 0) == 0;
 }
 
-// Live state of one VM, shared by the Sandbox object and its background coroutines.
-struct VmState : RunningChild {
-  VmState(net::any_io_executor ex, VmmProcess p)
-      : RunningChild(ex, std::move(p), "driver.microvm"), exit_event(ex, Clock::time_point::max()) {}
+// QEMU (through cabin-vmm-wrap), and where its forward to the agent listens.
+class VmProcess final : public SandboxProcess {
+ public:
+  VmProcess(net::any_io_executor ex, VmmProcess child, SandboxProcessConfig config,
+            uint16_t host_port)
+      : SandboxProcess(std::move(ex), std::move(child), std::move(config)), host_port(host_port) {}
 
-  fs::path dir;
-  uint16_t host_port = 0;
+  const uint16_t host_port;
   // A jailed QEMU's net namespace, where its forward to the agent listens; unset: the host's.
   UniqueFd netns;
-  std::chrono::milliseconds stop_timeout{2000};
 
-  bool exited = false;
-  bool destroy_started = false;
-  bool destroy_done = false;
-  std::string reason;
-  std::string last_init_line;
-  net::steady_timer exit_event;  // cancelled once `exited` is set; wait_exit() waits on it
+  net::awaitable<Result<void>> qmp(std::string command) {
+    auto self = shared_from_this();
+    CABIN_CO_TRY(check_live());
+    auto r = co_await qmp_execute(executor(), run_dir(), kQmpSocketName, command, 5s);
+    if (!r) log().warn("[{}] QMP {}: {}", id(), command, r.error().message);
+    co_return r;
+  }
+
+ private:
+  std::string exit_reason(ExitCode exit) override {
+    return microvm_exit_reason(exit.code, exit.status, last_init_line_, last_line());
+  }
+
+  // Nothing in the VM is worth saving (its writable layer is guest RAM): quit, or be killed.
+  net::awaitable<void> ask_to_stop() override {
+    auto self = shared_from_this();
+    auto quit = co_await qmp_execute(executor(), run_dir(), kQmpSocketName, "quit", 1s);
+    if (!quit) log().debug("[{}] QMP quit: {}", id(), quit.error().message);
+  }
+
+  void on_output_line(const std::string& line) override {
+    if (is_init_line(line)) last_init_line_ = line;
+  }
+
+  std::string last_init_line_;
 };
 
-using StatePtr = std::shared_ptr<VmState>;
-
-net::awaitable<void> sleep_for(net::any_io_executor ex, std::chrono::milliseconds d) {
-  net::steady_timer timer(ex, d);
-  boost::system::error_code ec;
-  co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
-}
-
-// Logs the guest console and QEMU's own messages line by line, with the session id.
-net::awaitable<void> pump_output(StatePtr s) {
-  OutputStyle style{"vm", /*strip_cr=*/true, [vm = s.get()](const std::string& line) {
-                      if (is_init_line(line)) vm->last_init_line = line;
-                    }};
-  co_await log_child_output(s, std::move(style));
-}
-
-// Waits for QEMU to exit, reaps it and records why the VM ended.
-net::awaitable<void> watch_exit(StatePtr s) {
-  siginfo_t info = co_await reap_child(s, "qemu");
-  s->reason = s->destroy_started ? "destroyed"
-                                 : microvm_exit_reason(info.si_code, info.si_status,
-                                                       s->last_init_line, s->last_line);
-  s->exited = true;
-  s->log->info("[{}] vm ended: {}", s->id, s->reason);
-  s->exit_event.cancel();
-}
-
-net::awaitable<void> destroy_state(StatePtr s) {
-  if (s->destroy_started) {
-    co_await poll_until(
-        s->executor, [&] { return s->destroy_done; }, 24h);
-    co_return;
-  }
-  s->destroy_started = true;
-  if (!s->exited) {
-    // Nothing in the VM is worth saving (its writable layer is guest RAM): quit, or kill.
-    auto quit = co_await qmp_execute(s->executor, s->dir, kQmpSocketName, "quit",
-                                     std::min<std::chrono::milliseconds>(s->stop_timeout, 1s));
-    if (!quit) s->log->debug("[{}] QMP quit: {}", s->id, quit.error().message);
-    if (!co_await poll_until(
-            s->executor, [&] { return s->exited; }, s->stop_timeout)) {
-      s->log->warn("[{}] qemu did not quit in time; killing", s->id);
-      (void)pidfd_send_signal(s->pidfd.native_handle(), SIGKILL);
-      if (!co_await poll_until(
-              s->executor, [&] { return s->exited; }, 5s))
-        s->log->error("[{}] qemu {} did not exit after SIGKILL", s->id, s->pid);
-    }
-  }
-  std::error_code ec;
-  fs::remove_all(s->dir, ec);
-  if (ec) s->log->error("[{}] remove {}: {}", s->id, s->dir.string(), ec.message());
-  boost::system::error_code ignored;
-  s->output.close(ignored);
-  s->destroy_done = true;
-}
-
-class MicrovmSandbox final : public Sandbox {
+class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
  public:
-  explicit MicrovmSandbox(StatePtr state) : s_(std::move(state)) {}
-  MicrovmSandbox(const MicrovmSandbox&) = delete;
-  MicrovmSandbox& operator=(const MicrovmSandbox&) = delete;
-
-  ~MicrovmSandbox() override {
-    if (s_->destroy_started) return;
-    // Dropped without destroy(): clean up in the background rather than leak a VM.
-    s_->log->warn("[{}] sandbox dropped without destroy(); destroying", s_->id);
-    cabin::spawn(s_->executor, destroy_state(s_), "[" + s_->id + "] destroy a dropped sandbox");
-  }
+  using ProcessSandbox::ProcessSandbox;
 
   net::awaitable<Result<AgentStream>> dial_agent() override {
-    if (s_->destroy_started || s_->exited)
-      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
+    CABIN_CO_TRY(p_->check_live());
     // QEMU's user network accepts on the host side at once and only then connects in the guest;
     // while the agent is not listening yet, the stream ends at the first read.
-    net::ip::tcp::endpoint ep(net::ip::address_v4::loopback(), s_->host_port);
-    AgentStream socket(s_->executor);
+    net::ip::tcp::endpoint ep(net::ip::address_v4::loopback(), p_->host_port);
+    AgentStream socket(p_->executor());
     boost::system::error_code ec;
     const net::generic::stream_protocol::endpoint gep(ep);
-    if (s_->netns.valid()) {
-      auto fd = nsbox::tcp_socket_in_netns(s_->netns.get());
+    if (p_->netns.valid()) {
+      auto fd = nsbox::tcp_socket_in_netns(p_->netns.get());
       if (!fd) co_return fd.error();
       socket.assign(gep.protocol(), fd->release(), ec);
     } else {
@@ -158,43 +110,14 @@ class MicrovmSandbox final : public Sandbox {
     co_return std::move(socket);
   }
 
-  net::awaitable<Result<void>> pause() override { co_return co_await qmp("stop"); }
-  net::awaitable<Result<void>> resume() override { co_return co_await qmp("cont"); }
-
-  net::awaitable<void> destroy() override { co_await destroy_state(s_); }
-
-  net::awaitable<std::string> wait_exit() override {
-    StatePtr s = s_;
-    while (!s->exited) {
-      boost::system::error_code ec;
-      co_await s->exit_event.async_wait(net::redirect_error(net::use_awaitable, ec));
-    }
-    co_return s->reason;
-  }
-
-  std::vector<std::string> recent_output() const override {
-    return {s_->tail.begin(), s_->tail.end()};
-  }
+  net::awaitable<Result<void>> pause() override { co_return co_await p_->qmp("stop"); }
+  net::awaitable<Result<void>> resume() override { co_return co_await p_->qmp("cont"); }
 
   std::string describe() const override {
-    return "microvm qemu pid=" + std::to_string(s_->pid) +
-           " agent=127.0.0.1:" + std::to_string(s_->host_port) + " dir=" + s_->dir.string();
+    return "microvm qemu pid=" + std::to_string(p_->pid()) +
+           " agent=127.0.0.1:" + std::to_string(p_->host_port) + " dir=" + p_->run_dir().string();
   }
-
- private:
-  net::awaitable<Result<void>> qmp(std::string command) {
-    StatePtr s = s_;
-    if (s->destroy_started || s->exited)
-      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
-    auto r = co_await qmp_execute(s->executor, s->dir, kQmpSocketName, command, 5s);
-    if (!r) s->log->warn("[{}] QMP {}: {}", s->id, command, r.error().message);
-    co_return r;
-  }
-
-  StatePtr s_;
 };
-
-bool executable(const fs::path& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
 
 // A free port on the host's loopback, for QEMU's hostfwd. QEMU binds it a moment later; if
 // something else took it in between, QEMU fails to start and create() picks another.
@@ -243,11 +166,7 @@ DriverInfo MicrovmDriver::probe() {
   info.name = "microvm";
   info.isolation = "microvm";
   info.supports_pause = true;
-  auto unavailable = [&](std::string why) {
-    info.available = false;
-    info.unavailable_reason = std::move(why);
-    return info;
-  };
+  auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.qemu_path))
     return unavailable("qemu not executable: " + config_.qemu_path.string());
   if (!executable(config_.wrap_path))
@@ -286,11 +205,6 @@ DriverInfo MicrovmDriver::probe() {
 
 net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec) {
   auto log = logger("driver.microvm");
-  if (!info_.available)
-    co_return make_error(Errc::kUnavailable, "driver_unavailable", info_.unavailable_reason);
-  if (!nsbox::valid_sandbox_id(spec.session_id))
-    co_return make_error(Errc::kInvalidArgument, "invalid_session_id",
-                         "session id must be [a-z0-9_]{1,64}");
   auto config_text = guest_config_text(spec);
   if (!config_text) co_return config_text.error();
   const std::string& id = spec.session_id;
@@ -298,13 +212,7 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
   std::error_code ec;
   fs::create_directories(config_.run_dir, ec);
   ::chmod(config_.run_dir.c_str(), 0700);
-  const fs::path dir = config_.run_dir / id;
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    if (errno == EEXIST)
-      co_return make_error(Errc::kConflict, "sandbox_exists",
-                           "a sandbox dir for " + id + " exists");
-    co_return nsbox::sys_error("mkdir " + dir.string());
-  }
+  CABIN_CO_ASSIGN_OR_RETURN(const fs::path dir, make_sandbox_dir(info_, spec, config_.run_dir));
   auto fail = [&](Error e) {
     fs::remove_all(dir, ec);
     return e;
@@ -351,60 +259,64 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
     s.jail = jail;
     s.argv = qemu_argv(launch);
     s.cwd = dir;
-    auto spawned = spawn_vmm(s);
+    auto spawned = spawn_vmm(executor_, s);
     if (!spawned) co_return fail(spawned.error());
-    auto state = std::make_shared<VmState>(executor_, std::move(spawned.value()));
-    state->id = id;
-    state->dir = dir;
-    state->host_port = launch.host_port;
-    state->stop_timeout = config_.stop_timeout;
+    auto vm =
+        std::make_shared<VmProcess>(executor_, std::move(spawned.value()),
+                                    SandboxProcessConfig{.logger = "driver.microvm",
+                                                         .id = id,
+                                                         .source = "vm",
+                                                         .what = "qemu",
+                                                         .strip_cr = true,
+                                                         .run_dir = dir,
+                                                         .stop_timeout = config_.stop_timeout},
+                                    launch.host_port);
     // reap_leftovers() finds QEMUs of an earlier run through this file (and QEMU's cwd).
     fs::remove(dir / kPidFileName, ec);
-    if (auto w = write_private_file(dir / kPidFileName, std::to_string(state->pid) + "\n"); !w)
+    if (auto w = write_private_file(dir / kPidFileName, std::to_string(vm->pid()) + "\n"); !w)
       log->warn("[{}] {}", id, w.error().message);
-    cabin::spawn(executor_, pump_output(state), "[" + id + "] QEMU output");
-    cabin::spawn(executor_, watch_exit(state), "[" + id + "] QEMU exit");
+    vm->start();
 
     // QEMU answers its monitor only once the machine is built, hostfwd port bound included.
     const auto deadline = Clock::now() + config_.start_timeout;
     bool up = false;
     std::string qmp_error;
-    while (!state->exited && Clock::now() < deadline) {
+    while (!vm->exited() && Clock::now() < deadline) {
       auto r = co_await qmp_execute(executor_, dir, kQmpSocketName, "query-status", 1s);
       if (r) {
         up = true;
         break;
       }
       qmp_error = r.error().message;
-      co_await sleep_for(executor_, 20ms);
+      // QEMU gives no sign that its monitor is up but the monitor itself; its exit ends the wait.
+      co_await vm->wait_exited(20ms);
     }
     if (up && jail) {
       // By now the wrap has unshared (QEMU answers only after it was started in there).
-      auto ns = nsbox::open_own_netns_of(state->pid);
+      auto ns = nsbox::open_own_netns_of(vm->pid());
       if (!ns) {
-        co_await destroy_state(state);
+        co_await vm->destroy();
         co_return fail(ns.error());
       }
-      state->netns = std::move(*ns);
+      vm->netns = std::move(*ns);
     }
     if (up) {
       log->info("[{}] vm started: qemu pid {}, {}, {} MiB, {} vCPUs, agent on 127.0.0.1:{}", id,
-                state->pid, accel_ == Accel::kKvm ? "KVM" : "TCG", launch.memory_mib, launch.vcpus,
+                vm->pid(), accel_ == Accel::kKvm ? "KVM" : "TCG", launch.memory_mib, launch.vcpus,
                 launch.host_port);
-      co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(state)));
+      co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(vm)));
     }
-    if (!state->exited) {
+    if (!vm->exited()) {
       log->error("[{}] qemu did not come up in {} ms: {}", id, config_.start_timeout.count(),
                  qmp_error);
-      co_await destroy_state(state);
+      co_await vm->destroy();
       co_return make_error(Errc::kTimeout, "vm_start_timeout",
                            "qemu did not come up: " + qmp_error);
     }
-    co_await poll_until(
-        executor_, [&] { return state->output_done; }, 500ms);
-    last_failure = state->last_line.empty() ? state->reason : state->last_line;
-    state->destroy_started = true;  // nothing left to kill; the dir is reused or removed below
-    state->destroy_done = true;
+    co_await vm->wait_output_done(500ms);
+    last_failure = vm->last_line();
+    if (last_failure.empty()) last_failure = co_await vm->wait_exit();
+    vm->disown();  // nothing left to kill; the dir is reused or removed below
     if (last_failure.find("hostfwd") == std::string::npos &&
         last_failure.find("host forwarding") == std::string::npos)
       break;

@@ -18,17 +18,17 @@ std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap, pid_t 
   return argv;
 }
 
-Result<VmmProcess> spawn_vmm(const VmmSpawn& s) {
+Result<VmmProcess> spawn_vmm(net::any_io_executor ex, const VmmSpawn& s) {
   // The wrapper closes every descriptor above stdio before it becomes QEMU.
   if (!s.wrap.empty() && s.pass_fd >= 0)
     return make_error(Errc::kInternal, "vmm_pass_fd", "cabin-vmm-wrap passes no descriptor");
-  ChildSpawn c;
+  HostSpawn c;
   c.argv = s.wrap.empty() ? s.argv : vmm_wrap_argv(s.wrap, ::getpid(), s.argv, s.jail);
   // QEMU needs nothing from cabind's environment; a fixed one keeps secrets and locale out.
   c.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   c.cwd = s.cwd;
   c.pass_fd = s.pass_fd;
-  return spawn_child(c);
+  return spawn_host_child(std::move(ex), c);
 }
 
 }  // namespace cabin::drivers

@@ -12,13 +12,13 @@
 
 #include "common/result.h"
 #include "common/unique_fd.h"
-#include "server/drivers/child_process.h"
+#include "server/drivers/sandbox_process.h"
 
 namespace cabin::drivers {
 
-// pid: the wrapper's, which is QEMU's once it has exec'd; output: QEMU's stdout (the guest
-// console) and stderr.
-using VmmProcess = ChildProcess;
+// The process is the wrapper, which is QEMU once it has exec'd; output: QEMU's stdout (the
+// guest console) and stderr.
+using VmmProcess = HostChild;
 
 // Where cabin-vmm-wrap jails QEMU (see vmm_wrap_main.cpp); only as root.
 struct VmmJail {
@@ -37,7 +37,7 @@ struct VmmSpawn {
   int pass_fd = -1;               // if >= 0: given to QEMU as fd 3
 };
 
-Result<VmmProcess> spawn_vmm(const VmmSpawn& s);
+Result<VmmProcess> spawn_vmm(net::any_io_executor ex, const VmmSpawn& s);
 
 // The wrapper's argv: PATH --parent PID [--jail ...] -- QEMU_ARGV...
 std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap, pid_t parent,

@@ -1,7 +1,6 @@
 #include "server/drivers/namespace/namespace_driver.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -11,6 +10,7 @@
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -28,12 +28,12 @@
 #include "common/spawn.h"
 #include "common/unique_fd.h"
 #include "server/api/ids.h"
-#include "server/drivers/child_process.h"
 #include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/launcher_args.h"
 #include "server/drivers/namespace/netns.h"
 #include "server/drivers/namespace/sys_util.h"
 #include "server/drivers/namespace/userns.h"
+#include "server/drivers/sandbox_process.h"
 
 namespace cabin::drivers {
 namespace {
@@ -49,13 +49,28 @@ std::string signal_name(int sig) {
 }
 
 // Starts cabin-sandbox with a clean environment; agent_fd (if valid) becomes its fd 3.
-Result<ChildProcess> spawn_launcher(const std::vector<std::string>& argv,
-                                    const std::vector<std::string>& env, int agent_fd = -1) {
-  ChildSpawn s;
+Result<HostChild> spawn_launcher(net::any_io_executor ex, const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env, int agent_fd = -1) {
+  HostSpawn s;
   s.argv = argv;
   s.env = env;
   s.pass_fd = agent_fd;
-  return spawn_child(s);
+  return spawn_host_child(std::move(ex), s);
+}
+
+// Retries `done` with a short pause until it holds or `timeout` passes: an emptied cgroup gives
+// no event a coroutine can wait on (v1 has none at all).
+net::awaitable<bool> retry_until(net::any_io_executor ex, const std::function<bool()>& done,
+                                 std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  net::steady_timer timer(ex);
+  while (!done()) {
+    if (Clock::now() >= deadline) co_return false;
+    timer.expires_after(5ms);
+    boost::system::error_code ec;
+    co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  co_return true;
 }
 
 // The agent's listening socket, bound at dir/agent.sock. cabind makes it in a dir the sandbox
@@ -78,105 +93,63 @@ Result<UniqueFd> listen_agent_socket(const fs::path& dir) {
   return sock;
 }
 
-// Live state of one sandbox, shared by the Sandbox object and its background coroutines.
-struct SandboxState : RunningChild {
-  SandboxState(net::any_io_executor ex, ChildProcess spawned)
-      : RunningChild(ex, std::move(spawned), "driver.namespace"),
-        exit_event(ex, Clock::time_point::max()) {}
+// The launcher, and the cgroups it is confined to.
+class NamespaceProcess final : public SandboxProcess {
+ public:
+  NamespaceProcess(net::any_io_executor ex, HostChild child, SandboxProcessConfig config,
+                   std::vector<fs::path> cgroups)
+      : SandboxProcess(std::move(ex), std::move(child), std::move(config)),
+        cgroups_(std::move(cgroups)) {}
 
-  std::vector<fs::path> cgroups;
-  fs::path run_dir;  // cabind's own: holds agent.sock, which the sandbox never sees
-  UniqueFd netns;        // the sandbox's network namespace, opened on first direct dial
-  std::chrono::milliseconds stop_timeout{2000};
+  const std::vector<fs::path>& cgroups() const { return cgroups_; }
+  UniqueFd netns;  // the sandbox's network namespace, opened on first direct dial
 
-  bool exited = false;
-  bool destroy_started = false;
-  bool destroy_done = false;
-  std::string reason;
-  net::steady_timer exit_event;  // cancelled once `exited` is set; wait_exit() waits on it
-};
+ private:
+  std::string exit_reason(ExitCode exit) override {
+    return namespace_exit_reason(exit.code, exit.status, last_line());
+  }
 
-using StatePtr = std::shared_ptr<SandboxState>;
-
-// Waits for the launcher to exit, reaps it and records why it ended.
-net::awaitable<void> watch_exit(StatePtr s) {
-  // The last stderr line explains a setup failure.
-  siginfo_t info = co_await reap_child(s, "launcher");
-  s->reason = s->destroy_started
-                  ? "destroyed"
-                  : namespace_exit_reason(info.si_code, info.si_status, s->last_line);
-  s->exited = true;
-  s->log->info("[{}] sandbox ended: {}", s->id, s->reason);
-  s->exit_event.cancel();
-}
-
-net::awaitable<void> destroy_state(StatePtr s) {
-  if (s->destroy_started) {
-    co_await poll_until(
-        s->executor, [&] { return s->destroy_done; }, 24h);
+  // The launcher answers SIGTERM by SIGKILLing PID 1 and reaping it: the pid namespace is gone
+  // and the cgroups are empty before the launcher itself exits.
+  net::awaitable<void> ask_to_stop() override {
+    process().signal(SIGTERM);
     co_return;
   }
-  s->destroy_started = true;
-  if (!s->exited) {
-    // The launcher answers SIGTERM by SIGKILLing PID 1 and reaping it: the pid namespace is gone
-    // and the cgroups are empty before the launcher itself exits.
-    (void)pidfd_send_signal(s->pidfd.native_handle(), SIGTERM);
-    if (!co_await poll_until(
-            s->executor, [&] { return s->exited; }, s->stop_timeout)) {
-      s->log->warn("[{}] launcher did not stop in time; killing", s->id);
-      (void)pidfd_send_signal(s->pidfd.native_handle(), SIGKILL);
-    }
-  }
+
   // Anything still in the cgroups (a launcher that was SIGKILLed) is killed too.
-  auto empty = [&] {
-    bool all = true;
-    for (const auto& dir : s->cgroups) {
-      if (nsbox::kill_cgroup(dir) > 0) all = false;
+  net::awaitable<void> clean_up() override {
+    auto empty = [&] {
+      bool all = true;
+      for (const auto& dir : cgroups_) {
+        if (nsbox::kill_cgroup(dir) > 0) all = false;
+      }
+      return all;
+    };
+    if (!co_await retry_until(executor(), empty, 5s))
+      log().error("[{}] cgroup processes survived SIGKILL", id());
+    for (const auto& dir : cgroups_) {
+      auto removed = [&] { return static_cast<bool>(nsbox::remove_cgroup(dir)); };
+      if (!co_await retry_until(executor(), removed, 2s))
+        log().error("[{}] cannot remove cgroup {}", id(), dir.string());
     }
-    return all;
-  };
-  if (!co_await poll_until(s->executor, empty, 5s))
-    s->log->error("[{}] cgroup processes survived SIGKILL", s->id);
-  if (!co_await poll_until(
-          s->executor, [&] { return s->exited; }, 5s))
-    s->log->error("[{}] launcher {} did not exit", s->id, s->pid);
-  for (const auto& dir : s->cgroups) {
-    auto removed = [&] { return static_cast<bool>(nsbox::remove_cgroup(dir)); };
-    if (!co_await poll_until(s->executor, removed, 2s))
-      s->log->error("[{}] cannot remove cgroup {}", s->id, dir.string());
   }
-  // Only now, with every sandbox process dead, is the sandbox-writable dir safe to walk.
-  std::error_code ec;
-  fs::remove_all(s->run_dir, ec);
-  if (ec) s->log->error("[{}] remove {}: {}", s->id, s->run_dir.string(), ec.message());
-  boost::system::error_code ignored;
-  s->output.close(ignored);
-  s->destroy_done = true;
-}
 
-class NamespaceSandbox final : public Sandbox {
+  std::vector<fs::path> cgroups_;
+};
+
+class NamespaceSandbox final : public ProcessSandbox<NamespaceProcess> {
  public:
-  explicit NamespaceSandbox(StatePtr state) : s_(std::move(state)) {}
-  NamespaceSandbox(const NamespaceSandbox&) = delete;
-  NamespaceSandbox& operator=(const NamespaceSandbox&) = delete;
-
-  ~NamespaceSandbox() override {
-    if (s_->destroy_started) return;
-    // Dropped without destroy(): clean up in the background rather than leak a sandbox.
-    s_->log->warn("[{}] sandbox dropped without destroy(); destroying", s_->id);
-    cabin::spawn(s_->executor, destroy_state(s_), "[" + s_->id + "] destroy a dropped sandbox");
-  }
+  using ProcessSandbox::ProcessSandbox;
 
   net::awaitable<Result<AgentStream>> dial_agent() override {
-    if (s_->destroy_started || s_->exited)
-      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
+    CABIN_CO_TRY(p_->check_live());
     // cabind made the socket in a dir of its own; connect through a descriptor of it, as the
     // run dir's path may be longer than a socket address allows.
-    UniqueFd sock(::open((s_->run_dir / nsbox::kAgentSocketName).c_str(),
-                         O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd sock(
+        ::open((p_->run_dir() / nsbox::kAgentSocketName).c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
     if (!sock.valid())
       co_return make_error(Errc::kUnavailable, "sandbox_ended", "the agent socket is gone");
-    net::local::stream_protocol::socket socket(s_->executor);
+    net::local::stream_protocol::socket socket(p_->executor());
     boost::system::error_code ec;
     open_cloexec(socket, net::local::stream_protocol(), ec);
     if (!ec) {
@@ -191,16 +164,15 @@ class NamespaceSandbox final : public Sandbox {
   }
 
   net::awaitable<Result<AgentStream>> dial_loopback(int port) override {
-    if (s_->destroy_started || s_->exited)
-      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
-    if (!s_->netns.valid()) {
-      auto ns = nsbox::open_sandbox_netns(s_->pid);
+    CABIN_CO_TRY(p_->check_live());
+    if (!p_->netns.valid()) {
+      auto ns = nsbox::open_sandbox_netns(p_->pid());
       if (!ns) co_return ns.error();
-      s_->netns = std::move(ns.value());
+      p_->netns = std::move(ns.value());
     }
-    auto fd = nsbox::tcp_socket_in_netns(s_->netns.get());
+    auto fd = nsbox::tcp_socket_in_netns(p_->netns.get());
     if (!fd) co_return fd.error();
-    net::ip::tcp::socket socket(s_->executor);
+    net::ip::tcp::socket socket(p_->executor());
     boost::system::error_code ec;
     socket.assign(net::ip::tcp::v4(), fd.value().release(), ec);
     if (!ec) {
@@ -223,33 +195,13 @@ class NamespaceSandbox final : public Sandbox {
                          "the namespace driver cannot pause sandboxes");
   }
 
-  net::awaitable<void> destroy() override { co_await destroy_state(s_); }
-
-  net::awaitable<std::string> wait_exit() override {
-    StatePtr s = s_;
-    while (!s->exited) {
-      boost::system::error_code ec;
-      co_await s->exit_event.async_wait(net::redirect_error(net::use_awaitable, ec));
-    }
-    co_return s->reason;
-  }
-
-  std::vector<std::string> recent_output() const override {
-    return {s_->tail.begin(), s_->tail.end()};
-  }
-
   std::string describe() const override {
     std::string cg;
-    for (const auto& d : s_->cgroups) cg += (cg.empty() ? "" : ",") + d.string();
-    return "namespace sandbox pid=" + std::to_string(s_->pid) +
-           " cgroups=" + (cg.empty() ? "none" : cg) + " run_dir=" + s_->run_dir.string();
+    for (const auto& d : p_->cgroups()) cg += (cg.empty() ? "" : ",") + d.string();
+    return "namespace sandbox pid=" + std::to_string(p_->pid()) +
+           " cgroups=" + (cg.empty() ? "none" : cg) + " run_dir=" + p_->run_dir().string();
   }
-
- private:
-  StatePtr s_;
 };
-
-bool executable(const fs::path& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
 
 // The agent's argv inside the sandbox.
 std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const SandboxSpec& spec) {
@@ -335,11 +287,7 @@ DriverInfo NamespaceDriver::probe() const {
   info.isolation = "namespace";
   info.detail = "shares the host kernel";
   info.supports_pause = false;
-  auto unavailable = [&](std::string why) {
-    info.available = false;
-    info.unavailable_reason = std::move(why);
-    return info;
-  };
+  auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.launcher_path))
     return unavailable("launcher not executable: " + config_.launcher_path.string());
   if (config_.payload_override.empty() && !executable(config_.agent_path))
@@ -358,20 +306,14 @@ DriverInfo NamespaceDriver::probe() const {
     a.map_root = nsbox::HostIds{config_.sandbox_root_uid, config_.sandbox_root_gid};
     a.map_user = nsbox::HostIds{config_.sandbox_uid, config_.sandbox_gid};
   }
-  auto spawned = spawn_launcher(nsbox::build_launcher_argv(config_.launcher_path.string(), a), {});
+  net::io_context io;  // the probe's child is waited for here, before cabind runs
+  auto spawned = spawn_launcher(io.get_executor(),
+                                nsbox::build_launcher_argv(config_.launcher_path.string(), a), {});
   if (!spawned) return unavailable("cannot start launcher: " + spawned.error().message);
   // Runs once at start-up, before any session: blocking here is fine and bounded.
-  struct pollfd p {
-    spawned->pidfd.get(), POLLIN, 0
-  };
-  if (nsbox::retry_eintr([&] { return ::poll(&p, 1, 10000); }) != 1) ::kill(spawned->pid, SIGKILL);
-  int status = 0;
-  ::waitpid(spawned->pid, &status, 0);
-  std::string out;
-  char buf[1024];
-  ::fcntl(spawned->output.get(), F_SETFL, O_NONBLOCK);
-  for (ssize_t n; (n = ::read(spawned->output.get(), buf, sizeof buf)) > 0 && out.size() < 4096;)
-    out.append(buf, static_cast<size_t>(n));
+  spawned->process->wait_blocking(10s);
+  const int status = *spawned->process->status();
+  std::string out = read_finished_output(spawned->output, 4096);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
     info.available = true;
     return info;
@@ -383,22 +325,9 @@ DriverInfo NamespaceDriver::probe() const {
 
 net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& spec) {
   auto log = logger("driver.namespace");
-  if (!info_.available)
-    co_return make_error(Errc::kUnavailable, "driver_unavailable", info_.unavailable_reason);
-  if (!nsbox::valid_sandbox_id(spec.session_id))
-    co_return make_error(Errc::kInvalidArgument, "invalid_session_id",
-                         "session id must be [a-z0-9_]{1,64}");
   const std::string& id = spec.session_id;
-
+  CABIN_CO_ASSIGN_OR_RETURN(const fs::path dir, make_sandbox_dir(info_, spec, config_.run_dir));
   std::error_code ec;
-  fs::create_directories(config_.run_dir, ec);
-  const fs::path dir = config_.run_dir / id;
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    if (errno == EEXIST)
-      co_return make_error(Errc::kConflict, "sandbox_exists",
-                           "a sandbox dir for " + id + " exists");
-    co_return nsbox::sys_error("mkdir " + dir.string());
-  }
   auto agent_sock = listen_agent_socket(dir);
   if (!agent_sock) {
     fs::remove_all(dir, ec);
@@ -428,25 +357,26 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   }
 
   auto argv = namespace_launcher_argv(config_, spec, host_root_, procs);
-  auto spawned =
-      spawn_launcher(argv, {"CABIN_AGENT_SECRET=" + spec.agent_secret}, agent_sock->get());
+  auto spawned = spawn_launcher(executor_, argv, {"CABIN_AGENT_SECRET=" + spec.agent_secret},
+                                agent_sock->get());
   agent_sock->reset();  // the agent's alone from here; cabind connects by path
   if (!spawned) {
     for (const auto& d : cgroups) (void)nsbox::remove_cgroup(d);
     fs::remove_all(dir, ec);
     co_return spawned.error();
   }
-  auto state = std::make_shared<SandboxState>(executor_, std::move(spawned.value()));
-  state->id = id;
-  state->cgroups = std::move(cgroups);
-  state->run_dir = dir;
-  state->stop_timeout = config_.stop_timeout;
-  // Logs the launcher's and the payload's output line by line, with the session id.
-  cabin::spawn(executor_, log_child_output(state, OutputStyle{"sandbox"}),
-               "[" + state->id + "] sandbox output");
-  cabin::spawn(executor_, watch_exit(state), "[" + state->id + "] sandbox exit");
-  log->info("[{}] sandbox started: launcher pid {}", id, state->pid);
-  co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(state)));
+  auto process =
+      std::make_shared<NamespaceProcess>(executor_, std::move(spawned.value()),
+                                         SandboxProcessConfig{.logger = "driver.namespace",
+                                                              .id = id,
+                                                              .source = "sandbox",
+                                                              .what = "launcher",
+                                                              .run_dir = dir,
+                                                              .stop_timeout = config_.stop_timeout},
+                                         std::move(cgroups));
+  process->start();
+  log->info("[{}] sandbox started: launcher pid {}", id, process->pid());
+  co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(process)));
 }
 
 bool reapable_run_dir_entry(std::string_view name) {
