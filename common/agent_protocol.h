@@ -23,6 +23,15 @@ inline constexpr char kAgentFailureLinePrefix[] = "cabin-agent failed: ";
 // The RFB (VNC) server's port on the sandbox's loopback; cabind reaches it through the agent.
 inline constexpr uint16_t kRfbPort = 5900;
 
+// The agent's endpoints: cabin-agent serves them, cabind's AgentClient alone calls them.
+inline constexpr std::string_view kHealthPath = "/agent/v1/health";
+inline constexpr std::string_view kExecPath = "/agent/v1/exec";
+inline constexpr std::string_view kScreenshotPath = "/agent/v1/screenshot";
+inline constexpr std::string_view kComputerPath = "/agent/v1/computer";
+inline constexpr std::string_view kFramesPath = "/agent/v1/frames";
+// Every request but a CONNECT's tunnelled bytes carries the session's agent secret here.
+inline constexpr std::string_view kSecretHeader = "X-Cabin-Agent-Secret";
+
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxArgBytes = 128 * 1024;
 inline constexpr size_t kMaxEnv = 4096;

@@ -60,7 +60,7 @@ Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::st
     if (r && !store::is_live(r->status)) return session_ended(*r);
     return session_not_found();
   }
-  if (auto live = tokens_.check_current(*claims, s->token_generation); !live) return live.error();
+  if (auto live = tokens_.check_current(*claims, s->token_generation()); !live) return live.error();
   return claims;
 }
 
@@ -109,7 +109,7 @@ std::string Api::cdp_token(const sessions::Session& s) const { return scoped_tok
 
 std::string Api::scoped_token(const sessions::Session& s, const std::string& scope) const {
   return tokens_.issue(s.id(), scope, expiry_within(s, config_.cdp_token_ttl_s),
-                       s.token_generation);
+                       s.token_generation());
 }
 
 int64_t Api::expiry_within(const sessions::Session& s, int64_t ttl_s) const {
@@ -321,7 +321,7 @@ Response Api::mint_token(const api::Route& route, const Request& req) {
     bound = auth::preview_scope(*port, grant->id);
     extra["preview_id"] = grant->id;
   }
-  json answer = {{"token", tokens_.issue(s->id(), bound, exp, s->token_generation)},
+  json answer = {{"token", tokens_.issue(s->id(), bound, exp, s->token_generation())},
                  {"scope", *scope},
                  {"session_id", s->id()},
                  {"expires_at", format_rfc3339(exp)}};
@@ -353,22 +353,7 @@ net::awaitable<Response> Api::exec(const api::Route& route, const Request& req) 
   if (!parsed) co_return error_response(parsed.error());
   auto s = sessions_.find(route.session_id);
   if (!s) co_return error_response(session_not_found());
-  auto res = co_await s->agent().request(http::verb::post, "/agent/v1/exec",
-                                         agent_protocol::to_json(*parsed).dump(),
-                                         std::chrono::milliseconds(parsed->timeout_ms + 10000),
-                                         agent_protocol::exec_answer_limit(parsed->max_output_bytes));
-  if (!res) co_return error_response(res.error());
-  if (res->result() == http::status::bad_request) {
-    // The agent explains why the command could not start; pass on its message, bounded.
-    auto text = sessions::agent_error_message(res->body());
-    co_return error_response(
-        api::errors::spawn_failed(text ? text->message : "the command could not be started"));
-  }
-  if (res->result() != http::status::ok) {
-    co_return error_response(
-        api::errors::agent_error("agent answered " + std::to_string(res->result_int())));
-  }
-  auto result = agent_protocol::parse_exec_result(res->body(), parsed->max_output_bytes);
+  auto result = co_await s->exec(*parsed);
   if (!result) co_return error_response(result.error());
   co_return json_response(http::status::ok, agent_protocol::to_json(*result));
 }
@@ -393,9 +378,8 @@ net::awaitable<Response> Api::discovery(const api::Route& route, const Authn& au
   auto s = sessions_.find(route.session_id);
   if (!s) co_return error_response(session_not_found());
   bool version = route.id == api::RouteId::kJsonVersion;
-  auto res = co_await s->agent().get_through_tunnel(
-      s->devtools_port, version ? "/json/version" : "/json/list", cdp::kMaxDiscoveryBody);
-  if (!res) co_return error_response(res.error());
+  auto found = co_await s->devtools_discovery(version);
+  if (!found) co_return error_response(found.error());
   std::string token;
   if (authn.by_token) {
     token = route.query.at("token");  // authenticate() found and verified it there
@@ -403,8 +387,8 @@ net::awaitable<Response> Api::discovery(const api::Route& route, const Authn& au
     token = cdp_token(*s);
   }
   std::string ws = base_url(req, true) + "/v1/sessions/" + s->id();
-  auto body = version ? cdp::rewrite_version(res->body(), ws + "/cdp?token=" + token)
-                      : cdp::rewrite_list(res->body(), ws + "/devtools/page/", "?token=" + token);
+  auto body = version ? cdp::rewrite_version(*found, ws + "/cdp?token=" + token)
+                      : cdp::rewrite_list(*found, ws + "/devtools/page/", "?token=" + token);
   if (!body) co_return error_response(body.error());
   Response out{http::status::ok, 11};
   out.set(http::field::content_type, "application/json");
@@ -433,20 +417,22 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
     co_return;
   }
   auto s = sessions_.find(route.session_id);
-  if (!s || s->record().status != store::SessionStatus::kRunning) {
+  if (!s || !s->running()) {
     co_await refuse_connection(socket, error_response(session_not_found()));
     co_return;
   }
-  auto tunnel = co_await s->agent().connect(s->devtools_port);
-  if (!tunnel) {
-    co_await refuse_connection(socket, error_response(tunnel.error()));
+  std::optional<std::string> page;
+  if (route.id == api::RouteId::kCdpPage) page = route.target_id;
+  auto upstream = co_await s->open_cdp(page);
+  if (!upstream) {
+    co_await refuse_connection(socket, error_response(upstream.error()));
     co_return;
   }
-  std::string path =
-      route.id == api::RouteId::kCdpPage ? "/devtools/page/" + route.target_id : s->browser_path;
+  sessions::Tunnel* tunnel = &upstream->tunnel;
+  const std::string& path = upstream->path;
   std::string id = s->id();
   auto answer = co_await cdp::upstream_handshake(tunnel->stream, tunnel->buffer, req.base(), path,
-                                                 s->devtools_port);
+                                                 upstream->port);
   s.reset();  // a bridged connection must not keep an ended session alive
   if (!answer) {
     log()->warn("session {}: CDP handshake failed: {}", id, answer.error().message);
@@ -479,11 +465,11 @@ namespace cabin::http_api {
 net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Request req,
                               ClientStream socket) {
   auto s = sessions_.find(route.session_id);
-  if (!s || s->record().status != store::SessionStatus::kRunning) {
+  if (!s || !s->running()) {
     co_await refuse_connection(socket, error_response(session_not_found()));
     co_return;
   }
-  auto tunnel = co_await s->agent().connect(agent_protocol::kRfbPort);
+  auto tunnel = co_await s->open_rfb();
   if (!tunnel) {
     co_await refuse_connection(socket, error_response(tunnel.error()));
     co_return;

@@ -223,7 +223,7 @@ net::awaitable<Result<std::shared_ptr<FrameFeed>>> FrameHub::join(
   auto ex = co_await net::this_coro::executor;
   auto feed = std::make_shared<FrameFeed>(ex);
   feeds_[key] = feed;
-  auto tunnel = co_await session->agent().open_stream("/agent/v1/frames?" + agent_query);
+  auto tunnel = co_await session->open_frames(agent_query);
   feed->opening = false;
   if (!tunnel) {
     feed->end(tunnel.error().message);

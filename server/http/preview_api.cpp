@@ -12,7 +12,7 @@ using nlohmann::json;
 json Api::preview_json(const preview::Grant& g, const sessions::Session& s,
                        const Request& req) const {
   std::string token =
-      tokens_.issue(s.id(), auth::preview_scope(g.port, g.id), g.expires_at, s.token_generation);
+      tokens_.issue(s.id(), auth::preview_scope(g.port, g.id), g.expires_at, s.token_generation());
   std::string query = "?" + std::string(preview::kTokenParam) + "=" + token;
   std::string path_url = base_url(req, false) + std::string(preview::kPathPrefix) + g.id + "/";
   json j = {{"id", g.id},

@@ -278,7 +278,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
       }
     }
     if (!claims) return claims.error();
-    if (auto live = tokens_.check_current(*claims, session->token_generation); !live) {
+    if (auto live = tokens_.check_current(*claims, session->token_generation()); !live) {
       return live.error();
     }
     return claims;
@@ -327,7 +327,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     for (const auto& t : cookie_tokens) {
       if (!constant_time_equal(known.token, t)) continue;
       seen_before = true;
-      auto live = tokens_.check_current(known.claims, session->token_generation);
+      auto live = tokens_.check_current(known.claims, session->token_generation());
       accepted = live.ok();
       if (!live) refusal = live.error();
       break;
@@ -404,7 +404,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   // 5. The upstream connection: kept from the last request to the same grant, else a new one.
   if (state.upstream && state.upstream_grant != grant->id) state.upstream.reset();
   if (!state.upstream) {
-    auto t = co_await session->agent().connect(grant->port);
+    auto t = co_await session->open_port(grant->port);
     if (!t) {
       co_return co_await answer(error_response(api::errors::preview_unreachable(
           "nothing answers on port " + std::to_string(grant->port) + " in the sandbox")));

@@ -1,16 +1,18 @@
 #include "server/sessions/agent_client.h"
 
+#include <algorithm>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-#include <algorithm>
+#include <cctype>
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "server/api/errors.h"
 
 namespace cabin::sessions {
 namespace {
@@ -91,7 +93,7 @@ net::awaitable<Result<http::response<http::string_body>>> AgentClient::request(
 
   http::request<http::string_body> req{method, target, 11};
   req.set(http::field::host, "agent");
-  req.set("X-Cabin-Agent-Secret", secret_);
+  req.set(agent_protocol::kSecretHeader, secret_);
   if (!body.empty()) req.set(http::field::content_type, "application/json");
   req.body() = std::move(body);
   req.prepare_payload();
@@ -110,9 +112,10 @@ net::awaitable<Result<http::response<http::string_body>>> AgentClient::request(
 }
 
 net::awaitable<Result<AgentHealth>> AgentClient::health(int wait_ms) {
-  auto res =
-      co_await request(http::verb::get, "/agent/v1/health?wait_ms=" + std::to_string(wait_ms), "",
-                       std::chrono::milliseconds(wait_ms + 5000), kMaxHealthBody);
+  const std::string target =
+      std::string(agent_protocol::kHealthPath) + "?wait_ms=" + std::to_string(wait_ms);
+  auto res = co_await request(http::verb::get, target, "",
+                              std::chrono::milliseconds(wait_ms + 5000), kMaxHealthBody);
   if (!res) co_return res.error();
   if (res->result() != http::status::ok) {
     co_return bad_gateway("agent health answered " + std::to_string(res->result_int()));
@@ -160,7 +163,7 @@ net::awaitable<Result<Tunnel>> AgentClient::connect(int port) {
   std::string authority = "127.0.0.1:" + std::to_string(port);
   http::request<http::empty_body> req{http::verb::connect, authority, 11};
   req.set(http::field::host, authority);
-  req.set("X-Cabin-Agent-Secret", secret_);
+  req.set(agent_protocol::kSecretHeader, secret_);
   boost::system::error_code ec;
   co_await http::async_write(t.stream, req, net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return bad_gateway("writing to agent: " + ec.message());
@@ -187,7 +190,7 @@ net::awaitable<Result<Tunnel>> AgentClient::open_stream(const std::string& targe
     Deadline deadline(t.stream, std::chrono::seconds(10));
     http::request<http::empty_body> req{http::verb::get, target, 11};
     req.set(http::field::host, "agent");
-    req.set("X-Cabin-Agent-Secret", secret_);
+    req.set(agent_protocol::kSecretHeader, secret_);
     req.keep_alive(false);
     co_await http::async_write(t.stream, req, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return bad_gateway("writing to agent: " + ec.message());
@@ -212,8 +215,8 @@ net::awaitable<Result<Tunnel>> AgentClient::open_stream(const std::string& targe
   co_return bad_gateway(message);
 }
 
-net::awaitable<Result<http::response<http::string_body>>> AgentClient::get_through_tunnel(
-    int port, const std::string& path, size_t body_limit) {
+net::awaitable<Result<std::string>> AgentClient::devtools_get(int port, const std::string& path,
+                                                              size_t body_limit) {
   auto tunnel = co_await connect(port);
   if (!tunnel) co_return tunnel.error();
   Deadline deadline(tunnel->stream, std::chrono::seconds(10));
@@ -228,7 +231,72 @@ net::awaitable<Result<http::response<http::string_body>>> AgentClient::get_throu
   parser.body_limit(body_limit);
   co_await read_answer(tunnel->stream, tunnel->buffer, parser, ec);
   if (ec) co_return read_failed("browser", ec, body_limit);
-  co_return parser.release();
+  co_return std::move(parser.get().body());
+}
+
+net::awaitable<Result<agent_protocol::ExecResult>> AgentClient::exec(
+    const agent_protocol::ExecRequest& r) {
+  const std::string target(agent_protocol::kExecPath);
+  std::string body = agent_protocol::to_json(r).dump();
+  auto res = co_await request(http::verb::post, target, std::move(body),
+                              std::chrono::milliseconds(r.timeout_ms + 10000),
+                              agent_protocol::exec_answer_limit(r.max_output_bytes));
+  if (!res) co_return res.error();
+  if (res->result() == http::status::bad_request) {
+    // The agent explains why the command could not start; pass on its message, bounded.
+    auto text = agent_error_message(res->body());
+    co_return api::errors::spawn_failed(text ? text->message : "the command could not be started");
+  }
+  if (res->result() != http::status::ok)
+    co_return api::errors::agent_error("agent answered " + std::to_string(res->result_int()));
+  co_return agent_protocol::parse_exec_result(res->body(), r.max_output_bytes);
+}
+
+net::awaitable<Result<ComputerAnswer>> AgentClient::computer(const computer::Batch& batch,
+                                                             computer::ScreenSize screen) {
+  const std::string target(agent_protocol::kComputerPath);
+  std::string body = computer::to_json(batch).dump();
+  auto res = co_await request(http::verb::post, target, std::move(body),
+                              std::chrono::milliseconds(api::computer_budget_ms(batch)),
+                              api::computer_answer_limit(batch, screen));
+  if (!res) co_return res.error();
+  const auto status = res->result();
+  if (status != http::status::ok && status != http::status::unprocessable_entity)
+    co_return api::errors::agent_error("agent answered " + std::to_string(res->result_int()));
+  CABIN_CO_ASSIGN_OR_RETURN(
+      auto checked,
+      api::check_computer_answer(res->body(), batch.actions.size(), screen, batch.model_size));
+  co_return ComputerAnswer{status, std::move(checked)};
+}
+
+net::awaitable<Result<AgentImage>> AgentClient::screenshot(const api::ShotQuery& shot) {
+  const std::string target = std::string(agent_protocol::kScreenshotPath) + "?" + shot.query;
+  auto res = co_await request(http::verb::get, target, "", std::chrono::seconds(30),
+                              api::image_bytes_limit(shot.width, shot.height));
+  if (!res) co_return res.error();
+  auto type = res->find(http::field::content_type);
+  const bool image =
+      type != res->end() && (type->value() == "image/png" || type->value() == "image/jpeg");
+  if (res->result() != http::status::ok || !image) {
+    co_return api::errors::agent_error("agent answered " + std::to_string(res->result_int()) +
+                                       " without an image");
+  }
+  AgentImage out{std::string(type->value()), "", std::move(res->body())};
+  // The agent's grab and encode times, passed on when they look like what it sends.
+  if (auto t = res->find("Server-Timing");
+      t != res->end() && t->value().size() <= 128 &&
+      std::all_of(t->value().begin(), t->value().end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == ';' || c == '=' || c == '.' ||
+               c == ',' || c == ' ';
+      })) {
+    out.server_timing = std::string(t->value());
+  }
+  co_return out;
+}
+
+net::awaitable<Result<Tunnel>> AgentClient::frames(const std::string& agent_query) {
+  const std::string target = std::string(agent_protocol::kFramesPath) + "?" + agent_query;
+  co_return co_await open_stream(target);
 }
 
 }  // namespace cabin::sessions

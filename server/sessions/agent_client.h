@@ -14,7 +14,10 @@
 #include <string>
 #include <string_view>
 
+#include "common/agent_protocol.h"
+#include "common/computer_actions.h"
 #include "common/result.h"
+#include "server/api/computer_wire.h"
 #include "server/drivers/sandbox_driver.h"
 
 namespace cabin::sessions {
@@ -50,6 +53,21 @@ struct AgentErrorText {
 };
 std::optional<AgentErrorText> agent_error_message(std::string_view body);
 
+// A screenshot the agent took: PNG or JPEG, and its grab and encode times when it sent them in
+// the shape it sends them.
+struct AgentImage {
+  std::string content_type;
+  std::string server_timing;
+  std::string bytes;
+};
+
+// A computer batch's answer, checked: 200 with every result, or 422 with the results up to the
+// action that failed.
+struct ComputerAnswer {
+  http::status status;
+  nlohmann::json body;
+};
+
 class AgentClient {
  public:
   AgentClient(drivers::Sandbox& sandbox, std::string secret)
@@ -57,24 +75,34 @@ class AgentClient {
 
   // Parses the agent's health answer; waits up to wait_ms for it to leave "starting".
   net::awaitable<Result<AgentHealth>> health(int wait_ms);
+  // Runs a command: its result, or 400 spawn_failed with the agent's reason.
+  net::awaitable<Result<agent_protocol::ExecResult>> exec(const agent_protocol::ExecRequest& r);
+  // Runs a batch of actions on a screen of `screen` pixels.
+  net::awaitable<Result<ComputerAnswer>> computer(const computer::Batch& batch,
+                                                  computer::ScreenSize screen);
+  net::awaitable<Result<AgentImage>> screenshot(const api::ShotQuery& shot);
+  // A stream of frames (docs/agent-protocol.md), handed over after the answer's header.
+  net::awaitable<Result<Tunnel>> frames(const std::string& agent_query);
+  // GET path from the browser's DevTools on 127.0.0.1:port: the answer's body, at most
+  // body_limit bytes.
+  net::awaitable<Result<std::string>> devtools_get(int port, const std::string& path,
+                                                   size_t body_limit);
+  // Opens a stream to 127.0.0.1:port inside the sandbox: directly where the driver can, else
+  // through the agent's CONNECT.
+  net::awaitable<Result<Tunnel>> connect(int port);
+
+ private:
   // One request to the agent on a new connection. The answer's body may be at most
   // `body_limit` bytes (never more than kMaxAgentBody): what that endpoint can honestly carry,
   // so a hostile agent cannot make cabind buffer more.
   net::awaitable<Result<http::response<http::string_body>>> request(
       http::verb method, const std::string& target, std::string body,
       std::chrono::milliseconds timeout, size_t body_limit);
-  // Opens a stream to 127.0.0.1:port inside the sandbox: directly where the driver can, else
-  // through the agent's CONNECT.
-  net::awaitable<Result<Tunnel>> connect(int port);
   // GET target from the agent, for an endpoint that streams: on 200 the stream is handed over
   // right after the response header (buffer: body bytes already read). The agent's errors come
   // back as errors: 400 as kInvalidArgument, 503 as kUnavailable, with the agent's message.
   net::awaitable<Result<Tunnel>> open_stream(const std::string& target);
-  // GET path from 127.0.0.1:port inside the sandbox over a tunnel (for DevTools discovery).
-  net::awaitable<Result<http::response<http::string_body>>> get_through_tunnel(
-      int port, const std::string& path, size_t body_limit);
 
- private:
   drivers::Sandbox& sandbox_;
   std::string secret_;
 };

@@ -1,18 +1,35 @@
-// Session: the composition root of one live session: its sandbox, agent client and timers.
+// Session: one live session, and the verbs a request may do with it. Each verb is typed on both
+// sides: the caller passes a parsed request and gets a checked answer; the agent's paths, budgets
+// and wire format stay in AgentClient.
 #pragma once
 
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 #include <boost/asio/steady_timer.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "common/agent_protocol.h"
+#include "common/computer_actions.h"
+#include "server/api/computer_wire.h"
 #include "server/api/session_spec.h"
 #include "server/drivers/sandbox_driver.h"
 #include "server/sessions/agent_client.h"
 #include "server/store/session_store.h"
 
 namespace cabin::sessions {
+
+class SessionManager;
+
+// A stream to the browser's DevTools, and the WebSocket path and port to hand-shake for.
+struct CdpUpstream {
+  Tunnel tunnel;
+  std::string path;  // "/devtools/browser/<uuid>" or "/devtools/page/<target>"
+  int port = 0;
+};
 
 class Session final {
  public:
@@ -28,25 +45,41 @@ class Session final {
 
   const std::string& id() const { return record_.id; }
   const store::SessionRecord& record() const { return record_; }
-  store::SessionRecord& mutable_record() { return record_; }
   const api::SessionSpec& spec() const { return spec_; }
-  drivers::Sandbox& sandbox() { return *sandbox_; }
-  AgentClient& agent() { return agent_; }
-  net::steady_timer& expiry_timer() { return expiry_; }
-
-  // Filled in when the agent reports ready.
-  int devtools_port = 0;
-  std::string browser_path;
+  // Ready and not ending: streams may be opened to it.
+  bool running() const { return record_.status == store::SessionStatus::kRunning && !ending_; }
   // Bumped to revoke every token of the session at once.
-  uint32_t token_generation = 0;
-  bool ending = false;
+  uint32_t token_generation() const { return record_.token_generation; }
+  // The sandbox's screen, and the size a model sees it at (the spec's display), if another.
+  computer::ScreenSize screen() const { return {record_.width, record_.height}; }
+  std::optional<computer::Size> model_size() const;
+
+  net::awaitable<Result<agent_protocol::ExecResult>> exec(const agent_protocol::ExecRequest& r);
+  net::awaitable<Result<ComputerAnswer>> computer(const computer::Batch& batch);
+  net::awaitable<Result<AgentImage>> screenshot(const api::ShotQuery& shot);
+  // The browser's own /json/version or /json/list, as it answered.
+  net::awaitable<Result<std::string>> devtools_discovery(bool version);
+  // The browser's endpoint, or a page's when `page_target` is given.
+  net::awaitable<Result<CdpUpstream>> open_cdp(const std::optional<std::string>& page_target);
+  // The RFB (VNC) server's stream.
+  net::awaitable<Result<Tunnel>> open_rfb();
+  // A stream of frames; `agent_query` as api::frames_agent_query made it.
+  net::awaitable<Result<Tunnel>> open_frames(const std::string& agent_query);
+  // A stream to a TCP port on the sandbox's loopback (previews).
+  net::awaitable<Result<Tunnel>> open_port(int port);
 
  private:
+  friend class SessionManager;  // drives the lifecycle: ready, ending, revocation
+
   store::SessionRecord record_;
   const api::SessionSpec spec_;
   drivers::SandboxPtr sandbox_;
   AgentClient agent_;
   net::steady_timer expiry_;
+  // Filled in when the agent reports ready.
+  int devtools_port_ = 0;
+  std::string browser_path_;
+  bool ending_ = false;
 };
 
 using SessionPtr = std::shared_ptr<Session>;

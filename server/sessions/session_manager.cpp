@@ -44,7 +44,7 @@ std::vector<drivers::DriverInfo> SessionManager::driver_infos() const {
 
 SessionPtr SessionManager::find(const std::string& id) const {
   auto it = live_.find(id);
-  return it == live_.end() || it->second->ending ? nullptr : it->second;
+  return it == live_.end() || it->second->ending_ ? nullptr : it->second;
 }
 
 std::optional<store::SessionRecord> SessionManager::record(const std::string& id) const {
@@ -134,15 +134,15 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
                          "sandbox did not become ready: " + reason);
   }
-  if (s->ending) {
+  if (s->ending_) {
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
                          "session ended while starting: " + s->record().end_reason);
   }
-  s->mutable_record().status = store::SessionStatus::kRunning;
+  s->record_.status = store::SessionStatus::kRunning;
   (void)store_.set_status(rec.id, store::SessionStatus::kRunning, "", 0);
 
-  s->expiry_timer().expires_after(std::chrono::seconds(rec.expires_at - clock_.unix_seconds()));
-  s->expiry_timer().async_wait([this, id = rec.id](boost::system::error_code ec) {
+  s->expiry_.expires_after(std::chrono::seconds(rec.expires_at - clock_.unix_seconds()));
+  s->expiry_.async_wait([this, id = rec.id](boost::system::error_code ec) {
     if (ec) return;
     cabin::spawn(
         ex_, [this, id]() -> net::awaitable<void> { (void)co_await end(id, "timeout"); },
@@ -161,14 +161,14 @@ net::awaitable<Result<void>> SessionManager::wait_ready(Session& s,
                                                         std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   Error last = make_error(Errc::kTimeout, "start_timeout", "timed out");
-  while (!s.ending) {
+  while (!s.ending_) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    auto h = co_await s.agent().health(static_cast<int>(std::min<int64_t>(left.count(), 60000)));
+    auto h = co_await s.agent_.health(static_cast<int>(std::min<int64_t>(left.count(), 60000)));
     if (h && h->state == "ready") {
-      s.devtools_port = h->devtools_port;
-      s.browser_path = h->browser_path;
+      s.devtools_port_ = h->devtools_port;
+      s.browser_path_ = h->browser_path;
       co_return Result<void>{};
     }
     if (h && h->state == "failed") {
@@ -178,7 +178,7 @@ net::awaitable<Result<void>> SessionManager::wait_ready(Session& s,
     // The agent may not have bound its socket yet.
     co_await sleep_for(std::chrono::milliseconds(5));
   }
-  if (s.ending) {
+  if (s.ending_) {
     co_return make_error(Errc::kUnavailable, "sandbox_exited", s.record().end_reason);
   }
   co_return make_error(Errc::kTimeout, "start_timeout",
@@ -190,8 +190,8 @@ void SessionManager::watch(SessionPtr s) {
   cabin::spawn(
       ex_,
       [this, s]() -> net::awaitable<void> {
-        std::string why = co_await s->sandbox().wait_exit();
-        if (!s->ending) {
+        std::string why = co_await s->sandbox_->wait_exit();
+        if (!s->ending_) {
           log()->warn("session {}: sandbox exited: {}", s->id(), why);
           // Nothing in a live session exits on its own unless something broke.
           co_await finish(s, store::SessionStatus::kFailed, "sandbox exited: " + why);
@@ -208,23 +208,23 @@ net::awaitable<Result<store::SessionRecord>> SessionManager::end(const std::stri
     co_return api::errors::session_not_found();
   }
   SessionPtr s = it->second;
-  if (!s->ending) co_await finish(s, store::SessionStatus::kEnded, reason);
+  if (!s->ending_) co_await finish(s, store::SessionStatus::kEnded, reason);
   co_return s->record();
 }
 
 net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus status,
                                             std::string reason) {
-  if (s->ending) co_return;
-  s->ending = true;
-  s->mutable_record().status = store::SessionStatus::kEnding;
-  s->expiry_timer().cancel();
-  co_await s->sandbox().destroy();
+  if (s->ending_) co_return;
+  s->ending_ = true;
+  s->record_.status = store::SessionStatus::kEnding;
+  s->expiry_.cancel();
+  co_await s->sandbox_->destroy();
   if (!config_.logs_dir.empty()) {
     // Kept for debugging after the sandbox is gone; bounded by the driver's tail.
     std::ofstream out(config_.logs_dir / (s->id() + ".log"), std::ios::trunc);
-    for (const auto& line : s->sandbox().recent_output()) out << line << '\n';
+    for (const auto& line : s->sandbox_->recent_output()) out << line << '\n';
   }
-  auto& rec = s->mutable_record();
+  auto& rec = s->record_;
   rec.status = status;
   rec.end_reason = reason;
   rec.ended_at = clock_.unix_seconds();
@@ -236,16 +236,15 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
 Result<uint32_t> SessionManager::revoke_tokens(const std::string& id) {
   SessionPtr s = find(id);
   if (!s) return api::errors::session_not_found();
-  uint32_t next = s->token_generation + 1;
+  uint32_t next = s->record_.token_generation + 1;
   if (auto r = store_.set_token_generation(id, next); !r) return r.error();
-  s->token_generation = next;
-  s->mutable_record().token_generation = next;
+  s->record_.token_generation = next;
   log()->info("session {}: tokens revoked (generation {})", id, next);
   return next;
 }
 
 std::optional<std::vector<std::string>> SessionManager::output(const std::string& id) const {
-  if (auto it = live_.find(id); it != live_.end()) return it->second->sandbox().recent_output();
+  if (auto it = live_.find(id); it != live_.end()) return it->second->sandbox_->recent_output();
   if (config_.logs_dir.empty() || !store_.get(id)) return std::nullopt;
   std::ifstream in(config_.logs_dir / (id + ".log"));
   if (!in) return std::nullopt;

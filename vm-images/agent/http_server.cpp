@@ -18,6 +18,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "common/agent_protocol.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/spawn.h"
@@ -37,7 +38,7 @@ using Stream =
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 
-constexpr std::string_view kSecretHeader = "X-Cabin-Agent-Secret";
+using agent_protocol::kSecretHeader;
 // cabind shares one stream among all viewers that ask for the same frames.
 constexpr size_t kMaxFrameStreams = 8;
 
@@ -134,7 +135,7 @@ net::awaitable<Response> computer_route(std::shared_ptr<HttpServer::Conn> sh, Re
 
 net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
   auto [path, query] = split_target(req.target());
-  if (path == "/agent/v1/health") {
+  if (path == agent_protocol::kHealthPath) {
     if (req.method() != http::verb::get) {
       auto res = error_response(http::status::method_not_allowed, "method_not_allowed", "use GET");
       res.set(http::field::allow, "GET");
@@ -145,7 +146,7 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
     if (q->wait.count() > 0) co_await sh->state->wait_settled(q->wait);
     co_return json_response(http::status::ok, health_json(sh->state->snapshot()));
   }
-  if (path == "/agent/v1/exec") {
+  if (path == agent_protocol::kExecPath) {
     if (req.method() != http::verb::post) {
       auto res = error_response(http::status::method_not_allowed, "method_not_allowed", "use POST");
       res.set(http::field::allow, "POST");
@@ -164,10 +165,10 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
                             agent_protocol::to_json(*result).dump(
                                 -1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
-  if (path == "/agent/v1/screenshot") {
+  if (path == agent_protocol::kScreenshotPath) {
     co_return co_await screenshot_route(sh, std::move(req), std::string(query));
   }
-  if (path == "/agent/v1/computer") co_return co_await computer_route(sh, std::move(req));
+  if (path == agent_protocol::kComputerPath) co_return co_await computer_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
 
@@ -306,7 +307,7 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
       co_await handle_connect(sh, stream, buffer, req);
       co_return;
     }
-    if (auto [path, query] = split_target(req.target()); path == "/agent/v1/frames") {
+    if (auto [path, query] = split_target(req.target()); path == agent_protocol::kFramesPath) {
       FramesStart start = open_frames(*sh, req, query);
       if (start.capture) {
         Counted streaming(sh->frame_streams);

@@ -1,0 +1,51 @@
+#include "server/sessions/session.h"
+
+#include "cdp-bridge/discovery.h"
+
+namespace cabin::sessions {
+
+std::optional<computer::Size> Session::model_size() const {
+  if (const auto& d = spec_.display) return computer::Size{d->width, d->height};
+  return std::nullopt;
+}
+
+net::awaitable<Result<agent_protocol::ExecResult>> Session::exec(
+    const agent_protocol::ExecRequest& r) {
+  co_return co_await agent_.exec(r);
+}
+
+net::awaitable<Result<ComputerAnswer>> Session::computer(const computer::Batch& batch) {
+  co_return co_await agent_.computer(batch, screen());
+}
+
+net::awaitable<Result<AgentImage>> Session::screenshot(const api::ShotQuery& shot) {
+  co_return co_await agent_.screenshot(shot);
+}
+
+net::awaitable<Result<std::string>> Session::devtools_discovery(bool version) {
+  // Named, not a temporary: GCC 12 destroys some temporaries of a co_await expression twice.
+  const std::string path = version ? "/json/version" : "/json/list";
+  co_return co_await agent_.devtools_get(devtools_port_, path, cdp::kMaxDiscoveryBody);
+}
+
+net::awaitable<Result<CdpUpstream>> Session::open_cdp(
+    const std::optional<std::string>& page_target) {
+  const int port = devtools_port_;
+  std::string path = page_target ? "/devtools/page/" + *page_target : browser_path_;
+  CABIN_CO_ASSIGN_OR_RETURN(auto tunnel, co_await agent_.connect(port));
+  co_return CdpUpstream{std::move(tunnel), std::move(path), port};
+}
+
+net::awaitable<Result<Tunnel>> Session::open_rfb() {
+  co_return co_await agent_.connect(agent_protocol::kRfbPort);
+}
+
+net::awaitable<Result<Tunnel>> Session::open_frames(const std::string& agent_query) {
+  co_return co_await agent_.frames(agent_query);
+}
+
+net::awaitable<Result<Tunnel>> Session::open_port(int port) {
+  co_return co_await agent_.connect(port);
+}
+
+}  // namespace cabin::sessions
