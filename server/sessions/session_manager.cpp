@@ -253,10 +253,30 @@ std::optional<std::vector<std::string>> SessionManager::output(const std::string
   return lines;
 }
 
-net::awaitable<void> SessionManager::shutdown() {
-  std::vector<SessionPtr> all;
+net::awaitable<void> SessionManager::shutdown(std::chrono::milliseconds deadline) {
+  struct Pending {
+    explicit Pending(net::any_io_executor ex) : done(std::move(ex)) {}
+    size_t left = 0;
+    Notifier done;
+  };
+  auto pending = std::make_shared<Pending>(ex_);
+  std::vector<SessionPtr> all;  // finish() erases from live_
   for (auto& [_, s] : live_) all.push_back(s);
-  for (auto& s : all) co_await finish(s, store::SessionStatus::kEnded, "server shutdown");
+  pending->left = all.size();
+  for (auto& s : all) {
+    cabin::spawn(
+        ex_,
+        [this, s, pending]() -> net::awaitable<void> {
+          co_await finish(s, store::SessionStatus::kEnded, "server shutdown");
+          if (--pending->left == 0) pending->done.notify_all();
+        },
+        "session " + s->id() + ": end at shutdown");
+  }
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (pending->left > 0 && std::chrono::steady_clock::now() < until)
+    co_await pending->done.wait_until(until);
+  if (pending->left > 0)
+    log()->warn("shutdown: {} sessions still ending after {} ms", pending->left, deadline.count());
 }
 
 }  // namespace cabin::sessions

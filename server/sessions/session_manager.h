@@ -7,7 +7,6 @@
 // clang-format on
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/notifier.h"
 #include "common/result.h"
 #include "server/api/session_spec.h"
 #include "server/drivers/sandbox_driver.h"
@@ -56,8 +56,9 @@ class SessionManager {
   std::vector<store::SessionRecord> list(bool include_ended) const;
   // Ends a live session. Returns its final record; kNotFound if unknown.
   net::awaitable<Result<store::SessionRecord>> end(const std::string& id, const std::string& reason);
-  // Ends every live session (staged: all sandboxes destroyed before returning).
-  net::awaitable<void> shutdown();
+  // Ends every live session at once, and returns when all are destroyed or `deadline` has
+  // passed: one slow sandbox does not hold up the others, nor the server for longer than that.
+  net::awaitable<void> shutdown(std::chrono::milliseconds deadline = std::chrono::seconds(30));
   size_t live_count() const { return live_.size(); }
   // Invalidates every token of a live session by bumping its generation (kept in the store).
   // Returns the new generation; kNotFound if the session is not live.

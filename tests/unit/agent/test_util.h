@@ -19,6 +19,8 @@
 #include <optional>
 #include <string>
 
+#include "tests/unit/run_sync.h"
+
 namespace cabin::agent::testing {
 
 namespace net = boost::asio;
@@ -50,27 +52,6 @@ inline std::string write_script(const std::string& path, const std::string& body
   return path;
 }
 
-// Runs `aw` on `io` until it finishes; fails the test if it takes longer than `limit`.
-template <typename T>
-T run_sync(net::io_context& io, net::awaitable<T> aw,
-           std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-  std::optional<T> out;
-  // Stored from inside a coroutine: Asio 1.18's co_spawn handlers need default-constructible T.
-  net::co_spawn(
-      io,
-      [](net::awaitable<T> a, std::optional<T>& slot) -> net::awaitable<void> {
-        slot.emplace(co_await std::move(a));
-      }(std::move(aw), out),
-      [](std::exception_ptr e) {
-        if (e) std::rethrow_exception(e);
-      });
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!out && std::chrono::steady_clock::now() < deadline) {
-    io.restart();
-    io.run_one_until(deadline);
-  }
-  REQUIRE(out.has_value());
-  return std::move(*out);
-}
+using cabin::testing::run_sync;
 
 }  // namespace cabin::agent::testing

@@ -1,0 +1,150 @@
+#include "tests/unit/server/fake_sandbox.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/agent_protocol.h"
+#include "common/spawn.h"
+
+namespace cabin::testing {
+
+using Socket = net::generic::stream_protocol::socket;
+
+AgentResponse json_answer(http::status status, const std::string& body) {
+  AgentResponse res{status, 11};
+  res.set(http::field::content_type, "application/json");
+  res.body() = body;
+  res.prepare_payload();
+  return res;
+}
+
+AgentResponse default_agent_answer(const AgentRequest& req) {
+  const std::string target(req.target());
+  if (target.starts_with(agent_protocol::kHealthPath)) {
+    return json_answer(http::status::ok, R"({"state":"ready","devtools":{"port":9222,)"
+                                         R"("browser_path":"/devtools/browser/fake"}})");
+  }
+  if (target == agent_protocol::kExecPath) {
+    auto r = agent_protocol::parse_exec_request(req.body());
+    if (!r) return json_answer(http::status::bad_request, "{}");
+    agent_protocol::ExecResult out;
+    out.exit_code = 0;
+    for (const auto& a : r->argv) out.stdout_data += (out.stdout_data.empty() ? "" : " ") + a;
+    return json_answer(http::status::ok, agent_protocol::to_json(out).dump());
+  }
+  return json_answer(http::status::not_found, R"({"error":{"code":"not_found","message":"no"}})");
+}
+
+void FakeSandboxState::exit(std::string why) {
+  if (exited) return;
+  exited = true;
+  exit_reason = std::move(why);
+  changed.notify_all();
+}
+
+namespace {
+
+// One request, one answer, then the connection closes (as cabin-agent does for cabind).
+net::awaitable<void> serve_agent(std::shared_ptr<FakeSandboxState> s, Socket socket) {
+  boost::beast::flat_buffer buf;
+  AgentRequest req;
+  boost::system::error_code ec;
+  co_await http::async_read(socket, buf, req, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+  s->targets.emplace_back(req.target());
+  s->secrets.emplace_back(req[agent_protocol::kSecretHeader]);
+  AgentResponse res = s->handler(req);
+  res.keep_alive(false);
+  co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
+  socket.shutdown(Socket::shutdown_send, ec);
+}
+
+Result<std::pair<Socket, Socket>> socket_pair(const net::any_io_executor& ex) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    return make_error(Errc::kInternal, "socketpair", "socketpair failed");
+  const net::generic::stream_protocol proto(AF_UNIX, 0);
+  return std::pair<Socket, Socket>{Socket(ex, proto, fds[0]), Socket(ex, proto, fds[1])};
+}
+
+}  // namespace
+
+net::awaitable<Result<drivers::AgentStream>> FakeSandbox::dial_agent() {
+  if (s_->exited || s_->destroyed)
+    co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
+  auto ex = co_await net::this_coro::executor;
+  auto pair = socket_pair(ex);
+  if (!pair) co_return pair.error();
+  cabin::spawn(ex, serve_agent(s_, std::move(pair->second)), "fake agent");
+  co_return std::move(pair->first);
+}
+
+net::awaitable<Result<drivers::AgentStream>> FakeSandbox::dial_loopback(int port) {
+  (void)port;
+  if (!s_->loopback) co_return make_error(Errc::kUnavailable, "not_supported", "no direct path");
+  auto pair = socket_pair(co_await net::this_coro::executor);
+  if (!pair) co_return pair.error();
+  s_->loopback(std::move(pair->second));
+  co_return std::move(pair->first);
+}
+
+net::awaitable<Result<void>> FakeSandbox::pause() {
+  co_return make_error(Errc::kUnavailable, "not_supported", "fake");
+}
+
+net::awaitable<Result<void>> FakeSandbox::resume() {
+  co_return make_error(Errc::kUnavailable, "not_supported", "fake");
+}
+
+net::awaitable<void> FakeSandbox::destroy() {
+  auto s = s_;
+  ++s->destroys;
+  if (s->destroyed) co_return;
+  s->destroy_began = std::chrono::steady_clock::now();
+  if (s->destroy_takes.count() > 0) {
+    net::steady_timer t(co_await net::this_coro::executor, s->destroy_takes);
+    boost::system::error_code ec;
+    co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  s->destroy_ended = std::chrono::steady_clock::now();
+  s->destroyed = true;
+  s->exit("destroyed");
+}
+
+net::awaitable<std::string> FakeSandbox::wait_exit() {
+  auto s = s_;
+  while (!s->exited) co_await s->changed.wait_until(Notifier::Clock::time_point::max());
+  co_return s->exit_reason;
+}
+
+drivers::DriverInfo FakeDriver::info() const {
+  drivers::DriverInfo i;
+  i.name = name_;
+  i.isolation = "none";
+  i.detail = "fake";
+  i.available = true;
+  return i;
+}
+
+net::awaitable<Result<drivers::SandboxPtr>> FakeDriver::create(const drivers::SandboxSpec& spec) {
+  specs.push_back(spec);
+  if (fail_create)
+    co_return make_error(Errc::kUnavailable, "fake_failure", "the fake driver was told to fail");
+  auto s = std::make_shared<FakeSandboxState>(ex_);
+  s->id = spec.session_id;
+  s->secret = spec.agent_secret;
+  s->handler = handler;
+  s->loopback = loopback;
+  s->destroy_takes = destroy_takes;
+  sandboxes.push_back(s);
+  co_return drivers::SandboxPtr(std::make_unique<FakeSandbox>(s));
+}
+
+}  // namespace cabin::testing

@@ -1,0 +1,254 @@
+// SessionManager and Session's verbs against a fake sandbox: no Chromium, Xvfb or QEMU.
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
+
+#include "server/sessions/session_manager.h"
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <memory>
+
+#include "common/clock.h"
+#include "common/spawn.h"
+#include "tests/unit/run_sync.h"
+#include "tests/unit/server/fake_sandbox.h"
+
+namespace {
+
+using namespace cabin;
+using namespace std::chrono_literals;
+using cabin::testing::FakeDriver;
+using cabin::testing::json_answer;
+using cabin::testing::run_sync;
+using cabin::testing::run_until;
+using sessions::SessionManager;
+using sessions::SessionPtr;
+using store::SessionStatus;
+
+struct Fixture {
+  explicit Fixture(int max_sessions = 16) {
+    auto d = std::make_unique<FakeDriver>(io.get_executor());
+    driver = d.get();
+    std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
+    drivers.emplace("namespace", std::move(d));
+    sessions::ManagerConfig config;
+    config.max_sessions = max_sessions;
+    config.driver_limits["namespace"].start_timeout = 2s;
+    manager = std::make_unique<SessionManager>(io.get_executor(), config, std::move(drivers),
+                                               *store, clock);
+  }
+
+  api::SessionSpec spec(const std::string& body = "{}") {
+    auto s = api::parse_session_spec(body, api::SpecLimits{});
+    REQUIRE(s.ok());
+    return *s;
+  }
+
+  Result<SessionPtr> create() { return run_sync(io, manager->create(spec())); }
+
+  SessionPtr create_ok() {
+    auto s = create();
+    REQUIRE(s.ok());
+    return *s;
+  }
+
+  net::io_context io;
+  SystemClock clock;
+  std::unique_ptr<store::SessionStore> store =
+      std::move(store::SessionStore::open(":memory:").value());
+  FakeDriver* driver = nullptr;
+  std::unique_ptr<SessionManager> manager;
+};
+
+TEST_CASE("create answers once the agent is ready, with the session's own secret", "[sessions]") {
+  Fixture f;
+  SessionPtr s = f.create_ok();
+  CHECK(s->running());
+  CHECK(f.manager->find(s->id()) == s);
+  CHECK(f.manager->live_count() == 1);
+  REQUIRE(f.driver->sandboxes.size() == 1);
+  auto& box = *f.driver->sandboxes[0];
+  CHECK(box.id == s->id());
+  REQUIRE_FALSE(box.targets.empty());
+  CHECK(box.targets[0].starts_with(agent_protocol::kHealthPath));
+  CHECK(box.secret.size() == 64);
+  for (const auto& sent : box.secrets) CHECK(sent == box.secret);
+  auto stored = f.store->get(s->id());
+  REQUIRE(stored);
+  CHECK(stored->status == SessionStatus::kRunning);
+}
+
+TEST_CASE("each session gets its own agent secret", "[sessions]") {
+  Fixture f;
+  f.create_ok();
+  f.create_ok();
+  REQUIRE(f.driver->sandboxes.size() == 2);
+  CHECK(f.driver->sandboxes[0]->secret != f.driver->sandboxes[1]->secret);
+}
+
+TEST_CASE("exec is typed both ways: the agent's result, or its reason as spawn_failed",
+          "[sessions]") {
+  Fixture f;
+  SessionPtr s = f.create_ok();
+  agent_protocol::ExecRequest r;
+  r.argv = {"echo", "hi"};
+  auto ok = run_sync(f.io, s->exec(r));
+  REQUIRE(ok.ok());
+  CHECK(ok->exit_code == 0);
+  CHECK(ok->stdout_data == "echo hi");
+  CHECK(f.driver->sandboxes[0]->targets.back() == agent_protocol::kExecPath);
+
+  f.driver->sandboxes[0]->handler = [](const testing::AgentRequest&) {
+    return json_answer(boost::beast::http::status::bad_request,
+                       R"({"error":{"code":"spawn_failed","message":"no such program"}})");
+  };
+  auto refused = run_sync(f.io, s->exec(r));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == "spawn_failed");
+  CHECK(refused.error().errc == Errc::kInvalidArgument);
+  CHECK(refused.error().message == "no such program");
+}
+
+TEST_CASE("a guest answer that is not what the protocol says is agent_error", "[sessions]") {
+  Fixture f;
+  SessionPtr s = f.create_ok();
+  f.driver->sandboxes[0]->handler = [](const testing::AgentRequest&) {
+    return json_answer(boost::beast::http::status::ok, R"({"exit_code":"zero"})");
+  };
+  agent_protocol::ExecRequest r;
+  r.argv = {"true"};
+  auto bad = run_sync(f.io, s->exec(r));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().errc == Errc::kBadGateway);
+}
+
+TEST_CASE("a browser that failed to start fails create and leaves no sandbox", "[sessions]") {
+  Fixture f;
+  f.driver->handler = [](const testing::AgentRequest&) {
+    return json_answer(boost::beast::http::status::ok,
+                       R"({"state":"failed","error":"chromium exited with status 1"})");
+  };
+  auto s = f.create();
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().code == "sandbox_unavailable");
+  CHECK_THAT(s.error().message, Catch::Contains("chromium exited with status 1"));
+  REQUIRE(f.driver->sandboxes.size() == 1);
+  CHECK(f.driver->sandboxes[0]->destroyed);
+  CHECK(f.manager->live_count() == 0);
+  auto rows = f.manager->list(true);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].status == SessionStatus::kFailed);
+}
+
+TEST_CASE("a driver that cannot start a sandbox fails create, and the record says why",
+          "[sessions]") {
+  Fixture f;
+  f.driver->fail_create = true;
+  auto s = f.create();
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().code == "sandbox_unavailable");
+  auto rows = f.manager->list(true);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].status == SessionStatus::kFailed);
+  CHECK_THAT(rows[0].end_reason, Catch::Contains("told to fail"));
+}
+
+TEST_CASE("a sandbox that ends by itself fails its session, with the reason", "[sessions]") {
+  Fixture f;
+  SessionPtr s = f.create_ok();
+  const std::string id = s->id();
+  s.reset();
+  f.driver->sandboxes[0]->exit("agent exited with status 1");
+  run_until(f.io, [&] { return f.manager->find(id) == nullptr && f.manager->live_count() == 0; });
+  auto r = f.manager->record(id);
+  REQUIRE(r);
+  CHECK(r->status == SessionStatus::kFailed);
+  CHECK(r->end_reason == "sandbox exited: agent exited with status 1");
+  CHECK(f.driver->sandboxes[0]->destroyed);  // what is left of it is cleaned up all the same
+}
+
+TEST_CASE("end destroys the sandbox once, however often it is asked", "[sessions]") {
+  Fixture f;
+  f.driver->destroy_takes = 50ms;
+  SessionPtr s = f.create_ok();
+  const std::string id = s->id();
+  int answered = 0;
+  for (int i = 0; i < 3; ++i) {
+    cabin::spawn(
+        f.io,
+        [&]() -> net::awaitable<void> {
+          auto r = co_await f.manager->end(id, "deleted");
+          CHECK(r.ok());
+          ++answered;
+        },
+        "end");
+  }
+  run_until(f.io, [&] { return answered == 3; });
+  run_until(f.io, [&] { return f.manager->live_count() == 0; });
+  CHECK(f.driver->sandboxes[0]->destroys == 1);
+  CHECK_FALSE(s->running());
+  auto r = run_sync(f.io, f.manager->end(id, "deleted again"));
+  REQUIRE(r.ok());
+  CHECK(r->status == SessionStatus::kEnded);
+  CHECK(r->end_reason == "deleted");
+  auto unknown = run_sync(f.io, f.manager->end("ses_unknown", "x"));
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code == "session_not_found");
+}
+
+TEST_CASE("the server's session limit is a 503 capacity error", "[sessions]") {
+  Fixture f(2);
+  f.create_ok();
+  f.create_ok();
+  auto third = f.create();
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == "capacity");
+  CHECK(f.driver->sandboxes.size() == 2);  // refused before any sandbox was made
+}
+
+TEST_CASE("revoking tokens bumps the session's generation, kept in the store", "[sessions]") {
+  Fixture f;
+  SessionPtr s = f.create_ok();
+  CHECK(s->token_generation() == 0);
+  auto g = f.manager->revoke_tokens(s->id());
+  REQUIRE(g.ok());
+  CHECK(*g == 1);
+  CHECK(s->token_generation() == 1);
+  CHECK(f.store->get(s->id())->token_generation == 1);
+}
+
+TEST_CASE("shutdown ends every session at once", "[sessions]") {
+  Fixture f;
+  f.driver->destroy_takes = 100ms;
+  for (int i = 0; i < 3; ++i) f.create_ok();
+  run_sync(f.io, [&]() -> net::awaitable<bool> {
+    co_await f.manager->shutdown(10s);
+    co_return true;
+  }());
+  CHECK(f.manager->live_count() == 0);
+  auto& boxes = f.driver->sandboxes;
+  REQUIRE(boxes.size() == 3);
+  for (auto& b : boxes) CHECK(b->destroyed);
+  // Each destroy began before any ended: they ran side by side, not one after another.
+  auto first_end = boxes[0]->destroy_ended;
+  for (auto& b : boxes) first_end = std::min(first_end, b->destroy_ended);
+  for (auto& b : boxes) CHECK(b->destroy_began < first_end);
+  for (const auto& r : f.manager->list(true)) CHECK(r.end_reason == "server shutdown");
+}
+
+TEST_CASE("shutdown returns at its deadline when a sandbox does not stop", "[sessions]") {
+  Fixture f;
+  f.driver->destroy_takes = 1h;
+  f.create_ok();
+  run_sync(
+      f.io,
+      [&]() -> net::awaitable<bool> {
+        co_await f.manager->shutdown(100ms);
+        co_return true;
+      }(),
+      5s);
+  CHECK_FALSE(f.driver->sandboxes[0]->destroyed);
+}
+
+}  // namespace
