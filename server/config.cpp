@@ -165,8 +165,10 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "wildcard domain for host-based previews (p-<port>-<session>.<domain>)")
       ->envname("CABIN_PREVIEW_DOMAIN");
   app.add_option("--preview-answer-timeout-s", c.preview_answer_timeout_s,
-                 "how long a preview's app may take to start answering a request (then 504)")
-      ->check(CLI::Range(int64_t{1}, int64_t{86400}))->capture_default_str();
+                 "how long a preview's app may take to start answering a request (then 504), and a "
+                 "client's request body may stall (then its connection closes)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
+      ->capture_default_str();
   app.add_option("--max-connections", c.max_connections,
                  "client connections open at once (default: a quarter of the descriptor limit, "
                  "at most 16384)")

@@ -84,12 +84,17 @@ class BodyWriter {
 // Sends `head`, then the body that `p` (its header parsed) frames, read from `in` as it comes
 // (its first bytes may already be in in_buf) and written to `out` at once: nothing is buffered
 // beyond one piece, so large bodies and event streams flow through. A Content-Length body is
-// copied as it is; a chunked or EOF-delimited one goes through Beast's parser.
+// copied as it is; a chunked or EOF-delimited one goes through Beast's parser. `progress`, if
+// given, is stamped each time bytes arrive.
 template <bool isRequest, typename In, typename Out>
 net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_buf,
                                                 http::parser<isRequest, http::buffer_body>& p,
                                                 Out& out, std::string_view head, Framing framing,
-                                                char* buffer) {
+                                                char* buffer,
+                                                std::chrono::steady_clock::time_point* progress) {
+  auto stamp = [progress] {
+    if (progress) *progress = std::chrono::steady_clock::now();
+  };
   BodyWriter<Out> w(out, head, framing == Framing::kChunked);
   boost::system::error_code ec;
   if (p.is_done()) {
@@ -108,6 +113,7 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
           net::buffer(buffer, static_cast<size_t>(std::min<std::uint64_t>(left, kRelayChunk))),
           net::redirect_error(net::use_awaitable, ec));
       if (ec) break;
+      stamp();
       left -= n;
       co_await w.write({buffer, n}, left == 0, ec);
     }
@@ -123,6 +129,7 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
     co_await http::async_read_some(in, in_buf, p, net::redirect_error(net::use_awaitable, ec));
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return ec;
+    stamp();
     size_t n = kRelayChunk - p.get().body().size;
     bool done = p.is_done();
     if (n > 0 || done) co_await w.write({buffer, n}, done, ec);
@@ -130,11 +137,12 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
   }
 }
 
-// Ends the wait for an app's answer after `timeout`: one timer per connection, which looks at the
-// wait when it fires, where a timer per request would be armed and cancelled every time.
-net::awaitable<void> watch_answers(std::shared_ptr<ConnectionFds> fds,
-                                   std::shared_ptr<net::steady_timer> timer,
-                                   std::chrono::steady_clock::duration timeout) {
+// Ends the wait for an app's answer, and for a request body that stopped arriving, after
+// `timeout`: one timer per connection, which looks at the waits when it fires, where a timer per
+// request would be armed and cancelled every time.
+net::awaitable<void> watch_waits(std::shared_ptr<ConnectionFds> fds,
+                                 std::shared_ptr<net::steady_timer> timer,
+                                 std::chrono::steady_clock::duration timeout) {
   auto next = timeout;
   while (!fds->ended) {
     timer->expires_after(next);
@@ -142,13 +150,23 @@ net::awaitable<void> watch_answers(std::shared_ptr<ConnectionFds> fds,
     co_await timer->async_wait(net::redirect_error(net::use_awaitable, ec));
     if (fds->ended) break;
     next = timeout;
-    if (!fds->awaiting_answer) continue;
-    auto waited = std::chrono::steady_clock::now() - fds->awaiting_since;
-    if (waited < timeout) {
-      next = timeout - waited;
-    } else if (fds->upstream >= 0) {
-      fds->answer_timed_out = true;
-      ::shutdown(fds->upstream, SHUT_RDWR);  // the pending read ends
+    const auto now = std::chrono::steady_clock::now();
+    if (fds->awaiting_answer) {
+      auto waited = now - fds->awaiting_since;
+      if (waited < timeout) {
+        next = std::min(next, timeout - waited);
+      } else if (fds->upstream >= 0) {
+        fds->answer_timed_out = true;
+        ::shutdown(fds->upstream, SHUT_RDWR);  // the pending read ends
+      }
+    }
+    if (fds->reading_body) {
+      auto idle = now - fds->body_progress;
+      if (idle < timeout) {
+        next = std::min(next, timeout - idle);
+      } else if (fds->client >= 0) {
+        ::shutdown(fds->client, SHUT_RDWR);  // the relay's read ends; the connection closes
+      }
     }
   }
 }
@@ -429,8 +447,18 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     state.relay_buffer.reset(new char[kRelayChunk]);
     buffer.reserve(kRelayChunk);  // the client side too, for uploads
   }
+  if (!state.answer_watch) {
+    state.answer_watch = std::make_shared<net::steady_timer>(client.get_executor());
+    cabin::spawn(client.get_executor(),
+                 watch_waits(state.fds, state.answer_watch,
+                             std::chrono::seconds(config_.preview_answer_timeout_s)),
+                 "preview " + grant->id + ": wait watch");
+  }
+  state.fds->body_progress = std::chrono::steady_clock::now();
+  state.fds->reading_body = true;
   ec = co_await relay(client, buffer, req, up.stream, state.head, request_framing,
-                      state.relay_buffer.get());
+                      state.relay_buffer.get(), &state.fds->body_progress);
+  state.fds->reading_body = false;
   if (ec) {
     log()->debug("preview {}: request relay ended: {}", grant->id, ec.message());
     state.upstream.reset();
@@ -442,13 +470,6 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
 
   // 6. The answer, as it comes.
-  if (!state.answer_watch) {
-    state.answer_watch = std::make_shared<net::steady_timer>(client.get_executor());
-    cabin::spawn(client.get_executor(),
-                 watch_answers(state.fds, state.answer_watch,
-                               std::chrono::seconds(config_.preview_answer_timeout_s)),
-                 "preview " + grant->id + ": answer watch");
-  }
   state.fds->awaiting_since = std::chrono::steady_clock::now();
   state.fds->awaiting_answer = true;
   std::optional<http::response_parser<http::buffer_body>> parsed;
@@ -515,8 +536,9 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   }
   // Cabin speaks HTTP/1.1 to the client whatever the app speaks.
   write_response_head(state.head, rh, answer_head);
+  // An answer's body may idle as long as the app likes (event streams).
   ec = co_await relay(up.stream, up.buffer, res, client, state.head, answer_head.framing,
-                      state.relay_buffer.get());
+                      state.relay_buffer.get(), nullptr);
   if (ec || !up_keep) {
     state.upstream.reset();
     state.fds->upstream = -1;

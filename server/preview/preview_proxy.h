@@ -51,10 +51,14 @@ struct ConnectionFds {
   int upstream = -1;
   bool busy = false;
   bool stale = false;  // the upstream belongs to a revoked grant: drop it before the next request
-  // The wait for the app's answer, watched by one timer per connection (see AnswerWatch).
+  // The wait for the app's answer, watched by one timer per connection (see watch_waits).
   bool awaiting_answer = false;
   std::chrono::steady_clock::time_point awaiting_since;
   bool answer_timed_out = false;
+  // The request body being relayed, and when its last bytes came: a client that stops sending
+  // one mid-way is cut off like an app that does not answer.
+  bool reading_body = false;
+  std::chrono::steady_clock::time_point body_progress;
   bool ended = false;  // the connection is gone: the watch stops
 };
 

@@ -183,6 +183,25 @@ test('a preview expires: open connections close and requests are refused', async
   assert.ok([401, 404].includes(after.status), `${after.status}`);
 });
 
+test('a client whose request body stops arriving is cut off', async () => {
+  const { session } = await setup();
+  const pv = await openPreview(ctx.server, session.id, 8000, 'path');
+  const socket = net.connect(ctx.server.port, '127.0.0.1');
+  await once(socket, 'connect');
+  socket.on('data', () => {});
+  const closed = new Promise((r) => socket.once('close', r));
+  const t0 = Date.now();
+  // A body of 1000 bytes promised, 10 sent, then nothing.
+  socket.write(`POST ${pv.prefix}/echo HTTP/1.1\r\nHost: ${ctx.server.hostPort}\r\n` +
+               `Cookie: ${pv.cookie}\r\nContent-Length: 1000\r\n\r\n0123456789`);
+  await withDeadline(closed, (ANSWER_TIMEOUT_S + 8) * 1000, 'cabind to close the stalled upload');
+  const waited = (Date.now() - t0) / 1000;
+  assert.ok(waited >= ANSWER_TIMEOUT_S - 0.5, `closed after ${waited} s`);
+  // The server goes on serving.
+  const ok = await fetch(pv.base + pv.prefix + '/echo', { headers: { cookie: pv.cookie } });
+  assert.equal(ok.status, 200);
+});
+
 test('an app that does not start answering in time: 504, and the client keeps its connection', async () => {
   const { session } = await setup();
   const pv = await openPreview(ctx.server, session.id, 8000, 'path');

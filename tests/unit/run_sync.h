@@ -20,7 +20,7 @@ namespace net = boost::asio;
 // was queued on `io` runs meanwhile.
 template <typename T>
 T run_sync(net::io_context& io, net::awaitable<T> aw,
-           std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+           std::chrono::milliseconds limit = std::chrono::seconds(60)) {
   std::optional<T> out;
   // Stored from inside a coroutine: Asio 1.18's co_spawn handlers need default-constructible T.
   net::co_spawn(
@@ -40,10 +40,21 @@ T run_sync(net::io_context& io, net::awaitable<T> aw,
   return std::move(*out);
 }
 
+inline void run_sync(net::io_context& io, net::awaitable<void> aw,
+                     std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  (void)run_sync(
+      io,
+      [](net::awaitable<void> a) -> net::awaitable<bool> {
+        co_await std::move(a);
+        co_return true;
+      }(std::move(aw)),
+      limit);
+}
+
 // Runs `io` until `done()` holds; fails the test after `limit`.
 template <typename Done>
 void run_until(net::io_context& io, Done done,
-               std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+               std::chrono::milliseconds limit = std::chrono::seconds(60)) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (!done() && std::chrono::steady_clock::now() < deadline) {
     io.restart();

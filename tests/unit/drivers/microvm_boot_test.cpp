@@ -26,6 +26,7 @@
 #include <optional>
 
 #include "server/drivers/microvm/microvm_driver.h"
+#include "tests/unit/run_sync.h"
 
 namespace net = boost::asio;
 namespace http = boost::beast::http;
@@ -37,43 +38,9 @@ using cabin::drivers::Sandbox;
 using cabin::drivers::SandboxPtr;
 using cabin::drivers::SandboxSpec;
 using Clock = std::chrono::steady_clock;
+using cabin::testing::run_sync;
 
 namespace {
-
-template <typename T>
-net::awaitable<void> store(net::awaitable<T> aw, std::optional<T>& out) {
-  out.emplace(co_await std::move(aw));
-}
-
-template <typename T>
-T run(net::io_context& io, net::awaitable<T> aw, std::chrono::seconds timeout = 30s) {
-  std::optional<T> out;
-  bool done = false;
-  std::exception_ptr err;
-  net::co_spawn(io, store(std::move(aw), out), [&](std::exception_ptr e) {
-    err = e;
-    done = true;
-  });
-  const auto deadline = Clock::now() + timeout;
-  while (!done && Clock::now() < deadline) {
-    if (io.stopped()) io.restart();
-    io.run_one_for(10ms);
-  }
-  REQUIRE(done);
-  if (err) std::rethrow_exception(err);
-  return std::move(*out);
-}
-
-void run(net::io_context& io, net::awaitable<void> aw, std::chrono::seconds timeout = 30s) {
-  bool done = false;
-  net::co_spawn(io, std::move(aw), [&](std::exception_ptr) { done = true; });
-  const auto deadline = Clock::now() + timeout;
-  while (!done && Clock::now() < deadline) {
-    if (io.stopped()) io.restart();
-    io.run_one_for(10ms);
-  }
-  REQUIRE(done);
-}
 
 struct Answer {
   int status = 0;  // 0: no HTTP answer (the agent is not listening yet)
@@ -154,7 +121,7 @@ TEST_CASE("a microVM boots the guest image, runs the agent as uid 1000 and leave
   spec.width = 1024;
   spec.height = 768;
   const auto t0 = Clock::now();
-  auto created = run(io, driver.create(spec));
+  auto created = run_sync(io, driver.create(spec));
   REQUIRE(created.ok());
   SandboxPtr sandbox = std::move(created.value());
   std::cout << "qemu up after " << seconds_since(t0) << " s: " << sandbox->describe() << "\n";
@@ -176,13 +143,13 @@ TEST_CASE("a microVM boots the guest image, runs the agent as uid 1000 and leave
   nlohmann::json health;
   const auto deadline = Clock::now() + 120s;
   while (state != "ready" && state != "failed" && Clock::now() < deadline) {
-    auto a = run(io, agent_request(*sandbox, http::verb::get, "/agent/v1/health?wait_ms=20000", "",
-                                   spec.agent_secret, 25s));
+    auto a = run_sync(io, agent_request(*sandbox, http::verb::get, "/agent/v1/health?wait_ms=20000",
+                                        "", spec.agent_secret, 25s));
     if (a.status == 200) {
       health = nlohmann::json::parse(a.body, nullptr, false);
       state = health.value("state", "");
     } else {
-      run(io, sleep_for(200ms));
+      run_sync(io, sleep_for(200ms));
     }
   }
   INFO(health.dump());
@@ -192,13 +159,13 @@ TEST_CASE("a microVM boots the guest image, runs the agent as uid 1000 and leave
   CHECK(health["height"] == 768);
 
   // A wrong secret is refused.
-  CHECK(run(io, agent_request(*sandbox, http::verb::get, "/agent/v1/health", "", "wrong", 10s))
+  CHECK(run_sync(io, agent_request(*sandbox, http::verb::get, "/agent/v1/health", "", "wrong", 10s))
             .status == 401);
 
   nlohmann::json exec = {{"argv", {"sh", "-c", "id -u; cat /proc/net/dev; touch /x"}},
                          {"timeout_ms", 20000}};
-  auto a = run(io, agent_request(*sandbox, http::verb::post, "/agent/v1/exec", exec.dump(),
-                                 spec.agent_secret, 30s));
+  auto a = run_sync(io, agent_request(*sandbox, http::verb::post, "/agent/v1/exec", exec.dump(),
+                                      spec.agent_secret, 30s));
   REQUIRE(a.status == 200);
   auto r = nlohmann::json::parse(a.body, nullptr, false);
   INFO(a.body);
@@ -210,17 +177,17 @@ TEST_CASE("a microVM boots the guest image, runs the agent as uid 1000 and leave
   CHECK(r["exit_code"] == 1);
 
   // Pause and resume through QMP.
-  CHECK(run(io, sandbox->pause()).ok());
-  CHECK(run(io, sandbox->resume()).ok());
+  CHECK(run_sync(io, sandbox->pause()).ok());
+  CHECK(run_sync(io, sandbox->resume()).ok());
 
-  run(io, sandbox->destroy());
-  run(io, sandbox->destroy());  // idempotent
-  CHECK(run(io, sandbox->wait_exit()) == "destroyed");
+  run_sync(io, sandbox->destroy());
+  run_sync(io, sandbox->destroy());  // idempotent
+  CHECK(run_sync(io, sandbox->wait_exit()) == "destroyed");
   CHECK_FALSE(fs::exists("/proc/" + std::to_string(qemu_pid)));
   CHECK_FALSE(port_listening(port));
   CHECK_FALSE(fs::exists(dir));
   CHECK(fs::is_empty(c.run_dir));
-  CHECK_FALSE(run(io, sandbox->dial_agent()).ok());
+  CHECK_FALSE(run_sync(io, sandbox->dial_agent()).ok());
   std::error_code ec;
   fs::remove_all(root, ec);
 }

@@ -23,11 +23,11 @@
 #include <map>
 #include <optional>
 #include <sstream>
-#include <utility>  // before Asio: Boost 1.74 awaitable.hpp misses it
 
 #include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/sys_util.h"
 #include "tests/fakes/temp_dir.h"
+#include "tests/unit/run_sync.h"
 
 namespace net = boost::asio;
 namespace fs = std::filesystem;
@@ -37,54 +37,10 @@ using cabin::drivers::NamespaceDriverConfig;
 using cabin::drivers::SandboxPtr;
 using cabin::drivers::SandboxSpec;
 using Clock = std::chrono::steady_clock;
+using cabin::testing::run_sync;
+using cabin::testing::run_until;
 
 namespace {
-
-// Runs the io_context until `done` holds or the deadline passes.
-bool wait_until(net::io_context& io, const std::function<bool()>& done,
-                std::chrono::milliseconds timeout = 10s) {
-  const auto deadline = Clock::now() + timeout;
-  while (!done()) {
-    if (Clock::now() >= deadline) return false;
-    if (io.stopped()) io.restart();
-    io.run_one_for(10ms);
-  }
-  return true;
-}
-
-template <typename T>
-net::awaitable<void> store(net::awaitable<T> aw, std::optional<T>& out) {
-  out.emplace(co_await std::move(aw));
-}
-
-// Runs one coroutine to completion. Asio 1.74's co_spawn needs default-constructible results,
-// which Result<T> is not, so the value is stored by a void wrapper.
-template <typename T>
-T run(net::io_context& io, net::awaitable<T> aw) {
-  std::optional<T> out;
-  bool done = false;
-  std::exception_ptr err;
-  net::co_spawn(io, store(std::move(aw), out), [&](std::exception_ptr e) {
-    err = e;
-    done = true;
-  });
-  REQUIRE(wait_until(
-      io, [&] { return done; }, 20s));
-  if (err) std::rethrow_exception(err);
-  return std::move(*out);
-}
-
-void run(net::io_context& io, net::awaitable<void> aw) {
-  bool done = false;
-  std::exception_ptr err;
-  net::co_spawn(io, std::move(aw), [&](std::exception_ptr e) {
-    err = e;
-    done = true;
-  });
-  REQUIRE(wait_until(
-      io, [&] { return done; }, 20s));
-  if (err) std::rethrow_exception(err);
-}
 
 std::string ns_link(const std::string& pid, const char* ns) {
   std::error_code ec;
@@ -172,13 +128,14 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
     return;
   }
   auto spec = spec_for("iso_1");
-  auto created = run(f.io, driver.create(spec));
+  auto created = run_sync(f.io, driver.create(spec));
   REQUIRE(created.ok());
   SandboxPtr sandbox = std::move(created.value());
   INFO(sandbox->describe());
 
   const fs::path run_dir = f.config.run_dir / spec.session_id;
-  REQUIRE(wait_until(f.io, [&] { return reported(sandbox); }));
+  run_until(
+      f.io, [&] { return reported(sandbox); }, 10s);
   auto report = read_report(sandbox->recent_output());
   CHECK(report["uid"] == "1000");
   CHECK(report["root_rw"] == "no");
@@ -238,13 +195,13 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
     WARN("not root or no cgroups: cgroup checks skipped");
   }
 
-  run(f.io, sandbox->destroy());
-  run(f.io, sandbox->destroy());  // idempotent
-  CHECK(run(f.io, sandbox->wait_exit()) == "destroyed");
+  run_sync(f.io, sandbox->destroy());
+  run_sync(f.io, sandbox->destroy());  // idempotent
+  CHECK(run_sync(f.io, sandbox->wait_exit()) == "destroyed");
   for (int pid : pids) CHECK_FALSE(fs::exists("/proc/" + std::to_string(pid)));
   for (const auto& d : cgroups) CHECK_FALSE(fs::exists(d));
   CHECK_FALSE(fs::exists(run_dir));
-  auto dial = run(f.io, sandbox->dial_agent());
+  auto dial = run_sync(f.io, sandbox->dial_agent());
   CHECK_FALSE(dial.ok());
 }
 
@@ -266,12 +223,12 @@ TEST_CASE("wait_exit reports a payload that ends on its own", "[sandbox]") {
     WARN(driver.info().unavailable_reason);
     return;
   }
-  auto created = run(f.io, driver.create(spec_for("exit_1")));
+  auto created = run_sync(f.io, driver.create(spec_for("exit_1")));
   REQUIRE(created.ok());
   SandboxPtr sandbox = std::move(created.value());
-  CHECK(run(f.io, sandbox->wait_exit()) == expected);
-  run(f.io, sandbox->destroy());
-  CHECK(run(f.io, sandbox->wait_exit()) == expected);  // destroy() keeps the real reason
+  CHECK(run_sync(f.io, sandbox->wait_exit()) == expected);
+  run_sync(f.io, sandbox->destroy());
+  CHECK(run_sync(f.io, sandbox->wait_exit()) == expected);  // destroy() keeps the real reason
   CHECK_FALSE(fs::exists(f.config.run_dir / "exit_1"));
 }
 
@@ -280,13 +237,13 @@ TEST_CASE("a payload that cannot start is reported", "[sandbox]") {
   f.config.payload_override = {"/nonexistent/agent"};
   NamespaceDriver driver(f.config, f.io.get_executor());
   if (!driver.info().available) return;
-  auto created = run(f.io, driver.create(spec_for("bad_1")));
+  auto created = run_sync(f.io, driver.create(spec_for("bad_1")));
   REQUIRE(created.ok());
   SandboxPtr sandbox = std::move(created.value());
-  auto reason = run(f.io, sandbox->wait_exit());
+  auto reason = run_sync(f.io, sandbox->wait_exit());
   CHECK(reason.rfind("agent exited with status 127: ", 0) == 0);
   CHECK(reason.find("/nonexistent/agent") != std::string::npos);
-  run(f.io, sandbox->destroy());
+  run_sync(f.io, sandbox->destroy());
 }
 
 TEST_CASE("dial_agent reaches the socket cabind passed, which the sandbox cannot replace",
@@ -309,7 +266,7 @@ TEST_CASE("dial_agent reaches the socket cabind passed, which the sandbox cannot
   NamespaceDriver driver(f.config, f.io.get_executor());
   if (!driver.info().available) return;
   auto spec = spec_for("dial_1");
-  auto created = run(f.io, driver.create(spec));
+  auto created = run_sync(f.io, driver.create(spec));
   REQUIRE(created.ok());
   SandboxPtr sandbox = std::move(created.value());
 
@@ -322,23 +279,23 @@ TEST_CASE("dial_agent reaches the socket cabind passed, which the sandbox cannot
   REQUIRE(::stat(agent_sock.parent_path().c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0700);
 
-  auto dial = run(f.io, sandbox->dial_agent());
+  auto dial = run_sync(f.io, sandbox->dial_agent());
   REQUIRE(dial.ok());
   net::streambuf sb;
-  auto n = run(f.io, [&]() -> net::awaitable<size_t> {
+  auto n = run_sync(f.io, [&]() -> net::awaitable<size_t> {
     co_return co_await net::async_read_until(dial.value(), sb, '\n', net::use_awaitable);
   }());
   std::string line(net::buffers_begin(sb.data()), net::buffers_begin(sb.data()) + n);
   CHECK(line == "hello " + spec.agent_secret + "\n");
-  REQUIRE(wait_until(f.io, [&] {
+  run_until(f.io, [&] {
     auto lines = sandbox->recent_output();
     return std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
              return l.rfind("impostor=", 0) == 0;
            }) != lines.end();
-  }));
+  });
   auto report = read_report(sandbox->recent_output());
   CHECK(report["impostor"] == "refused");
-  run(f.io, sandbox->destroy());
+  run_sync(f.io, sandbox->destroy());
   CHECK_FALSE(fs::exists(f.config.run_dir / spec.session_id));
 }
 
@@ -477,8 +434,8 @@ TEST_CASE("cgroups that exist but cannot be made refuse the sandbox", "[sandbox]
     WARN("namespace sandboxes unavailable here: " << driver.info().unavailable_reason);
     return;
   }
-  auto created = run(f.io, driver.create(spec_for("nocg_1")));
-  if (created.ok()) run(f.io, created.value()->destroy());
+  auto created = run_sync(f.io, driver.create(spec_for("nocg_1")));
+  if (created.ok()) run_sync(f.io, created.value()->destroy());
   REQUIRE_FALSE(created.ok());
   CHECK(created.error().code == "cgroups_failed");
   CHECK_THAT(created.error().message, Catch::Contains("cgroup"));
