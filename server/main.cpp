@@ -23,7 +23,7 @@
 #include "server/config.h"
 #include "server/drivers/microvm/microvm_driver.h"
 #include "server/drivers/namespace/namespace_driver.h"
-#include "server/http/api.h"
+#include "server/handlers/api.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
 #include "server/http/tls.h"

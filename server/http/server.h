@@ -7,7 +7,6 @@
 // clang-format on
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
-
 #include <chrono>
 #include <map>
 #include <memory>
@@ -15,7 +14,7 @@
 #include <string>
 
 #include "common/result.h"
-#include "server/http/api.h"
+#include "server/handlers/api.h"
 #include "server/http/client_stream.h"
 #include "server/preview/preview_proxy.h"
 

@@ -1,4 +1,4 @@
-#include "server/http/frames.h"
+#include "server/handlers/frame_hub.h"
 
 #include <array>
 #include <boost/asio/co_spawn.hpp>
@@ -97,8 +97,9 @@ net::awaitable<void> read_feed(std::shared_ptr<FrameFeed> feed, std::function<vo
       const size_t old = frame->bytes.size();
       const size_t want = std::min<size_t>(h->length - old, 256 * 1024);
       frame->bytes.resize(old + want);
-      const size_t n = co_await t.stream.async_read_some(
-          net::buffer(frame->bytes.data() + old, want), net::redirect_error(net::use_awaitable, ec));
+      const size_t n =
+          co_await t.stream.async_read_some(net::buffer(frame->bytes.data() + old, want),
+                                            net::redirect_error(net::use_awaitable, ec));
       frame->bytes.resize(old + n);
     }
     if (ec) break;

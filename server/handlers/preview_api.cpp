@@ -2,7 +2,7 @@
 #include "common/json_fields.h"
 #include "common/log.h"
 #include "server/api/errors.h"
-#include "server/http/api.h"
+#include "server/handlers/api.h"
 #include "server/preview/preview_request.h"
 
 namespace cabin::http_api {

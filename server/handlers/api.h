@@ -1,5 +1,7 @@
-// Api: the control API and the CDP endpoints; turns routed requests into calls on the
-// SessionManager and answers them.
+// Api: the endpoints. A routed, authenticated request is parsed once into a typed request, handed
+// to a Session verb or the SessionManager, and answered. One file per area: api.cpp
+// (authentication, tokens in URLs, dispatch), sessions_api.cpp, cdp_api.cpp, computer_api.cpp
+// (with frame_hub.cpp), live_api.cpp, tokens_api.cpp, preview_api.cpp.
 #pragma once
 
 // clang-format off
@@ -10,18 +12,18 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
-
 #include <string>
 
+#include "common/log.h"
 #include "server/api/router.h"
 #include "server/auth/token_connections.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
-#include "server/http/frames.h"
+#include "server/handlers/frame_hub.h"
 #include "server/http/client_stream.h"
-#include "server/preview/previews.h"
 #include "server/http/responses.h"
 #include "server/http/static_files.h"
+#include "server/preview/previews.h"
 #include "server/sessions/session_manager.h"
 #include "vnc/rfb_filter.h"
 
@@ -33,9 +35,15 @@ using Request = http::request<http::string_body>;
 
 // Who a request was let in by.
 struct Authn {
-  bool by_token = false;  // a capability token (else the API key, or nothing for kNone)
+  bool by_token = false;     // a capability token (else the API key, or nothing for kNone)
   auth::TokenClaims claims;  // when by_token
 };
+
+// The endpoints' logger ("api").
+spdlog::logger& api_log();
+
+// 404 session_ended, with the session's end reason (or its status).
+Error session_ended_error(const store::SessionRecord& r);
 
 class Api {
  public:
@@ -79,13 +87,21 @@ class Api {
   net::awaitable<void> vnc(const api::Route& route, const Authn& authn, Request req,
                            ClientStream socket);
 
+  // sessions_api.cpp
   net::awaitable<Response> create(const Request& req);
+  Response list_sessions(const api::Route& route, const Request& req) const;
+  Response get_session(const api::Route& route, const Request& req) const;
+  net::awaitable<Response> delete_session(const api::Route& route, const Request& req);
+  Response logs(const api::Route& route) const;
   net::awaitable<Response> exec(const api::Route& route, const Request& req);
   net::awaitable<Response> computer(const api::Route& route, const Request& req);
   net::awaitable<Response> screenshot(const api::Route& route);
   // GET /frames (WebSocket) and /frames.mjpeg; takes the connection.
   net::awaitable<void> frames(const api::Route& route, const Authn& authn, Request req,
                               ClientStream socket);
+  // cdp_api.cpp: the CDP WebSocket to the browser or a page; takes the connection.
+  net::awaitable<void> cdp(const api::Route& route, const Authn& authn, Request req,
+                           ClientStream socket, beast::flat_buffer buffer);
   // Discovery's URLs carry the caller's own token, or a fresh one for the API key: a token never
   // buys itself more time.
   net::awaitable<Response> discovery(const api::Route& route, const Authn& authn,

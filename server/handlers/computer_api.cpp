@@ -17,7 +17,7 @@
 #include "common/computer_actions.h"
 #include "server/api/computer_wire.h"
 #include "server/api/errors.h"
-#include "server/http/api.h"
+#include "server/handlers/api.h"
 
 namespace cabin::http_api {
 

@@ -1,0 +1,206 @@
+#include "server/handlers/api.h"
+
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include "common/json_fields.h"
+#include "server/api/errors.h"
+#include "server/auth/api_key.h"
+
+namespace cabin::http_api {
+namespace {
+
+// A Host header is echoed into URLs only when it is a plain host[:port].
+bool plain_host(std::string_view h) {
+  if (h.empty() || h.size() > 255) return false;
+  for (char c : h) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-' || c == ':' || c == '[' || c == ']';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+using nlohmann::json;
+
+spdlog::logger& api_log() {
+  static auto l = logger("api");
+  return *l;
+}
+
+Error session_ended_error(const store::SessionRecord& r) {
+  if (r.ended_at == 0) return api::errors::session_ended("");
+  return api::errors::session_ended(r.end_reason.empty() ? std::string(store::to_string(r.status))
+                                                         : r.end_reason);
+}
+
+Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::string& session_id,
+                                           const std::vector<std::string_view>& scopes) const {
+  auto claims = tokens_.verify_any(token, session_id, scopes);
+  if (!claims) return claims.error();
+  auto s = sessions_.find(session_id);
+  if (!s) {
+    // Say so when the token's session has ended, rather than that it never was.
+    auto r = sessions_.record(session_id);
+    if (r && !store::is_live(r->status)) return session_ended_error(*r);
+    return api::errors::session_not_found();
+  }
+  if (auto live = tokens_.check_current(*claims, s->token_generation()); !live) return live.error();
+  return claims;
+}
+
+Result<Authn> Api::authenticate(const api::Route& route, const Request& req) const {
+  if (route.auth == api::Auth::kNone) return Authn{};
+  auto authz = req.find(http::field::authorization);
+  if (authz != req.end()) {
+    if (auth::check_bearer(authz->value(), api_key_)) return Authn{};
+    return make_error(Errc::kUnauthenticated, "unauthenticated", "the API key is not valid");
+  }
+  const auto& scopes = api::token_scopes(route.auth);
+  if (scopes.empty()) {
+    return make_error(Errc::kUnauthenticated, "unauthenticated",
+                      "send Authorization: Bearer <api key>");
+  }
+  auto t = route.query.find("token");
+  if (t == route.query.end()) {
+    return make_error(Errc::kUnauthenticated, "unauthenticated",
+                      "send Authorization: Bearer <api key> or a token= capability");
+  }
+  auto claims = check_token(t->second, route.session_id, scopes);
+  if (!claims) return claims.error();
+  return Authn{true, std::move(*claims)};
+}
+
+std::string Api::base_url(const Request& req, bool websocket) const {
+  std::string base;
+  if (!config_.public_url.empty()) {
+    base = config_.public_url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+  } else {
+    auto host = req.find(http::field::host);
+    std::string h = host != req.end() && plain_host(host->value())
+                        ? std::string(host->value())
+                        : config_.listen_host + ":" + std::to_string(config_.listen_port);
+    base = (config_.tls() ? "https://" : "http://") + h;
+  }
+  if (websocket) {
+    if (base.rfind("https://", 0) == 0) return "wss://" + base.substr(8);
+    if (base.rfind("http://", 0) == 0) return "ws://" + base.substr(7);
+  }
+  return base;
+}
+
+std::string Api::cdp_token(const sessions::Session& s) const { return scoped_token(s, "cdp"); }
+
+std::string Api::scoped_token(const sessions::Session& s, const std::string& scope) const {
+  return tokens_.issue(s.id(), scope, expiry_within(s, config_.cdp_token_ttl_s),
+                       s.token_generation());
+}
+
+int64_t Api::expiry_within(const sessions::Session& s, int64_t ttl_s) const {
+  return std::min(tokens_.clock().unix_seconds() + ttl_s, s.record().expires_at);
+}
+
+Result<int64_t> Api::requested_ttl(const json& body) const {
+  auto f = body.find("ttl_s");
+  if (f == body.end()) return std::min<int64_t>(3600, config_.max_token_ttl_s);
+  return read_int(*f, "ttl_s", 1, config_.max_token_ttl_s);
+}
+
+Result<void> Api::token_connection_room(const Authn& authn, const std::string& session_id) const {
+  if (!authn.by_token) return {};
+  const auto max = static_cast<size_t>(config_.max_token_connections_per_session);
+  if (connections_.count(session_id) < max) return {};
+  return api::errors::too_many_connections("this session's tokens hold " + std::to_string(max) +
+                                           " connections open, the most allowed");
+}
+
+std::optional<std::chrono::steady_clock::duration> Api::token_time_left(const Authn& authn) const {
+  if (!authn.by_token) return std::nullopt;
+  const int64_t left = authn.claims.expires_at - tokens_.clock().unix_seconds();
+  return std::chrono::seconds(std::max<int64_t>(left, 0));
+}
+
+net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn,
+                                     const Request& req) {
+  using api::RouteId;
+  switch (route.id) {
+    case RouteId::kHealthz:
+      co_return json_response(http::status::ok, {{"status", "ok"}});
+    case RouteId::kInfo:
+      co_return info();
+    case RouteId::kCreateSession:
+      co_return co_await create(req);
+    case RouteId::kListSessions:
+      co_return list_sessions(route, req);
+    case RouteId::kGetSession:
+      co_return get_session(route, req);
+    case RouteId::kDeleteSession:
+      co_return co_await delete_session(route, req);
+    case RouteId::kExec:
+      co_return co_await exec(route, req);
+    case RouteId::kComputer:
+      co_return co_await computer(route, req);
+    case RouteId::kScreenshot:
+      co_return co_await screenshot(route);
+    case RouteId::kLogs:
+      co_return logs(route);
+    case RouteId::kJsonVersion:
+    case RouteId::kJsonList:
+      co_return co_await discovery(route, authn, req);
+    case RouteId::kConsolePage:
+      co_return ui_file("index.html", req, PageCache::kRevalidate);
+    case RouteId::kUiAsset:
+      // Pages only under their own routes: /ui/ serves the hashed assets.
+      if (route.asset.size() > 5 && route.asset.substr(route.asset.size() - 5) == ".html") {
+        co_return error_response(api::errors::not_found_file());
+      }
+      co_return ui_file(route.asset, req, PageCache::kRevalidate);
+    case RouteId::kLivePage:
+      // The page is static; its token travels in the URL, so no cache keeps the page.
+      co_return ui_file("live.html", req, PageCache::kNoStore);
+    case RouteId::kLiveStatus:
+      co_return live_status(route, req);
+    case RouteId::kMintToken:
+      co_return mint_token(route, req);
+    case RouteId::kRevokeTokens:
+      co_return revoke_tokens(route);
+    case RouteId::kCreatePreview:
+      co_return create_preview(route, req);
+    case RouteId::kListPreviews:
+      co_return list_previews(route, req);
+    case RouteId::kDeletePreview:
+      co_return delete_preview(route);
+    case RouteId::kCdpBrowser:
+    case RouteId::kCdpPage:
+    case RouteId::kFrames:
+    case RouteId::kFramesMjpeg:
+    case RouteId::kVnc:
+      co_return error_response(api::errors::websocket_required());
+  }
+  co_return error_response(api::errors::not_found_endpoint());
+}
+
+net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& authn, Request req,
+                                         ClientStream socket, beast::flat_buffer buffer) {
+  if (auto room = token_connection_room(authn, route.session_id); !room) {
+    co_await refuse_connection(socket, error_response(room.error()));
+    co_return;
+  }
+  if (route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg) {
+    co_await frames(route, authn, std::move(req), std::move(socket));
+    co_return;
+  }
+  if (!beast::websocket::is_upgrade(req)) {
+    co_await refuse_connection(socket, error_response(api::errors::websocket_required()));
+    co_return;
+  }
+  if (route.id == api::RouteId::kVnc) {
+    co_await vnc(route, authn, std::move(req), std::move(socket));
+    co_return;
+  }
+  co_await cdp(route, authn, std::move(req), std::move(socket), std::move(buffer));
+}
+
+}  // namespace cabin::http_api

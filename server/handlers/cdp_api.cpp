@@ -1,0 +1,81 @@
+// The CDP endpoints of Api: DevTools discovery, rewritten to point at cabind, and the WebSocket
+// bridge to the browser and its pages.
+#include <sys/socket.h>
+
+#include "cdp-bridge/bridge.h"
+#include "cdp-bridge/discovery.h"
+#include "common/log.h"
+#include "server/api/errors.h"
+#include "server/handlers/api.h"
+
+namespace cabin::http_api {
+net::awaitable<Response> Api::discovery(const api::Route& route, const Authn& authn,
+                                        const Request& req) {
+  auto s = sessions_.find(route.session_id);
+  if (!s) co_return error_response(api::errors::session_not_found());
+  bool version = route.id == api::RouteId::kJsonVersion;
+  auto found = co_await s->devtools_discovery(version);
+  if (!found) co_return error_response(found.error());
+  std::string token;
+  if (authn.by_token) {
+    token = route.query.at("token");  // authenticate() found and verified it there
+  } else {
+    token = cdp_token(*s);
+  }
+  std::string ws = base_url(req, true) + "/v1/sessions/" + s->id();
+  auto body = version ? cdp::rewrite_version(*found, ws + "/cdp?token=" + token)
+                      : cdp::rewrite_list(*found, ws + "/devtools/page/", "?token=" + token);
+  if (!body) co_return error_response(body.error());
+  Response out{http::status::ok, 11};
+  out.set(http::field::content_type, "application/json");
+  out.set(http::field::cache_control, "no-store");
+  out.body() = std::move(*body);
+  out.prepare_payload();
+  co_return out;
+}
+
+net::awaitable<void> Api::cdp(const api::Route& route, const Authn& authn, Request req,
+                              ClientStream socket, beast::flat_buffer buffer) {
+  auto s = sessions_.find(route.session_id);
+  if (!s || !s->running()) {
+    co_await refuse_connection(socket, error_response(api::errors::session_not_found()));
+    co_return;
+  }
+  std::optional<std::string> page;
+  if (route.id == api::RouteId::kCdpPage) page = route.target_id;
+  auto upstream = co_await s->open_cdp(page);
+  if (!upstream) {
+    co_await refuse_connection(socket, error_response(upstream.error()));
+    co_return;
+  }
+  sessions::Tunnel* tunnel = &upstream->tunnel;
+  const std::string& path = upstream->path;
+  std::string id = s->id();
+  auto answer = co_await cdp::upstream_handshake(tunnel->stream, tunnel->buffer, req.base(), path,
+                                                 upstream->port);
+  s.reset();  // a bridged connection must not keep an ended session alive
+  if (!answer) {
+    api_log().warn("session {}: CDP handshake failed: {}", id, answer.error().message);
+    co_await refuse_connection(socket, error_response(answer.error()));
+    co_return;
+  }
+  api_log().debug("session {}: CDP client attached to {}", id, path);
+  // Token-authenticated bridges close when the session's tokens are revoked. The registration
+  // lives in this frame, so it ends with the bridge; the closer only touches the socket's handle.
+  auth::TokenConnections::Registration reg;
+  if (authn.by_token) {
+    reg = connections_.add(
+        {id, "", token_time_left(authn)},
+        [client = socket.socket().native_handle(), up = tunnel->stream.native_handle()] {
+          // shutdown() rather than close(): the fds stay owned by the pump,
+          // which then reads EOF both ways and ends.
+          ::shutdown(client, SHUT_RDWR);
+          ::shutdown(up, SHUT_RDWR);
+        });
+  }
+  co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
+                       std::move(tunnel->stream), std::move(tunnel->buffer));
+  api_log().debug("session {}: CDP client detached", id);
+}
+
+}  // namespace cabin::http_api
