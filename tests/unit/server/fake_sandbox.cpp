@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/agent_protocol.h"
+#include "common/frame_stream.h"
 #include "common/spawn.h"
 
 namespace cabin::testing {
@@ -22,6 +23,20 @@ AgentResponse json_answer(http::status status, const std::string& body) {
   res.set(http::field::content_type, "application/json");
   res.body() = body;
   res.prepare_payload();
+  return res;
+}
+
+AgentResponse frames_answer(const std::vector<std::string>& frames) {
+  AgentResponse res{http::status::ok, 11};
+  res.set(http::field::content_type, "application/octet-stream");
+  res.set("X-Fake-Hold", "1");
+  for (const auto& f : frames) {
+    auto head = frames::encode_header({static_cast<uint32_t>(f.size()), 64, 64});
+    res.body().append(reinterpret_cast<const char*>(head.data()), head.size());
+    res.body() += f;
+  }
+  // Written as it is: the stream's records follow the header, no framing of HTTP's.
+  res.content_length(boost::none);
   return res;
 }
 
@@ -39,12 +54,14 @@ AgentResponse default_agent_answer(const AgentRequest& req) {
     for (const auto& a : r->argv) out.stdout_data += (out.stdout_data.empty() ? "" : " ") + a;
     return json_answer(http::status::ok, agent_protocol::to_json(out).dump());
   }
+  if (target.starts_with(agent_protocol::kFramesPath)) return frames_answer({"jpeg-bytes-1"});
   return json_answer(http::status::not_found, R"({"error":{"code":"not_found","message":"no"}})");
 }
 
 void FakeSandboxState::exit(std::string why) {
   if (exited) return;
   exited = true;
+  held.clear();
   exit_reason = std::move(why);
   changed.notify_all();
 }
@@ -62,7 +79,12 @@ net::awaitable<void> serve_agent(std::shared_ptr<FakeSandboxState> s, Socket soc
   s->secrets.emplace_back(req[agent_protocol::kSecretHeader]);
   AgentResponse res = s->handler(req);
   res.keep_alive(false);
+  const bool hold = res.find("X-Fake-Hold") != res.end();
   co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
+  if (hold && !s->exited) {
+    s->held.push_back(std::move(socket));
+    co_return;
+  }
   socket.shutdown(Socket::shutdown_send, ec);
 }
 

@@ -29,6 +29,8 @@ using AgentResponse = http::response<http::string_body>;
 using AgentHandler = std::function<AgentResponse(const AgentRequest&)>;
 AgentResponse default_agent_answer(const AgentRequest& req);
 AgentResponse json_answer(http::status status, const std::string& body);
+// A frame stream's answer: its header and `frames` JPEG-typed records, held open after them.
+AgentResponse frames_answer(const std::vector<std::string>& frames);
 
 // Shared by the sandbox and the test, so the test sees what happened after the session let go.
 struct FakeSandboxState {
@@ -40,6 +42,9 @@ struct FakeSandboxState {
   std::function<void(net::generic::stream_protocol::socket)> loopback;
   std::vector<std::string> targets;  // every agent request's target, in order
   std::vector<std::string> secrets;  // the secret header each carried
+  // Answers carrying the header X-Fake-Hold stay open after their body, like a frame stream;
+  // they are kept here until the sandbox ends.
+  std::vector<net::generic::stream_protocol::socket> held;
   bool exited = false;
   std::string exit_reason;
   int destroys = 0;
