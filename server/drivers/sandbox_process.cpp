@@ -30,7 +30,7 @@ Result<HostChild> spawn_host_child(net::any_io_executor ex, const HostSpawn& s) 
   if (s.pass_fd >= 0) o.extra_fds = {s.pass_fd};
   auto child = ChildProcess::spawn(std::move(ex), o);
   // A program cabind runs that cannot start is cabind's fault, not the client's.
-  if (!child) return make_error(Errc::kInternal, child.error().code, child.error().message);
+  if (!child) return make_error(Errc::kInternal, "sandbox_system", child.error().message);
   return HostChild{std::move(*child), std::move(out->read)};
 }
 

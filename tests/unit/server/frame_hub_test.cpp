@@ -18,7 +18,7 @@
 #include "common/spawn.h"
 #include "server/sessions/session_manager.h"
 #include "tests/unit/run_sync.h"
-#include "tests/unit/server/fake_sandbox.h"
+#include "tests/unit/server/fake_manager.h"
 
 namespace {
 
@@ -29,20 +29,8 @@ using cabin::testing::run_sync;
 using cabin::testing::run_until;
 using tcp = net::ip::tcp;
 
-struct Fixture {
-  Fixture() {
-    auto d = std::make_unique<FakeDriver>(io.get_executor());
-    driver = d.get();
-    std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
-    drivers.emplace("namespace", std::move(d));
-    manager = std::make_unique<sessions::SessionManager>(
-        io.get_executor(), sessions::ManagerConfig{}, std::move(drivers), *store, clock);
-    auto spec = api::parse_session_spec("{}", api::SpecLimits{});
-    REQUIRE(spec.ok());
-    auto s = run_sync(io, manager->create(*spec));
-    REQUIRE(s.ok());
-    session = *s;
-  }
+struct Fixture : cabin::testing::FakeManager {
+  Fixture() : session(create_ok()) {}
 
   // A viewer: cabind's end of a real loopback connection, and the client's.
   struct Viewer {
@@ -97,12 +85,6 @@ struct Fixture {
     return n;
   }
 
-  net::io_context io;
-  SystemClock clock;
-  std::unique_ptr<store::SessionStore> store =
-      std::move(store::SessionStore::open(":memory:").value());
-  FakeDriver* driver = nullptr;
-  std::unique_ptr<sessions::SessionManager> manager;
   sessions::SessionPtr session;
   http_api::FrameHub hub;
 };

@@ -12,7 +12,7 @@
 #include "common/clock.h"
 #include "common/spawn.h"
 #include "tests/unit/run_sync.h"
-#include "tests/unit/server/fake_sandbox.h"
+#include "tests/unit/server/fake_manager.h"
 
 namespace {
 
@@ -26,40 +26,7 @@ using sessions::SessionManager;
 using sessions::SessionPtr;
 using store::SessionStatus;
 
-struct Fixture {
-  explicit Fixture(int max_sessions = 16) {
-    auto d = std::make_unique<FakeDriver>(io.get_executor());
-    driver = d.get();
-    std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
-    drivers.emplace("namespace", std::move(d));
-    sessions::ManagerConfig config;
-    config.max_sessions = max_sessions;
-    config.driver_limits["namespace"].start_timeout = 2s;
-    manager = std::make_unique<SessionManager>(io.get_executor(), config, std::move(drivers),
-                                               *store, clock);
-  }
-
-  api::SessionSpec spec(const std::string& body = "{}") {
-    auto s = api::parse_session_spec(body, api::SpecLimits{});
-    REQUIRE(s.ok());
-    return *s;
-  }
-
-  Result<SessionPtr> create() { return run_sync(io, manager->create(spec())); }
-
-  SessionPtr create_ok() {
-    auto s = create();
-    REQUIRE(s.ok());
-    return *s;
-  }
-
-  net::io_context io;
-  SystemClock clock;
-  std::unique_ptr<store::SessionStore> store =
-      std::move(store::SessionStore::open(":memory:").value());
-  FakeDriver* driver = nullptr;
-  std::unique_ptr<SessionManager> manager;
-};
+using Fixture = cabin::testing::FakeManager;
 
 TEST_CASE("create answers once the agent is ready, with the session's own secret", "[sessions]") {
   Fixture f;
