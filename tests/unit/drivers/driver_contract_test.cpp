@@ -20,6 +20,7 @@
 
 #include "common/spawn.h"
 #include "server/drivers/microvm/microvm_driver.h"
+#include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/namespace_driver.h"
 #include "server/sessions/agent_client.h"
 #include "tests/unit/run_sync.h"
@@ -138,6 +139,15 @@ TEST_CASE("namespace driver: create, health, the agent dies, the end is reported
   c.agent_path = CABIN_AGENT_PATH;
   c.launcher_path = CABIN_SANDBOX_PATH;
   c.cgroup_name = "cabin-contract-" + std::to_string(::getpid());
+  // The driver makes the per-test cgroup parents; destroy() removes only the sandbox's own.
+  struct RemoveParents {
+    const cabin::drivers::NamespaceDriverConfig& c;
+    ~RemoveParents() {
+      const auto layout = cabin::nsbox::detect_cgroup_layout(c.cgroup_root);
+      for (const auto& p : cabin::nsbox::cgroup_parents(layout, c.cgroup_root, c.cgroup_name))
+        ::rmdir(p.c_str());
+    }
+  } remove_parents{c};
   cabin::drivers::NamespaceDriver driver(c, io.get_executor());
   check_lifecycle(io, driver, c.run_dir, 30s);
 }
