@@ -176,6 +176,10 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--max-connections-per-peer", c.max_connections_per_peer,
                  "client connections open at once from one address")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--threads", c.threads,
+                 "threads that carry the byte pumps of CDP, VNC and preview WebSockets over plain "
+                 "TCP, beside the one that runs everything else (default: one per core)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--max-token-connections-per-session", c.max_token_connections_per_session,
                  "CDP, VNC, frame and preview connections a session's tokens may hold open")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();

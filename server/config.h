@@ -43,6 +43,8 @@ struct ServerConfig {
   // descriptor limit (RLIMIT_NOFILE), which cabind raises to its hard limit at start.
   int max_connections = 0;
   int max_connections_per_peer = 256;
+  // Threads that carry the byte pumps (CDP, RFB, preview WebSockets); 0: one per core.
+  int threads = 0;
   // Token-authenticated long-lived connections (CDP, VNC, frames, previews) per session.
   int max_token_connections_per_session = 256;
   bool tls() const { return !tls_cert.empty() || tls_self_signed; }

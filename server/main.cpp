@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <thread>
 
 #include "common/log.h"
 #include "common/spawn.h"
@@ -37,6 +38,9 @@ namespace net = boost::asio;
 using namespace cabin;
 
 namespace {
+
+// At shutdown, after the sessions have ended: how long connections get to finish closing.
+constexpr std::chrono::seconds kConnectionsDrainTimeout{5};
 
 int fail(const std::string& what) {
   logger("cabind")->critical("{}", what);
@@ -203,6 +207,11 @@ int main(int argc, char** argv) {
   http_api::Api api(cfg, manager, tokens, token_connections, previews, api_key->key, ui);
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
   http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls, conn_limits);
+  const size_t threads = cfg.threads > 0 ? static_cast<size_t>(cfg.threads)
+                                         : std::max<size_t>(1, std::thread::hardware_concurrency());
+  http_api::IoPool pumps(threads);
+  api.use_pumps(&pumps);
+  preview_proxy.use_pumps(&pumps);
   if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
 
   std::string host = cfg.listen_host.find(':') != std::string::npos ? "[" + cfg.listen_host + "]"
@@ -244,13 +253,22 @@ int main(int argc, char** argv) {
     cabin::spawn(
         ioc,
         [&]() -> net::awaitable<void> {
+          // Staged: the connections were asked to close, the sessions end (which ends the
+          // pumps to them), what is left gets a deadline, then the threads stop.
           co_await manager.shutdown();
+          const auto deadline = std::chrono::steady_clock::now() + kConnectionsDrainTimeout;
+          if (!co_await server.connections().wait_empty(deadline)) {
+            log->warn("{} connections still open at shutdown: closing them",
+                      server.connections().size());
+          }
+          pumps.stop();
           ioc.stop();
         },
         "shutdown on a signal");
   });
   cabin::spawn(ioc, server.run(), "HTTP server");
   ioc.run();
+  pumps.stop();
   log->info("stopped");
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "server/config.h"
 #include "server/handlers/frame_hub.h"
 #include "server/http/client_stream.h"
+#include "server/http/io_pool.h"
 #include "server/http/responses.h"
 #include "server/http/static_files.h"
 #include "server/preview/previews.h"
@@ -64,6 +65,9 @@ class Api {
   // session's current generation (revocation).
   Result<auth::TokenClaims> check_token(std::string_view token, const std::string& session_id,
                                         const std::vector<std::string_view>& scopes) const;
+
+  // Byte pumps over plain TCP run on `pool` from now on (null: on the caller's executor).
+  void use_pumps(IoPool* pool) { pumps_ = pool; }
 
   // Handles every non-upgrade route.
   net::awaitable<Response> handle(const api::Route& route, const Authn& authn, const Request& req);
@@ -131,6 +135,7 @@ class Api {
   std::string api_key_;
   const StaticFiles& ui_;
   FrameHub frame_hub_;
+  IoPool* pumps_ = nullptr;
 };
 
 }  // namespace cabin::http_api

@@ -1,7 +1,5 @@
 // The CDP endpoints of Api: DevTools discovery, rewritten to point at cabind, and the WebSocket
 // bridge to the browser and its pages.
-#include <sys/socket.h>
-
 #include "cdp-bridge/bridge.h"
 #include "cdp-bridge/discovery.h"
 #include "common/log.h"
@@ -61,20 +59,27 @@ net::awaitable<void> Api::cdp(const api::Route& route, const Authn& authn, Reque
   }
   api_log().debug("session {}: CDP client attached to {}", id, path);
   // Token-authenticated bridges close when the session's tokens are revoked. The registration
-  // lives in this frame, so it ends with the bridge; the closer only touches the socket's handle.
+  // lives in this frame, so it ends with the bridge; the closer reaches the connection wherever
+  // it runs.
   auth::TokenConnections::Registration reg;
   if (authn.by_token) {
-    reg = connections_.add(
-        {id, "", token_time_left(authn)},
-        [client = socket.socket().native_handle(), up = tunnel->stream.native_handle()] {
-          // shutdown() rather than close(): the fds stay owned by the pump,
-          // which then reads EOF both ways and ends.
-          ::shutdown(client, SHUT_RDWR);
-          ::shutdown(up, SHUT_RDWR);
-        });
+    // Ending the client's side ends the pump, which then closes the browser's side too.
+    reg = connections_.add({id, "", token_time_left(authn)}, socket.closer());
   }
-  co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
-                       std::move(tunnel->stream), std::move(tunnel->buffer));
+  if (pumps_ && socket.movable()) {
+    auto ex = pumps_->next();
+    // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
+    auto run = [client = std::move(socket).moved_to(ex), buffer = std::move(buffer),
+                answer = std::move(*answer), up = moved_to(std::move(tunnel->stream), ex),
+                up_buffer = std::move(tunnel->buffer)]() mutable {
+      return cdp::splice(std::move(client), std::move(buffer), std::move(answer), std::move(up),
+                         std::move(up_buffer));
+    };
+    co_await run_on(ex, std::move(run));
+  } else {
+    co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
+                         std::move(tunnel->stream), std::move(tunnel->buffer));
+  }
   api_log().debug("session {}: CDP client detached", id);
 }
 

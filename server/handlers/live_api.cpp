@@ -1,7 +1,5 @@
 // What people open: the console and live view pages, the live view's status, and the RFB
 // WebSocket, filtered by the caller's access.
-#include <sys/socket.h>
-
 #include "common/agent_protocol.h"
 #include "common/log.h"
 #include "server/api/errors.h"
@@ -66,15 +64,27 @@ net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Reque
                                     : vnc::RfbAccess::kView;
   auth::TokenConnections::Registration reg;
   if (authn.by_token) {
-    reg = connections_.add({id, "", token_time_left(authn)},
-                           [fd = socket.socket().native_handle()] { ::shutdown(fd, SHUT_RDWR); });
+    reg = connections_.add({id, "", token_time_left(authn)}, socket.closer());
   }
   s.reset();  // a viewer must not keep an ended session alive
   const char* mode = access == vnc::RfbAccess::kControl ? "control" : "view";
   api_log().info("session {}: RFB viewer attached ({})", id, mode);
-  auto stats = co_await vnc::serve_rfb_websocket(std::move(socket), std::move(req),
-                                                 std::move(tunnel->stream),
-                                                 std::move(tunnel->buffer), access, {});
+  vnc::BridgeStats stats;
+  if (pumps_ && socket.movable()) {
+    auto ex = pumps_->next();
+    // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
+    auto run = [client = std::move(socket).moved_to(ex), req = std::move(req),
+                up = moved_to(std::move(tunnel->stream), ex), up_buffer = std::move(tunnel->buffer),
+                access]() mutable {
+      return vnc::serve_rfb_websocket(std::move(client), std::move(req), std::move(up),
+                                      std::move(up_buffer), access, {});
+    };
+    stats = co_await run_on(ex, std::move(run));
+  } else {
+    stats = co_await vnc::serve_rfb_websocket(std::move(socket), std::move(req),
+                                              std::move(tunnel->stream), std::move(tunnel->buffer),
+                                              access, {});
+  }
   api_log().info(
       "session {}: RFB viewer detached ({}): {} bytes out, {} in, {} of {} messages "
       "dropped; {}",

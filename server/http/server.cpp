@@ -169,8 +169,10 @@ net::awaitable<void> HttpServer::run() {
       cabin::spawn(ex_, accept_tls(std::move(socket), std::move(slot)),
                    "TLS handshake of a client connection");
     } else {
-      cabin::spawn(ex_, serve(ClientStream(beast::tcp_stream(std::move(socket))), std::move(slot)),
-                   "client connection");
+      cabin::spawn(
+          ex_,
+          serve(ClientStream(beast::tcp_stream(std::move(socket)), &connections_), std::move(slot)),
+          "client connection");
     }
   }
 }
@@ -185,27 +187,19 @@ net::awaitable<void> HttpServer::accept_tls(net::ip::tcp::socket socket, Slot sl
     log()->debug("TLS handshake: {}", ec.message());
     co_return;
   }
-  co_await serve(ClientStream(std::move(tls)), std::move(slot));
+  co_await serve(ClientStream(std::move(tls), &connections_), std::move(slot));
 }
 
 void HttpServer::stop() {
   stopping_ = true;
   boost::system::error_code ec;
   acceptor_.close(ec);
-  for (auto& s : open_) s->close(ec);
+  connections_.close_all();
 }
 
 net::awaitable<void> HttpServer::serve(ClientStream stream, [[maybe_unused]] Slot slot) {
   boost::system::error_code ec;
   beast::flat_buffer buffer;
-  // Tracked by a shared handle to the stream's socket so stop() can close it.
-  auto handle = std::shared_ptr<net::ip::tcp::socket>(&stream.socket(), [](auto*) {});
-  open_.insert(handle);
-  struct Untrack {
-    std::set<std::shared_ptr<net::ip::tcp::socket>>& set;
-    std::shared_ptr<net::ip::tcp::socket> h;
-    ~Untrack() { set.erase(h); }
-  } untrack{open_, handle};
   // Started once the first request has been answered.
   std::shared_ptr<IdleWatch> idle;
   struct EndWatch {
@@ -218,10 +212,7 @@ net::awaitable<void> HttpServer::serve(ClientStream stream, [[maybe_unused]] Slo
     ~EndWatch() { (*this)(); }
   } end_watch{idle};
   preview::ConnectionState preview_state;
-  preview_state.before_take = [&] {
-    untrack.set.erase(handle);
-    end_watch();
-  };
+  preview_state.before_take = [&] { end_watch(); };
 
   bool first = true;
   for (;;) {
@@ -293,7 +284,6 @@ net::awaitable<void> HttpServer::serve(ClientStream stream, [[maybe_unused]] Slo
       }
     } else if (api::takes_connection(route->id)) {
       stream.tcp().expires_never();
-      untrack.set.erase(handle);
       end_watch();
       co_await api_.handle_upgrade(*route, *authed, std::move(req), std::move(stream),
                                    std::move(buffer));

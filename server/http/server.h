@@ -10,12 +10,12 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 
 #include "common/result.h"
 #include "server/handlers/api.h"
 #include "server/http/client_stream.h"
+#include "server/http/connection_set.h"
 #include "server/preview/preview_proxy.h"
 
 namespace boost::asio::ssl {
@@ -55,14 +55,17 @@ class HttpServer {
         previews_(previews),
         tls_(std::move(tls)),
         limits_(limits),
-        acceptor_(ex_) {}
+        acceptor_(ex_),
+        connections_(ex_) {}
 
   // Binds and listens; port 0 picks a free port (see port()).
   Result<void> listen(const std::string& host, uint16_t port);
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
   net::awaitable<void> run();
-  // Stops accepting and closes every open connection.
+  // Stops accepting and asks every open connection to close, taken-over ones included; then
+  // connections().wait_empty() waits for them.
   void stop();
+  ConnectionSet& connections() { return connections_; }
 
  private:
   // Holds one connection's place in the counts from accept until its coroutine ends, whether
@@ -97,8 +100,8 @@ class HttpServer {
   std::shared_ptr<net::ssl::context> tls_;
   ConnectionLimits limits_;
   net::ip::tcp::acceptor acceptor_;
-  // Live connections, so stop() can close them; entries remove themselves.
-  std::set<std::shared_ptr<net::ip::tcp::socket>> open_;
+  // Every connection, from accept to its end, whoever holds it then.
+  ConnectionSet connections_;
   std::shared_ptr<Counts> counts_ = std::make_shared<Counts>();
   std::chrono::steady_clock::time_point problem_logged_{};
   size_t problems_unlogged_ = 0;

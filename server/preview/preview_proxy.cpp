@@ -382,7 +382,9 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     int64_t left = std::min(token_expires_at, grant->expires_at) - tokens_.clock().unix_seconds();
     state.registrations[grant->id] = connections_.add(
         {grant->session_id, grant->id, std::chrono::seconds(left)}, [fds = state.fds] {
-          if (fds->busy) {
+          if (fds->close_tunnel) {
+            fds->close_tunnel();
+          } else if (fds->busy) {
             if (fds->client >= 0) ::shutdown(fds->client, SHUT_RDWR);
             if (fds->upstream >= 0) ::shutdown(fds->upstream, SHUT_RDWR);
           } else {
@@ -518,7 +520,21 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     if (ec) co_return Outcome::kClose;
     if (state.before_take) state.before_take();
     log()->debug("preview {}: WebSocket open", grant->id);
-    co_await pump(std::move(client), std::move(up.stream));
+    // Ending the client's side ends the pump, which closes the app's side too.
+    state.fds->close_tunnel = client.closer();
+    state.fds->client = state.fds->upstream = -1;
+    if (pumps_ && client.movable()) {
+      // The descriptors stay the same, so the registration's closer still reaches them.
+      auto ex = pumps_->next();
+      // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
+      auto run = [c = std::move(client).moved_to(ex),
+                  u = http_api::moved_to(std::move(up.stream), ex)]() mutable {
+        return pump(std::move(c), std::move(u));
+      };
+      co_await http_api::run_on(ex, std::move(run));
+    } else {
+      co_await pump(std::move(client), std::move(up.stream));
+    }
     state.upstream.reset();
     co_return Outcome::kTaken;
   }

@@ -26,6 +26,7 @@
 #include "server/auth/tokens.h"
 #include "server/config.h"
 #include "server/http/client_stream.h"
+#include "server/http/io_pool.h"
 #include "server/preview/previews.h"
 #include "server/sessions/agent_client.h"
 #include "server/sessions/session_manager.h"
@@ -60,6 +61,8 @@ struct ConnectionFds {
   bool reading_body = false;
   std::chrono::steady_clock::time_point body_progress;
   bool ended = false;  // the connection is gone: the watch stops
+  // Set once the connection became a tunnel, which may run on another thread: closes it there.
+  std::function<void()> close_tunnel;
 };
 
 // What one client connection keeps between its requests.
@@ -105,6 +108,9 @@ class PreviewProxy {
         connections_(connections),
         previews_(previews) {}
 
+  // WebSocket tunnels over plain TCP run on `pool` from now on (null: on the caller's executor).
+  void use_pumps(http_api::IoPool* pool) { pumps_ = pool; }
+
   // Whether the request is the proxy's: its Host is under the preview domain, or its target
   // starts with /preview/.
   bool claims(const http::request_header<>& h) const;
@@ -124,6 +130,7 @@ class PreviewProxy {
   const auth::TokenService& tokens_;
   auth::TokenConnections& connections_;
   Previews& previews_;
+  http_api::IoPool* pumps_ = nullptr;
 };
 
 }  // namespace cabin::preview
