@@ -4,6 +4,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -163,22 +164,68 @@ net::awaitable<void> watch_socket(ClientStream& socket, std::shared_ptr<bool> go
   feed->changed.notify_all();
 }
 
+// Cuts a viewer off when one write has been pending for `timeout`: one timer per viewer, which
+// looks at the write when it fires. The viewer sets `ended` (and cancels) before its stream goes.
+struct WriteWatch {
+  explicit WriteWatch(const net::any_io_executor& ex) : timer(ex) {}
+  net::steady_timer timer;
+  bool writing = false;
+  std::chrono::steady_clock::time_point since;
+  bool ended = false;
+  void end() {
+    ended = true;
+    timer.cancel();
+  }
+};
+
+net::awaitable<void> watch_writes(std::shared_ptr<WriteWatch> w, ClientStream& socket,
+                                  std::chrono::steady_clock::duration timeout) {
+  auto next = timeout;
+  while (!w->ended) {
+    w->timer.expires_after(next);
+    boost::system::error_code ec;
+    co_await w->timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+    if (w->ended) co_return;
+    next = timeout;
+    if (!w->writing) continue;
+    const auto waited = std::chrono::steady_clock::now() - w->since;
+    if (waited < timeout) {
+      next = timeout - waited;
+      continue;
+    }
+    log()->info("a frame viewer read nothing for {} s: closing it",
+                std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
+    // The pending write ends, and with it the viewer.
+    socket.shutdown(net::socket_base::shutdown_both, ec);
+    socket.tcp().cancel();
+    co_return;
+  }
+}
+
 // Writes the newest frame with `write` (a callable that starts the write and returns what to
 // co_await; not a coroutine itself) until the viewer leaves, the feed ends or a write fails.
 // A frame that arrives while one is written replaces any before it: a slow viewer skips frames
 // and never builds a queue. Returns the frames sent.
 template <typename Write>
-net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, Write write,
+net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, ClientStream& socket,
+                                   std::chrono::steady_clock::duration write_timeout, Write write,
                                    boost::system::error_code& ec) {
+  auto watch = std::make_shared<WriteWatch>(socket.get_executor());
+  cabin::spawn(socket.get_executor(), watch_writes(watch, socket, write_timeout),
+               "frame viewer's write watch");
   uint64_t seen = 0;
   size_t sent = 0;
   while (!ec) {
     auto frame = co_await next_frame(feed, seen, gone);
     if (!frame) break;
+    watch->writing = true;
+    watch->since = std::chrono::steady_clock::now();
     co_await write(*frame);
+    watch->writing = false;
     seen = frame->seq;
     ++sent;
   }
+  watch->end();
   co_return sent;
 }
 
@@ -274,7 +321,7 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   co_await ws.async_write(net::buffer(hello.dump()), net::redirect_error(net::use_awaitable, ec));
   ws.binary(true);
   const size_t sent = co_await send_frames(
-      *feed, *gone,
+      *feed, *gone, beast::get_lowest_layer(ws), write_timeout_,
       [&](const Frame& f) {
         return ws.async_write(net::buffer(f.bytes), net::redirect_error(net::use_awaitable, ec));
       },
@@ -310,7 +357,7 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
   std::string head;
   std::array<net::const_buffer, 3> parts;
   co_await send_frames(
-      *feed, *gone,
+      *feed, *gone, socket, write_timeout_,
       [&](const Frame& f) {
         head = "--cabinframe\r\nContent-Type: image/jpeg\r\nContent-Length: " +
                std::to_string(f.bytes.size()) + "\r\n\r\n";

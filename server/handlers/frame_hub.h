@@ -10,6 +10,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,10 +28,14 @@ struct FrameFeed;
 
 // Distinct frame streams (format, size, fps) of one session open at once.
 inline constexpr size_t kMaxFeedsPerSession = 8;
+// How long one frame's write may take: a viewer that stops reading is cut off then, rather than
+// hold its connection for ever.
+inline constexpr std::chrono::seconds kFrameWriteTimeout{30};
 
 class FrameHub {
  public:
-  FrameHub() = default;
+  explicit FrameHub(std::chrono::steady_clock::duration write_timeout = kFrameWriteTimeout)
+      : write_timeout_(write_timeout) {}
   FrameHub(const FrameHub&) = delete;
   FrameHub& operator=(const FrameHub&) = delete;
 
@@ -57,6 +62,7 @@ class FrameHub {
                                                             ClientStream& socket);
 
   std::map<std::string, std::shared_ptr<FrameFeed>> feeds_;  // key: session id + ' ' + query
+  std::chrono::steady_clock::duration write_timeout_;
 };
 
 }  // namespace cabin::http_api

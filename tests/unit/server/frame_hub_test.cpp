@@ -156,4 +156,45 @@ TEST_CASE("a feed whose agent stream ends closes its viewers", "[frames]") {
   run_until(f.io, [&] { return v->served && v->closed && f.hub.feeds() == 0; });
 }
 
+TEST_CASE("an MJPEG viewer that stops reading is cut off after the write timeout", "[frames]") {
+  Fixture f;
+  // One frame larger than both socket buffers: its write cannot finish while nobody reads.
+  f.driver->sandboxes[0]->handler = [](const testing::AgentRequest&) {
+    return testing::frames_answer({std::string(60000, 'j')});
+  };
+  http_api::FrameHub hub(200ms);
+  tcp::acceptor a(f.io, {net::ip::address_v4::loopback(), 0});
+  tcp::socket client(f.io);
+  client.open(tcp::v4());
+  client.set_option(net::socket_base::receive_buffer_size(1024));
+  client.connect(a.local_endpoint());
+  tcp::socket server = a.accept();
+  server.set_option(net::socket_base::send_buffer_size(1024));
+  bool served = false;
+  cabin::spawn(
+      f.io,
+      [&]() -> net::awaitable<void> {
+        co_await hub.serve_mjpeg(
+            f.session, "format=jpeg",
+            http_api::ClientStream(boost::beast::tcp_stream(std::move(server))));
+        served = true;
+      },
+      "MJPEG viewer");
+  run_until(f.io, [&] { return hub.feeds() == 1; });
+  // Without the watch the write would wait as long as the client lets it.
+  run_until(
+      f.io, [&] { return served; }, 10s);
+  CHECK(served);
+  run_until(f.io, [&] { return hub.feeds() == 0; });
+  // What the client still gets ends.
+  std::string got;
+  boost::system::error_code ec;
+  while (!ec) {
+    char buf[4096];
+    got.append(buf, client.read_some(net::buffer(buf), ec));
+  }
+  CHECK(got.starts_with("HTTP/1.1 200 OK\r\n"));
+  CHECK(got.size() < 60000);
+}
+
 }  // namespace
