@@ -14,6 +14,7 @@ import { benchComputer, computerRows } from './computer.mjs';
 import { benchMicrovm, microvmRows } from './microvm.mjs';
 import { benchVnc, vncRows } from './vnc.mjs';
 import { benchPreview, previewRows } from './preview.mjs';
+import { benchThreads, threadsRows } from './threads.mjs';
 import { summary } from './stats.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -28,7 +29,8 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads' },
+    'threads-rounds': { type: 'string' },
     'preview-conns': { type: 'string', default: '16' },
     'preview-ms': { type: 'string' },
     'preview-big': { type: 'string' },
@@ -41,8 +43,9 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
+                 [--threads-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
   process.exit(0);
 }
@@ -60,6 +63,15 @@ const PREVIEW = {
   ms: Number(opt['preview-ms'] ?? (opt.quick ? 1000 : 2000)),
   bigMiB: Number(opt['preview-big'] ?? (opt.quick ? 64 : 256)),
   rounds: Number(opt['preview-rounds'] ?? (opt.quick ? 2 : 8)),
+};
+
+const THREADS = {
+  cdpConns: 8,
+  previewConns: Number(opt['preview-conns']),
+  tunnels: 4,
+  viewers: 10,
+  ms: opt.quick ? 1000 : 2000,
+  rounds: Number(opt['threads-rounds'] ?? (opt.quick ? 2 : 6)),
 };
 
 const log = (...a) => console.error('[bench]', ...a);
@@ -383,6 +395,7 @@ function table(results) {
   if (results.vnc) rows.push(...vncRows(results.vnc, fmt, mark));
   if (results.preview) rows.push(...previewRows(results.preview, fmt, mark));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
+  if (results.threads) rows.push(...threadsRows(results.threads, fmt));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   return rows
     .map((r) => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i])))
@@ -437,6 +450,8 @@ async function main() {
       results.vnc = await benchVnc(cabin, { width: WIDTH, height: HEIGHT, phaseMs: opt.quick ? 3000 : 5000, log });
     }
     if (only.has('preview')) results.preview = await benchPreview(cabin, { ...PREVIEW, log });
+    // Its own two cabinds, whatever --url says: the part compares their --threads.
+    if (only.has('threads')) results.threads = await benchThreads({ ...THREADS, log });
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {
         n: VM_N, warmup: VM_WARMUP, width: WIDTH, height: HEIGHT, log,

@@ -30,7 +30,7 @@ function uiPage(width, height) {
     window.__t = performance.timeOrigin + performance.now(); }, true);</script>`;
 }
 
-const ANIMATION = `<!doctype html><title>anim</title><style>body{margin:0;background:#fafafa}
+export const ANIMATION = `<!doctype html><title>anim</title><style>body{margin:0;background:#fafafa}
 #b{position:absolute;width:160px;height:160px;background:#c33;border-radius:20px}</style>
 <div id=b></div><h1 id=n style="position:absolute;left:40px;top:400px">0</h1><script>
 let i = 0; function step() { i++; const b = document.getElementById('b');
@@ -39,7 +39,7 @@ document.getElementById('n').textContent = i; requestAnimationFrame(step); } ste
 
 const nowMs = () => performance.timeOrigin + performance.now();
 
-async function setContent(cdp, html) {
+export async function setContent(cdp, html) {
   await cdp.send('Page.enable');
   const { frameTree } = await cdp.send('Page.getFrameTree');
   await cdp.send('Page.setDocumentContent', { frameId: frameTree.frame.id, html });

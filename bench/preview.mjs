@@ -54,7 +54,7 @@ http {
 }
 
 // CPU time (user + system) a process has used, in ms; NaN when unknown.
-function cpuMs(pid) {
+export function cpuMs(pid) {
   try {
     const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
     return (Number(f[11]) + Number(f[12])) * (1000 / 100);
@@ -64,7 +64,7 @@ function cpuMs(pid) {
 }
 
 // `conns` keep-alive connections each sending GET `path` back to back for `ms`.
-async function load(url, headers, { conns, ms }) {
+export async function load(url, headers, { conns, ms }) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: conns });
   const lat = [];
   let errors = 0;

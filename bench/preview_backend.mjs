@@ -1,12 +1,13 @@
 // The backend both proxies front in the preview benchmark: a small answer and a large streamed
-// one. Runs on the host behind nginx and inside a sandbox behind Cabin's preview proxy.
+// one, and an echo behind an upgrade. Runs on the host behind nginx and inside a sandbox behind
+// Cabin's preview proxy.
 // Usage: node preview_backend.mjs PORT
 import http from 'node:http';
 
 const SMALL = Buffer.from('hello, preview\n');
 const CHUNK = Buffer.alloc(256 << 10, 120);
 
-http.createServer({ keepAliveTimeout: 60000 }, (req, res) => {
+const server = http.createServer({ keepAliveTimeout: 60000 }, (req, res) => {
   const big = /^\/big\/(\d+)$/.exec(req.url);
   if (big) {
     let left = Number(big[1]);
@@ -27,4 +28,10 @@ http.createServer({ keepAliveTimeout: 60000 }, (req, res) => {
   }
   res.writeHead(200, { 'content-type': 'text/plain', 'content-length': SMALL.length });
   res.end(SMALL);
-}).listen(Number(process.argv[2]), '127.0.0.1');
+});
+// An upgrade becomes a byte echo: after the 101 the proxy only pumps, whatever the bytes are.
+server.on('upgrade', (req, socket) => {
+  socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+  socket.pipe(socket);
+});
+server.listen(Number(process.argv[2]), '127.0.0.1');
