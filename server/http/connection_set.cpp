@@ -7,10 +7,15 @@
 
 namespace cabin::http_api {
 
+ConnectionSet::ConnectionSet(net::any_io_executor control)
+    : state_(std::make_shared<Member::State>()) {
+  state_->control = std::move(control);
+}
+
 ConnectionSet::Member& ConnectionSet::Member::operator=(Member&& o) noexcept {
   if (this != &o) {
     leave();
-    set_ = std::exchange(o.set_, nullptr);
+    set_ = std::move(o.set_);
     entry_ = std::move(o.entry_);
   }
   return *this;
@@ -21,12 +26,13 @@ void ConnectionSet::Member::leave() {
   entry_->close = nullptr;  // a close still queued on this executor finds nothing to do
   std::function<void()> wake;
   {
-    std::lock_guard lock(set_->mutex_);
-    set_->entries_.erase(entry_);
-    if (set_->entries_.empty()) wake = std::move(set_->on_empty_);
+    std::lock_guard lock(set_->mutex);
+    set_->entries.erase(entry_);
+    if (set_->entries.empty()) wake = std::move(set_->on_empty);
   }
-  if (wake) net::post(set_->control_, std::move(wake));
+  if (wake) net::post(set_->control, std::move(wake));
   entry_.reset();
+  set_.reset();
 }
 
 void ConnectionSet::Member::rebind(net::any_io_executor ex, std::function<void()> close) {
@@ -50,12 +56,12 @@ ConnectionSet::Member ConnectionSet::join(net::any_io_executor ex, std::function
   e->close = std::move(close);
   bool closing;
   {
-    std::lock_guard lock(mutex_);
-    entries_.insert(e);
-    closing = closing_;
+    std::lock_guard lock(state_->mutex);
+    state_->entries.insert(e);
+    closing = state_->closing;
   }
   if (closing) post_close(e);
-  return Member(this, std::move(e));
+  return Member(state_, std::move(e));
 }
 
 void ConnectionSet::post_close(const std::shared_ptr<Entry>& e) {
@@ -72,30 +78,30 @@ void ConnectionSet::post_close(const std::shared_ptr<Entry>& e) {
 void ConnectionSet::close_all() {
   std::set<std::shared_ptr<Entry>> all;
   {
-    std::lock_guard lock(mutex_);
-    closing_ = true;
-    all = entries_;
+    std::lock_guard lock(state_->mutex);
+    state_->closing = true;
+    all = state_->entries;
   }
   for (const auto& e : all) post_close(e);
 }
 
 size_t ConnectionSet::size() const {
-  std::lock_guard lock(mutex_);
-  return entries_.size();
+  std::lock_guard lock(state_->mutex);
+  return state_->entries.size();
 }
 
 net::awaitable<bool> ConnectionSet::wait_empty(std::chrono::steady_clock::time_point deadline) {
-  auto timer = std::make_shared<net::steady_timer>(control_, deadline);
+  auto timer = std::make_shared<net::steady_timer>(state_->control, deadline);
   {
-    std::lock_guard lock(mutex_);
-    if (entries_.empty()) co_return true;
-    on_empty_ = [timer] { timer->cancel(); };
+    std::lock_guard lock(state_->mutex);
+    if (state_->entries.empty()) co_return true;
+    state_->on_empty = [timer] { timer->cancel(); };
   }
   boost::system::error_code ec;
   co_await timer->async_wait(net::redirect_error(net::use_awaitable, ec));
-  std::lock_guard lock(mutex_);
-  on_empty_ = nullptr;
-  co_return entries_.empty();
+  std::lock_guard lock(state_->mutex);
+  state_->on_empty = nullptr;
+  co_return state_->entries.empty();
 }
 
 }  // namespace cabin::http_api

@@ -46,13 +46,15 @@ class ConnectionSet {
 
    private:
     friend class ConnectionSet;
-    Member(ConnectionSet* set, std::shared_ptr<Entry> e) : set_(set), entry_(std::move(e)) {}
+    struct State;
+    Member(std::shared_ptr<State> set, std::shared_ptr<Entry> e)
+        : set_(std::move(set)), entry_(std::move(e)) {}
     void leave();
-    ConnectionSet* set_ = nullptr;
+    std::shared_ptr<State> set_;
     std::shared_ptr<Entry> entry_;
   };
 
-  explicit ConnectionSet(net::any_io_executor control) : control_(std::move(control)) {}
+  explicit ConnectionSet(net::any_io_executor control);
   ConnectionSet(const ConnectionSet&) = delete;
   ConnectionSet& operator=(const ConnectionSet&) = delete;
 
@@ -71,11 +73,16 @@ class ConnectionSet {
  private:
   static void post_close(const std::shared_ptr<Entry>& e);
 
-  net::any_io_executor control_;
-  mutable std::mutex mutex_;
-  std::set<std::shared_ptr<Entry>> entries_;
-  bool closing_ = false;
-  std::function<void()> on_empty_;  // the waiter, run on control_
+  // Shared with the members: a coroutine frame holding one may be destroyed after the set.
+  std::shared_ptr<Member::State> state_;
+};
+
+struct ConnectionSet::Member::State {
+  net::any_io_executor control;
+  std::mutex mutex;
+  std::set<std::shared_ptr<Entry>> entries;
+  bool closing = false;
+  std::function<void()> on_empty;  // the waiter, run on `control`
 };
 
 }  // namespace cabin::http_api
