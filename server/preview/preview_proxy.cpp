@@ -23,6 +23,7 @@
 #include "server/http/responses.h"
 #include "server/preview/preview_request.h"
 #include "server/preview/proxy_head.h"
+#include "server/preview/relay.h"
 
 namespace cabin::preview {
 namespace {
@@ -36,106 +37,7 @@ const auto& log() {
   return l;
 }
 
-constexpr size_t kMaxUpstreamHeader = 16 * 1024;
-constexpr size_t kRelayChunk = 64 * 1024;
-
 bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
-
-// Writes a message out as the relay goes: the head while it is unsent, each body piece in the
-// outgoing framing, and the chunked terminator with the last piece, gathered into one write.
-template <typename Out>
-class BodyWriter {
- public:
-  BodyWriter(Out& out, std::string_view head, bool chunked)
-      : out_(out), head_(head), chunked_(chunked) {}
-
-  bool head_sent() const { return head_sent_; }
-
-  // Writes what `piece` and `last` add; not a coroutine of its own (each one costs a frame).
-  auto write(std::string_view piece, bool last, boost::system::error_code& ec) {
-    bufs_.clear();
-    if (!head_sent_) bufs_.push_back(net::buffer(head_));
-    if (!piece.empty()) {
-      if (chunked_) {
-        auto [end, _] = std::to_chars(size_line_, size_line_ + 16, piece.size(), 16);
-        *end++ = '\r';
-        *end++ = '\n';
-        bufs_.push_back(net::buffer(size_line_, end - size_line_));
-      }
-      bufs_.push_back(net::buffer(piece));
-      if (chunked_) bufs_.push_back(net::buffer(kCrlf));
-    }
-    if (last && chunked_) bufs_.push_back(net::buffer(kLastChunk));
-    head_sent_ = true;
-    return net::async_write(out_, bufs_, net::redirect_error(net::use_awaitable, ec));
-  }
-
- private:
-  static constexpr std::string_view kCrlf = "\r\n";
-  static constexpr std::string_view kLastChunk = "0\r\n\r\n";
-  Out& out_;
-  std::string_view head_;
-  bool chunked_;
-  bool head_sent_ = false;
-  boost::container::static_vector<net::const_buffer, 5> bufs_;
-  char size_line_[20];
-};
-
-// Sends `head`, then the body that `p` (its header parsed) frames, read from `in` as it comes
-// (its first bytes may already be in in_buf) and written to `out` at once: nothing is buffered
-// beyond one piece, so large bodies and event streams flow through. A Content-Length body is
-// copied as it is; a chunked or EOF-delimited one goes through Beast's parser. `progress`, if
-// given, is stamped each time bytes arrive.
-template <bool isRequest, typename In, typename Out>
-net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_buf,
-                                                http::parser<isRequest, http::buffer_body>& p,
-                                                Out& out, std::string_view head, Framing framing,
-                                                char* buffer,
-                                                std::chrono::steady_clock::time_point* progress) {
-  auto stamp = [progress] {
-    if (progress) *progress = std::chrono::steady_clock::now();
-  };
-  BodyWriter<Out> w(out, head, framing == Framing::kChunked);
-  boost::system::error_code ec;
-  if (p.is_done()) {
-    co_await w.write({}, true, ec);
-    co_return ec;
-  }
-  if (!p.chunked() && p.content_length()) {
-    std::uint64_t left = *p.content_length();
-    size_t take = static_cast<size_t>(std::min<std::uint64_t>(left, in_buf.size()));
-    // With nothing buffered yet the head goes out alone, before the body starts.
-    co_await w.write({static_cast<const char*>(in_buf.data().data()), take}, take == left, ec);
-    in_buf.consume(take);
-    left -= take;
-    while (!ec && left > 0) {
-      size_t n = co_await in.async_read_some(
-          net::buffer(buffer, static_cast<size_t>(std::min<std::uint64_t>(left, kRelayChunk))),
-          net::redirect_error(net::use_awaitable, ec));
-      if (ec) break;
-      stamp();
-      left -= n;
-      co_await w.write({buffer, n}, left == 0, ec);
-    }
-    co_return ec;
-  }
-  for (;;) {
-    if (!w.head_sent() && in_buf.size() == 0) {
-      co_await w.write({}, false, ec);  // a stream that starts slowly gets its head at once
-      if (ec) co_return ec;
-    }
-    p.get().body().data = buffer;
-    p.get().body().size = kRelayChunk;
-    co_await http::async_read_some(in, in_buf, p, net::redirect_error(net::use_awaitable, ec));
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) co_return ec;
-    stamp();
-    size_t n = kRelayChunk - p.get().body().size;
-    bool done = p.is_done();
-    if (n > 0 || done) co_await w.write({buffer, n}, done, ec);
-    if (ec || done) co_return ec;
-  }
-}
 
 // Ends the wait for an app's answer, and for a request body that stopped arriving, after
 // `timeout`: one timer per connection, which looks at the waits when it fires, where a timer per
@@ -206,6 +108,206 @@ bool PreviewProxy::claims(const http::request_header<>& h) const {
   return h.target().substr(0, kPathPrefix.size()) == kPathPrefix;
 }
 
+std::variant<PreviewTarget, Response> PreviewProxy::locate(const http::request_header<>& h,
+                                                           bool& path_based) const {
+  auto host_field = h.find(http::field::host);
+  auto host = host_field == h.end() ? std::nullopt : host_name(host_field->value());
+  if (!host) return error_response(api::errors::bad_host());
+  PreviewTarget t;
+  std::optional<Grant> grant;
+  if (auto by_host = parse_preview_host(*host, config_.preview_domain)) {
+    // (A path-based target is checked as its prefix is parsed.)
+    if (auto r = check_target(h.target()); !r) return error_response(r.error());
+    t.by_host = true;
+    grant = previews_.find_port(by_host->session_id, by_host->port);
+    t.upstream_target = std::string(h.target());
+  } else {
+    if (!allowed_api_host(*host)) {
+      // A name this server is not configured for: DNS rebinding, or a misrouted request.
+      return error_response(api::errors::unknown_host(host->substr(0, 64)));
+    }
+    path_based = true;
+    auto addr = parse_preview_path(h.target());
+    if (!addr) return error_response(addr.error());
+    if (h.find("Service-Worker") != h.end()) {
+      // A worker's scope is at most its script's directory, but on cabind's origin even one under
+      // the prefix sees every request of that path, tokens included.
+      return error_response(api::errors::service_worker_refused());
+    }
+    t.prefix = std::string(kPathPrefix) + addr->preview_id;
+    if (addr->bare) {
+      // "/preview/<id>?q" → "/preview/<id>/?q", so relative links resolve under the prefix.
+      Response res{http::status::permanent_redirect, 11};
+      std::string_view target = h.target();
+      res.set(http::field::location, t.prefix + "/" + std::string(target.substr(t.prefix.size())));
+      res.set(http::field::cache_control, "no-store");
+      res.prepare_payload();
+      return res;
+    }
+    grant = previews_.find(addr->preview_id);
+    t.upstream_target = addr->upstream_target;
+  }
+  if (!grant) {
+    return error_response(api::errors::preview_not_found("no live preview at this address"));
+  }
+  t.grant = std::move(*grant);
+  return t;
+}
+
+std::optional<Response> PreviewProxy::check_origin(const http::request_header<>& h,
+                                                   const PreviewTarget& t, bool tls) const {
+  if (!t.by_host) return std::nullopt;
+  if (!beast::websocket::is_upgrade(h) &&
+      (h.method() == http::verb::get || h.method() == http::verb::head ||
+       h.method() == http::verb::options)) {
+    return std::nullopt;
+  }
+  // Sibling previews are one site, so SameSite lets their requests carry this preview's cookie:
+  // only the preview's own pages (or clients that send no Origin) may change state or open a
+  // WebSocket. Behind a TLS-terminating proxy the browser's origin is https.
+  const bool https = tls || config_.public_url.rfind("https://", 0) == 0;
+  auto origin = h.find(http::field::origin);
+  if (origin != h.end() &&
+      !same_origin(origin->value(), https ? "https" : "http", h[http::field::host])) {
+    return error_response(api::errors::cross_origin());
+  }
+  return std::nullopt;
+}
+
+std::variant<Admission, Response> PreviewProxy::admit(const http::request_header<>& h,
+                                                      const PreviewTarget& t,
+                                                      const sessions::Session& session,
+                                                      ConnectionState& state, bool tls) const {
+  const Grant& grant = t.grant;
+  const std::string scope = auth::preview_scope(grant.port, grant.id);
+  auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
+    auto claims = tokens_.verify(token, grant.session_id, scope);
+    if (!claims && claims.error().code == "token_scope") {
+      // A token of an earlier preview of this port, which was deleted or replaced.
+      auto decoded = tokens_.decode(token);
+      if (decoded && decoded->scope.rfind(auth::preview_scope(grant.port, ""), 0) == 0) {
+        return auth::token_revoked("this preview was deleted or replaced: open its new URL");
+      }
+    }
+    if (!claims) return claims.error();
+    if (auto live = tokens_.check_current(*claims, session.token_generation()); !live) {
+      return live.error();
+    }
+    return claims;
+  };
+  const std::string cookie_path = t.by_host ? "/" : t.prefix + "/";
+  // A __Host- cookie needs Path=/, so path-based previews keep the plain name.
+  const std::string_view cookie_name = t.by_host && tls ? kHostCookieName : kCookieName;
+
+  // A token in the URL becomes a cookie, and the URL loses it.
+  auto split = take_token(h.target());
+  if (split.token) {
+    auto claims = check(*split.token);
+    if (!claims) return error_response(claims.error());
+    if (h.method() != http::verb::get && h.method() != http::verb::head) {
+      return error_response(api::errors::token_in_url());
+    }
+    Response res{http::status::found, 11};
+    res.set(http::field::location, redirect_target(split.target));
+    res.set(http::field::set_cookie,
+            cookie_header(cookie_name, *split.token, cookie_path,
+                          claims->expires_at - tokens_.clock().unix_seconds(), tls));
+    res.set(http::field::cache_control, "no-store");
+    res.set("Referrer-Policy", "no-referrer");
+    res.prepare_payload();
+    return res;
+  }
+  Admission out;
+  std::vector<std::string> cookie_tokens;  // at most kMaxCookieTries
+  for (auto it = h.find(http::field::cookie); it != h.end() && it->name() == http::field::cookie;
+       ++it) {
+    std::string rest = strip_cookie(it->value(), cookie_name, &cookie_tokens);
+    if (!rest.empty()) out.kept_cookies.push_back(std::move(rest));
+  }
+  if (cookie_tokens.empty()) {
+    return error_response(api::errors::unauthenticated(
+        "open the preview URL with its token (cabin_token=) to get a preview cookie"));
+  }
+  // A sibling preview may have planted cookies of the same name beside the real one: the first
+  // value that verifies counts, the one this connection verified before first of all.
+  auto& known = state.verified;
+  bool accepted = false;
+  bool seen_before = false;
+  std::optional<Error> refusal;  // the most telling one: expired or revoked over malformed
+  if (!known.token.empty() && known.grant_id == grant.id &&
+      known.key_epoch == tokens_.key_epoch()) {
+    for (const auto& tok : cookie_tokens) {
+      if (!constant_time_equal(known.token, tok)) continue;
+      seen_before = true;
+      auto live = tokens_.check_current(known.claims, session.token_generation());
+      accepted = live.ok();
+      if (!live) refusal = live.error();
+      break;
+    }
+  }
+  for (size_t i = 0; !seen_before && !accepted && i < cookie_tokens.size(); ++i) {
+    if (auto claims = check(cookie_tokens[i])) {
+      known = {std::move(cookie_tokens[i]), grant.id, tokens_.key_epoch(), std::move(*claims)};
+      accepted = true;
+    } else if (!refusal || refusal->code == "invalid_token") {
+      refusal = claims.error();
+    }
+  }
+  if (!accepted) {
+    known.token.clear();
+    return error_response(*refusal);
+  }
+  out.token_expires_at = known.claims.expires_at;
+  if (auto te = h.find(http::field::transfer_encoding);
+      te != h.end() &&
+      (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
+    return error_response(api::errors::bad_transfer_encoding());
+  }
+  return out;
+}
+
+void PreviewProxy::watch_revocation(ConnectionState& state, const Grant& grant,
+                                    int64_t token_expires_at) {
+  if (state.fds->stale) {
+    state.upstream.reset();
+    state.fds->upstream = -1;
+    state.fds->stale = false;
+  }
+  if (auto reg = state.registrations.find(grant.id);
+      reg != state.registrations.end() && reg->second.active()) {
+    return;
+  }
+  int64_t left = std::min(token_expires_at, grant.expires_at) - tokens_.clock().unix_seconds();
+  state.registrations[grant.id] =
+      connections_.add({grant.session_id, grant.id, std::chrono::seconds(left)}, [fds = state.fds] {
+        if (fds->close_tunnel) {
+          fds->close_tunnel();
+        } else if (fds->busy) {
+          if (fds->client >= 0) ::shutdown(fds->client, SHUT_RDWR);
+          if (fds->upstream >= 0) ::shutdown(fds->upstream, SHUT_RDWR);
+        } else {
+          fds->stale = true;
+        }
+      });
+}
+
+net::awaitable<bool> PreviewProxy::connect_upstream(ConnectionState& state,
+                                                    const sessions::SessionPtr& session,
+                                                    const Grant& grant) {
+  if (state.upstream && state.upstream_grant != grant.id) state.upstream.reset();
+  if (!state.upstream) {
+    auto t = co_await session->open_port(grant.port);
+    if (!t) co_return false;
+    state.upstream.emplace(std::move(*t));
+    state.upstream_grant = grant.id;
+    // Beast reads at most the buffer's free capacity: a buffer left at its first size would
+    // turn a large body into thousands of small reads.
+    state.upstream->buffer.reserve(kRelayChunk);
+  }
+  state.fds->upstream = state.upstream->stream.native_handle();
+  co_return true;
+}
+
 net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_buffer& buffer,
                                             http::request_parser<http::empty_body>& header,
                                             ConnectionState& state) {
@@ -224,193 +326,46 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     co_return ec || !keep ? Outcome::kClose : Outcome::kKeepAlive;
   };
 
-  // 1. Which preview, on which host.
-  auto host_field = h.find(http::field::host);
-  auto host = host_field == h.end() ? std::nullopt : host_name(host_field->value());
-  if (!host) {
-    co_return co_await answer(error_response(api::errors::bad_host()));
-  }
-  std::optional<HostAddress> by_host = parse_preview_host(*host, config_.preview_domain);
-  std::optional<Grant> grant;
-  std::string prefix;           // path-based: "/preview/<id>"
-  std::string upstream_target;  // what the app sees
-  if (by_host) {
-    // (A path-based target is checked as its prefix is parsed.)
-    if (auto r = check_target(h.target()); !r) {
-      co_return co_await answer(error_response(r.error()));
-    }
-    grant = previews_.find_port(by_host->session_id, by_host->port);
-    upstream_target = std::string(h.target());
-  } else {
-    if (!allowed_api_host(*host)) {
-      // A name this server is not configured for: DNS rebinding, or a misrouted request.
-      co_return co_await answer(error_response(api::errors::unknown_host(host->substr(0, 64))));
-    }
-    path_based = true;
-    auto addr = parse_preview_path(h.target());
-    if (!addr) co_return co_await answer(error_response(addr.error()));
-    if (h.find("Service-Worker") != h.end()) {
-      // A worker's scope is at most its script's directory, but on cabind's origin even one under
-      // the prefix sees every request of that path, tokens included.
-      co_return co_await answer(error_response(api::errors::service_worker_refused()));
-    }
-    prefix = std::string(kPathPrefix) + addr->preview_id;
-    if (addr->bare) {
-      // "/preview/<id>?q" → "/preview/<id>/?q", so relative links resolve under the prefix.
-      Response res{http::status::permanent_redirect, 11};
-      std::string_view t = h.target();
-      res.set(http::field::location, prefix + "/" + std::string(t.substr(prefix.size())));
-      res.set(http::field::cache_control, "no-store");
-      res.prepare_payload();
-      co_return co_await answer(std::move(res));
-    }
-    grant = previews_.find(addr->preview_id);
-    upstream_target = addr->upstream_target;
-  }
-  auto session = grant ? sessions_.find(grant->session_id) : nullptr;
-  if (!grant || !session) {
+  // 1. Which preview, on which host; 2. from which origin; 3. let in by what.
+  auto located = locate(h, path_based);
+  if (auto* res = std::get_if<Response>(&located)) co_return co_await answer(std::move(*res));
+  const PreviewTarget& target = std::get<PreviewTarget>(located);
+  const Grant& grant = target.grant;
+  auto session = sessions_.find(grant.session_id);
+  if (!session) {
     co_return co_await answer(
         error_response(api::errors::preview_not_found("no live preview at this address")));
   }
-  if (by_host && (beast::websocket::is_upgrade(h) ||
-                  (h.method() != http::verb::get && h.method() != http::verb::head &&
-                   h.method() != http::verb::options))) {
-    // Sibling previews are one site, so SameSite lets their requests carry this preview's
-    // cookie: only the preview's own pages (or clients that send no Origin) may change state or
-    // open a WebSocket. Behind a TLS-terminating proxy the browser's origin is https.
-    const bool https = client.is_tls() || config_.public_url.rfind("https://", 0) == 0;
-    auto origin = h.find(http::field::origin);
-    if (origin != h.end() &&
-        !same_origin(origin->value(), https ? "https" : "http", host_field->value())) {
-      co_return co_await answer(error_response(api::errors::cross_origin()));
-    }
+  if (auto refusal = check_origin(h, target, client.is_tls())) {
+    co_return co_await answer(std::move(*refusal));
   }
-  const std::string scope = auth::preview_scope(grant->port, grant->id);
-  auto check = [&](std::string_view token) -> Result<auth::TokenClaims> {
-    auto claims = tokens_.verify(token, grant->session_id, scope);
-    if (!claims && claims.error().code == "token_scope") {
-      // A token of an earlier preview of this port, which was deleted or replaced.
-      auto decoded = tokens_.decode(token);
-      if (decoded && decoded->scope.rfind(auth::preview_scope(grant->port, ""), 0) == 0) {
-        return auth::token_revoked("this preview was deleted or replaced: open its new URL");
-      }
-    }
-    if (!claims) return claims.error();
-    if (auto live = tokens_.check_current(*claims, session->token_generation()); !live) {
-      return live.error();
-    }
-    return claims;
-  };
-  const std::string cookie_path = by_host ? "/" : prefix + "/";
-  // A __Host- cookie needs Path=/, so path-based previews keep the plain name.
-  const std::string_view cookie_name = by_host && client.is_tls() ? kHostCookieName : kCookieName;
+  auto admitted = admit(h, target, *session, state, client.is_tls());
+  if (auto* res = std::get_if<Response>(&admitted)) co_return co_await answer(std::move(*res));
+  const Admission& admission = std::get<Admission>(admitted);
 
-  // 2. A token in the URL becomes a cookie, and the URL loses it.
-  auto split = take_token(h.target());
-  if (split.token) {
-    auto claims = check(*split.token);
-    if (!claims) co_return co_await answer(error_response(claims.error()));
-    if (h.method() != http::verb::get && h.method() != http::verb::head) {
-      co_return co_await answer(error_response(api::errors::token_in_url()));
-    }
-    Response res{http::status::found, 11};
-    res.set(http::field::location, redirect_target(split.target));
-    res.set(http::field::set_cookie,
-            cookie_header(cookie_name, *split.token, cookie_path,
-                          claims->expires_at - tokens_.clock().unix_seconds(), client.is_tls()));
-    res.set(http::field::cache_control, "no-store");
-    res.set("Referrer-Policy", "no-referrer");
-    res.prepare_payload();
-    co_return co_await answer(std::move(res));
-  }
-  std::vector<std::string> cookie_tokens;  // at most kMaxCookieTries
-  std::vector<std::string> kept_cookies;
-  for (auto it = h.find(http::field::cookie); it != h.end() && it->name() == http::field::cookie;
-       ++it) {
-    std::string rest = strip_cookie(it->value(), cookie_name, &cookie_tokens);
-    if (!rest.empty()) kept_cookies.push_back(std::move(rest));
-  }
-  if (cookie_tokens.empty()) {
-    co_return co_await answer(error_response(api::errors::unauthenticated(
-        "open the preview URL with its token (cabin_token=) to get a preview cookie")));
-  }
-  // A sibling preview may have planted cookies of the same name beside the real one: the first
-  // value that verifies counts, the one this connection verified before first of all.
-  auto& known = state.verified;
-  bool accepted = false;
-  bool seen_before = false;
-  std::optional<Error> refusal;  // the most telling one: expired or revoked over malformed
-  if (!known.token.empty() && known.grant_id == grant->id &&
-      known.key_epoch == tokens_.key_epoch()) {
-    for (const auto& t : cookie_tokens) {
-      if (!constant_time_equal(known.token, t)) continue;
-      seen_before = true;
-      auto live = tokens_.check_current(known.claims, session->token_generation());
-      accepted = live.ok();
-      if (!live) refusal = live.error();
-      break;
-    }
-  }
-  for (size_t i = 0; !seen_before && !accepted && i < cookie_tokens.size(); ++i) {
-    if (auto claims = check(cookie_tokens[i])) {
-      known = {std::move(cookie_tokens[i]), grant->id, tokens_.key_epoch(), std::move(*claims)};
-      accepted = true;
-    } else if (!refusal || refusal->code == "invalid_token") {
-      refusal = claims.error();
-    }
-  }
-  if (!accepted) {
-    known.token.clear();
-    co_return co_await answer(error_response(*refusal));
-  }
-  const int64_t token_expires_at = known.claims.expires_at;
-  if (auto te = h.find(http::field::transfer_encoding);
-      te != h.end() &&
-      (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
-    co_return co_await answer(error_response(api::errors::bad_transfer_encoding()));
-  }
-
-  // 3. Connections that a token let in close on revocation, deletion and expiry.
+  // 4. Connections that a token let in close on revocation, deletion and expiry.
   state.fds->client = client.socket().native_handle();
-  if (state.fds->stale) {
-    state.upstream.reset();
-    state.fds->upstream = -1;
-    state.fds->stale = false;
-  }
-  if (auto reg = state.registrations.find(grant->id);
-      reg == state.registrations.end() || !reg->second.active()) {
-    int64_t left = std::min(token_expires_at, grant->expires_at) - tokens_.clock().unix_seconds();
-    state.registrations[grant->id] = connections_.add(
-        {grant->session_id, grant->id, std::chrono::seconds(left)}, [fds = state.fds] {
-          if (fds->close_tunnel) {
-            fds->close_tunnel();
-          } else if (fds->busy) {
-            if (fds->client >= 0) ::shutdown(fds->client, SHUT_RDWR);
-            if (fds->upstream >= 0) ::shutdown(fds->upstream, SHUT_RDWR);
-          } else {
-            fds->stale = true;
-          }
-        });
-  }
+  watch_revocation(state, grant, admission.token_expires_at);
 
-  // 4. The request as the app gets it.
+  // 5. The request as the app gets it.
   const bool websocket = beast::websocket::is_upgrade(h);
   const bool expect_continue =
       h.count(http::field::expect) && iequals(h[http::field::expect], "100-continue");
   const bool head = h.method() == http::verb::head;
+  const std::string original_host(h[http::field::host]);
   http::request_parser<http::buffer_body> req{std::move(header)};
   req.body_limit((std::numeric_limits<std::uint64_t>::max)());
   if (state.client_ip.empty()) {
     state.client_ip = client.socket().remote_endpoint(ec).address().to_string();
   }
   UpstreamRequest upstream_req{
-      .target = upstream_target,
-      .port = grant->port,
+      .target = target.upstream_target,
+      .port = grant.port,
       .client_ip = state.client_ip,
-      .original_host = host_field->value(),
+      .original_host = original_host,
       .tls = client.is_tls(),
-      .prefix = prefix,
-      .cookies = &kept_cookies,
+      .prefix = target.prefix,
+      .cookies = &admission.kept_cookies,
       .framing = req.chunked()          ? Framing::kChunked
                  : req.content_length() ? Framing::kLength
                                         : Framing::kNone,
@@ -421,22 +376,12 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   write_request_head(state.head, req.get(), upstream_req);
   const Framing request_framing = upstream_req.framing;
 
-  // 5. The upstream connection: kept from the last request to the same grant, else a new one.
-  if (state.upstream && state.upstream_grant != grant->id) state.upstream.reset();
-  if (!state.upstream) {
-    auto t = co_await session->open_port(grant->port);
-    if (!t) {
-      co_return co_await answer(error_response(api::errors::preview_unreachable(
-          "nothing answers on port " + std::to_string(grant->port) + " in the sandbox")));
-    }
-    state.upstream.emplace(std::move(*t));
-    state.upstream_grant = grant->id;
-    // Beast reads at most the buffer's free capacity: a buffer left at its first size would
-    // turn a large body into thousands of small reads.
-    state.upstream->buffer.reserve(kRelayChunk);
+  // 6. The upstream connection: kept from the last request to the same grant, else a new one.
+  if (!co_await connect_upstream(state, session, grant)) {
+    co_return co_await answer(error_response(api::errors::preview_unreachable(
+        "nothing answers on port " + std::to_string(grant.port) + " in the sandbox")));
   }
   session.reset();  // a proxied connection must not keep an ended session alive
-  state.fds->upstream = state.upstream->stream.native_handle();
   state.fds->busy = true;
   auto& up = *state.upstream;
   if (expect_continue) {
@@ -454,15 +399,17 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     cabin::spawn(client.get_executor(),
                  watch_waits(state.fds, state.answer_watch,
                              std::chrono::seconds(config_.preview_answer_timeout_s)),
-                 "preview " + grant->id + ": wait watch");
+                 "preview " + grant.id + ": wait watch");
   }
+
+  // 7. The request's body, as it comes.
   state.fds->body_progress = std::chrono::steady_clock::now();
   state.fds->reading_body = true;
   ec = co_await relay(client, buffer, req, up.stream, state.head, request_framing,
                       state.relay_buffer.get(), &state.fds->body_progress);
   state.fds->reading_body = false;
   if (ec) {
-    log()->debug("preview {}: request relay ended: {}", grant->id, ec.message());
+    log()->debug("preview {}: request relay ended: {}", grant.id, ec.message());
     state.upstream.reset();
     state.fds->upstream = -1;
     if (ec == net::error::eof || ec == http::error::partial_message) co_return Outcome::kClose;
@@ -471,22 +418,11 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
         api::errors::preview_unreachable("the app closed the connection: " + ec.message())));
   }
 
-  // 6. The answer, as it comes.
+  // 8. The answer's head.
   state.fds->awaiting_since = std::chrono::steady_clock::now();
   state.fds->awaiting_answer = true;
   std::optional<http::response_parser<http::buffer_body>> parsed;
-  for (;;) {
-    parsed.emplace();
-    parsed->header_limit(kMaxUpstreamHeader);
-    parsed->body_limit((std::numeric_limits<std::uint64_t>::max)());
-    if (head) parsed->skip(true);
-    co_await http::async_read_header(up.stream, up.buffer, *parsed,
-                                     net::redirect_error(net::use_awaitable, ec));
-    if (ec) break;
-    int status = parsed->get().result_int();
-    // Interim answers (103 Early Hints) are not passed on.
-    if (status < 100 || status >= 200 || status == 101) break;
-  }
+  ec = co_await read_answer_head(up.stream, up.buffer, parsed, head);
   state.fds->awaiting_answer = false;
   auto& res = *parsed;
   if (ec) {
@@ -501,43 +437,18 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
         api::errors::preview_bad_answer("the app's answer is not HTTP/1.1: " + ec.message())));
   }
   const auto& rh = res.get();
-  ClientAnswer answer_head{.prefix = prefix, .port = grant->port};
+  ClientAnswer answer_head{.prefix = target.prefix, .port = grant.port};
   state.head.clear();
+
+  // 9. A WebSocket takes the connection over.
   if (websocket && rh.result() == http::status::switching_protocols) {
     answer_head.websocket = true;
     write_response_head(state.head, rh, answer_head);
-    co_await net::async_write(client, net::buffer(state.head),
-                              net::redirect_error(net::use_awaitable, ec));
-    if (ec) co_return Outcome::kClose;
-    if (buffer.size() > 0) {
-      co_await net::async_write(up.stream, buffer.data(),
-                                net::redirect_error(net::use_awaitable, ec));
-    }
-    if (!ec && up.buffer.size() > 0) {
-      co_await net::async_write(client, up.buffer.data(),
-                                net::redirect_error(net::use_awaitable, ec));
-    }
-    if (ec) co_return Outcome::kClose;
-    if (state.before_take) state.before_take();
-    log()->debug("preview {}: WebSocket open", grant->id);
-    // Ending the client's side ends the pump, which closes the app's side too.
-    state.fds->close_tunnel = client.closer();
-    state.fds->client = state.fds->upstream = -1;
-    if (pumps_ && client.movable()) {
-      // The descriptors stay the same, so the registration's closer still reaches them.
-      auto ex = pumps_->next();
-      // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
-      auto run = [c = std::move(client).moved_to(ex),
-                  u = http_api::moved_to(std::move(up.stream), ex)]() mutable {
-        return pump(std::move(c), std::move(u));
-      };
-      co_await http_api::run_on(ex, std::move(run));
-    } else {
-      co_await pump(std::move(client), std::move(up.stream));
-    }
-    state.upstream.reset();
-    co_return Outcome::kTaken;
+    co_await take_over(client, buffer, state, grant.id, ec);
+    co_return ec ? Outcome::kClose : Outcome::kTaken;
   }
+
+  // 10. Else the answer's body, as it comes.
   const bool up_keep = res.keep_alive() && !res.need_eof();
   const bool eof_body = res.need_eof() && !head;
   const bool keep = client_keep && !(eof_body && client_version < 11) && !websocket;
@@ -560,11 +471,47 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     state.fds->upstream = -1;
   }
   if (ec) {
-    log()->debug("preview {}: answer relay ended: {}", grant->id, ec.message());
+    log()->debug("preview {}: answer relay ended: {}", grant.id, ec.message());
     co_return Outcome::kClose;
   }
   state.fds->busy = false;
   co_return keep ? Outcome::kKeepAlive : Outcome::kClose;
+}
+
+net::awaitable<void> PreviewProxy::take_over(ClientStream& client, beast::flat_buffer& buffer,
+                                             ConnectionState& state, const std::string& grant_id,
+                                             boost::system::error_code& ec) {
+  auto& up = *state.upstream;
+  co_await net::async_write(client, net::buffer(state.head),
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return;
+  // Bytes either side sent early.
+  if (buffer.size() > 0) {
+    co_await net::async_write(up.stream, buffer.data(),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  if (!ec && up.buffer.size() > 0) {
+    co_await net::async_write(client, up.buffer.data(),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  if (ec) co_return;
+  if (state.before_take) state.before_take();
+  log()->debug("preview {}: WebSocket open", grant_id);
+  // Ending the client's side ends the pump, which closes the app's side too.
+  state.fds->close_tunnel = client.closer();
+  state.fds->client = state.fds->upstream = -1;
+  if (pumps_ && client.movable()) {
+    auto ex = pumps_->next();
+    // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
+    auto run = [c = std::move(client).moved_to(ex),
+                u = http_api::moved_to(std::move(up.stream), ex)]() mutable {
+      return pump(std::move(c), std::move(u));
+    };
+    co_await http_api::run_on(ex, std::move(run));
+  } else {
+    co_await pump(std::move(client), std::move(up.stream));
+  }
+  state.upstream.reset();
 }
 
 }  // namespace cabin::preview

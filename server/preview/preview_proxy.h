@@ -18,6 +18,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 // clang-format off
 #include "common/asio.h"  // first: see there
 // clang-format on
@@ -27,6 +29,7 @@
 #include "server/config.h"
 #include "server/http/client_stream.h"
 #include "server/http/io_pool.h"
+#include "server/http/responses.h"
 #include "server/preview/previews.h"
 #include "server/sessions/agent_client.h"
 #include "server/sessions/session_manager.h"
@@ -97,6 +100,20 @@ struct ConnectionState {
   }
 };
 
+// Where a preview request goes, from its Host and target.
+struct PreviewTarget {
+  Grant grant;
+  bool by_host = false;         // p-<port>-<session>.<domain>; else path-based
+  std::string prefix;           // path-based: "/preview/<id>"
+  std::string upstream_target;  // what the app sees
+};
+
+// What the client's token or cookie let in.
+struct Admission {
+  int64_t token_expires_at = 0;
+  std::vector<std::string> kept_cookies;  // the client's other cookies, passed to the app
+};
+
 class PreviewProxy {
  public:
   PreviewProxy(const ServerConfig& config, sessions::SessionManager& sessions,
@@ -120,11 +137,36 @@ class PreviewProxy {
                                 http::request_parser<http::empty_body>& header,
                                 ConnectionState& state);
 
+  // The stages of serve(), each answering a refusal (or a redirect) itself. 1: the grant that
+  // the Host or the path names; `path_based` is set as soon as the request is known to be one.
+  std::variant<PreviewTarget, http_api::Response> locate(const http::request_header<>& h,
+                                                         bool& path_based) const;
+  // 2: sibling host-based previews are one site; only a preview's own pages may change state or
+  // open a WebSocket.
+  std::optional<http_api::Response> check_origin(const http::request_header<>& h,
+                                                 const PreviewTarget& t, bool tls) const;
+  // 3: the token in the URL (which becomes a cookie: a redirect) or the preview cookie.
+  std::variant<Admission, http_api::Response> admit(const http::request_header<>& h,
+                                                    const PreviewTarget& t,
+                                                    const sessions::Session& session,
+                                                    ConnectionState& state, bool tls) const;
+
   // Names a path-based preview's Host header may carry: IP literals, localhost, the public URL's
   // host. Anything else (a DNS name an attacker points at this server) is refused.
   bool allowed_api_host(const std::string& host) const;
 
  private:
+  // 4: revocation, deletion and expiry of the grant reach this connection.
+  void watch_revocation(ConnectionState& state, const Grant& grant, int64_t token_expires_at);
+  // 6: the connection to the app, kept from the last request to the same grant; false: none.
+  net::awaitable<bool> connect_upstream(ConnectionState& state, const sessions::SessionPtr& session,
+                                        const Grant& grant);
+  // 9: answers the app's 101 (state.head), forwards bytes sent early and pumps until both ends
+  // close; `ec` is set when that fails before the pump.
+  net::awaitable<void> take_over(http_api::ClientStream& client, beast::flat_buffer& buffer,
+                                 ConnectionState& state, const std::string& grant_id,
+                                 boost::system::error_code& ec);
+
   const ServerConfig& config_;
   sessions::SessionManager& sessions_;
   const auth::TokenService& tokens_;
