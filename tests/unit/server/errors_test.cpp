@@ -3,6 +3,7 @@
 #include "server/api/errors.h"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -67,4 +68,94 @@ TEST_CASE("named errors carry their catalogued status", "[errors]") {
   CHECK(http_status(api::errors::unknown_host("x").errc) == 421);
   CHECK(http_status(api::errors::headers_too_large("16 KiB").errc) == 431);
   CHECK(http_status(api::errors::preview_timeout("slow").errc) == 504);
+}
+
+namespace {
+
+// Codes cabind makes that no client is ever answered with, and why. Anything else made with
+// make_error in cabind's sources must be in the catalogue, under the same status.
+const std::map<std::string, std::string> kNeverAnswered = {
+    // Start-up and configuration: cabind stops with the message.
+    {"bad_api_key", "start-up"},
+    {"bad_listen", "start-up"},
+    {"listen_failed", "start-up"},
+    {"dir_not_private", "start-up"},
+    {"tls", "start-up"},
+    {"run_dir_untrusted", "start-up"},
+    {"no_cgroups", "start-up (the driver's probe)"},
+    {"image_corrupt", "the microvm probe: driver_unavailable carries the message"},
+    {"image_missing", "the microvm probe: driver_unavailable carries the message"},
+    {"invalid_image_manifest", "the microvm probe: driver_unavailable carries the message"},
+    {"launcher_usage", "cabin-sandbox's own arguments"},
+    // A sandbox's start: sandbox_unavailable carries the message.
+    {"invalid_session_id", "a sandbox's start"},
+    {"invalid_spec", "a sandbox's start"},
+    {"sandbox_exists", "a sandbox's start"},
+    {"vm_start_failed", "a sandbox's start"},
+    {"vm_start_timeout", "a sandbox's start"},
+    {"start_timeout", "a sandbox's start"},
+    {"browser_failed", "a sandbox's start"},
+    {"sandbox_exited", "a sandbox's start"},
+    // Inside the drivers: a failed direct path falls back to the agent's tunnel; QMP is how a
+    // microVM is stopped.
+    {"not_supported", "a direct path the driver lacks"},
+    {"sandbox_not_ready", "a direct path not there yet"},
+    {"qmp_failed", "stopping a microVM"},
+    // The RFB filter ends a viewer's WebSocket with it as the close reason.
+    {"bad_rfb", "a WebSocket close reason"},
+};
+
+}  // namespace
+
+TEST_CASE("every code cabind makes is catalogued under its status, or never answered", "[errors]") {
+  std::map<std::string, Errc> catalogue;
+  for (const auto& k : api::error_catalogue()) catalogue.emplace(std::string(k.code), k.errc);
+  const std::map<std::string, Errc> errcs = {
+      {"kInvalidArgument", Errc::kInvalidArgument},
+      {"kUnauthenticated", Errc::kUnauthenticated},
+      {"kPermissionDenied", Errc::kPermissionDenied},
+      {"kNotFound", Errc::kNotFound},
+      {"kMethodNotAllowed", Errc::kMethodNotAllowed},
+      {"kConflict", Errc::kConflict},
+      {"kTooLarge", Errc::kTooLarge},
+      {"kUriTooLong", Errc::kUriTooLong},
+      {"kMisdirected", Errc::kMisdirected},
+      {"kUnprocessable", Errc::kUnprocessable},
+      {"kTooManyRequests", Errc::kTooManyRequests},
+      {"kHeadersTooLarge", Errc::kHeadersTooLarge},
+      {"kUnavailable", Errc::kUnavailable},
+      {"kTimeout", Errc::kTimeout},
+      {"kBadGateway", Errc::kBadGateway},
+      {"kInternal", Errc::kInternal},
+  };
+  const std::regex made(R"re(make_error\(\s*Errc::(k\w+),\s*"([a-z_]+)")re");
+  const std::filesystem::path root(CABIN_SOURCE_DIR);
+  size_t seen = 0;
+  // cabind's own code; vnc-forward is a client of cabind and reports to its own terminal.
+  for (const char* dir : {"server", "common", "cdp-bridge"}) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root / dir)) {
+      const auto ext = e.path().extension();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h")) continue;
+      if (e.path().filename() == "vnc_forward.cpp") continue;
+      std::ifstream in(e.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      const std::string s = text.str();
+      for (std::sregex_iterator it(s.begin(), s.end(), made), end; it != end; ++it) {
+        const std::string errc = (*it)[1], code = (*it)[2];
+        ++seen;
+        INFO(code << " (" << errc << ") in " << e.path().lexically_relative(root).string());
+        REQUIRE(errcs.count(errc) == 1);
+        if (errcs.at(errc) == Errc::kInternal || kNeverAnswered.count(code)) continue;
+        REQUIRE(catalogue.count(code) == 1);
+        CHECK(catalogue.at(code) == errcs.at(errc));
+      }
+    }
+  }
+  CHECK(seen > 50);
+  // And the exceptions are not catalogued codes in disguise.
+  for (const auto& [code, why] : kNeverAnswered) {
+    INFO(code);
+    CHECK(catalogue.count(code) == 0);
+  }
 }
