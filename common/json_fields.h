@@ -11,8 +11,12 @@
 
 namespace cabin {
 
+inline Error invalid_request(std::string message) {
+  return make_error(Errc::kInvalidArgument, "invalid_request", std::move(message));
+}
+
 inline Error invalid_field(const std::string& field, const std::string& why) {
-  return make_error(Errc::kInvalidArgument, "invalid_request", field + ": " + why);
+  return invalid_request(field + ": " + why);
 }
 
 // Parses text as one JSON object; a syntax error or another type is kInvalidArgument.

@@ -222,4 +222,9 @@ void SandboxProcess::disown() {
   changed_.notify_all();
 }
 
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
+}
+
 }  // namespace cabin::drivers

@@ -60,6 +60,9 @@ DriverInfo unavailable_driver(DriverInfo info, std::string why);
 
 bool executable(const std::filesystem::path& p);
 
+// "SIGKILL" for 9; the number where the signal has no name.
+std::string signal_name(int sig);
+
 // A wait status as waitid() reports it: {CLD_EXITED, status} or {CLD_KILLED, signal}.
 struct ExitCode {
   int code;

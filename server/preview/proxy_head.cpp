@@ -10,7 +10,6 @@
 namespace cabin::preview {
 namespace {
 
-using boost::beast::iequals;
 using Field = http::field;
 
 // Hop-by-hop by definition, or framing the proxy sets itself.
@@ -44,7 +43,7 @@ class ConnectionNamed {
   }
   bool contains(std::string_view name) const {
     for (auto n : names_) {
-      if (iequals(n, name)) return true;
+      if (boost::beast::iequals(n, name)) return true;
     }
     return false;
   }
@@ -60,7 +59,7 @@ bool forwarding(const http::fields::value_type& f) {
   if (n.empty() || (n[0] != 'x' && n[0] != 'X')) return false;
   for (std::string_view forged : {"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
                                   "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Real-IP"}) {
-    if (iequals(n, forged)) return true;
+    if (boost::beast::iequals(n, forged)) return true;
   }
   return false;
 }
@@ -135,7 +134,7 @@ void write_response_head(std::string& out, const http::response_header<>& h,
     auto id = f.name();
     if (hop_by_hop(id) || named.contains(f.name_string())) continue;
     // It would let a script under a preview register a service worker above it (for "/").
-    if (iequals(f.name_string(), "Service-Worker-Allowed")) continue;
+    if (boost::beast::iequals(f.name_string(), "Service-Worker-Allowed")) continue;
     if (id == Field::set_cookie) {
       if (sets_cookie(f.value(), kCookieName) || sets_cookie(f.value(), kHostCookieName)) continue;
       std::string cookie = drop_cookie_domain(f.value());

@@ -7,18 +7,12 @@
 #include <iterator>
 #include <map>
 
+#include "common/json_fields.h"
 #include "vm-images/agent/requests.h"
 #include "vnc/encode.h"
 #include "vnc/scale.h"
 
 namespace cabin::agent {
-namespace {
-
-Error bad_query(std::string message) {
-  return make_error(Errc::kInvalidArgument, "invalid_request", std::move(message));
-}
-
-}  // namespace
 
 Result<ShotSpec> parse_screenshot_query(std::string_view query) {
   std::map<std::string_view, std::string_view> params;
@@ -27,15 +21,15 @@ Result<ShotSpec> parse_screenshot_query(std::string_view query) {
     std::string_view item = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) return bad_query("query parameters must be name=value");
+    if (eq == std::string_view::npos) return invalid_request("query parameters must be name=value");
     std::string_view key = item.substr(0, eq);
     static constexpr std::string_view kKnown[] = {"format", "quality", "x",      "y",     "w",
                                                   "h",      "width",   "height", "cursor"};
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
-      return bad_query("unknown query parameter \"" + std::string(key.substr(0, 32)) + "\"");
+      return invalid_request("unknown query parameter \"" + std::string(key.substr(0, 32)) + "\"");
     }
     if (!params.emplace(key, item.substr(eq + 1)).second) {
-      return bad_query("query parameter " + std::string(key) + " given twice");
+      return invalid_request("query parameter " + std::string(key) + " given twice");
     }
   }
   const int max_dim = static_cast<int>(computer::kMaxScreenDim);
@@ -44,8 +38,8 @@ Result<ShotSpec> parse_screenshot_query(std::string_view query) {
     if (it == params.end()) return std::optional<int>();
     auto v = parse_decimal(it->second, static_cast<uint32_t>(min), static_cast<uint32_t>(max));
     if (!v) {
-      return bad_query(std::string(key) + " must be an integer in " + std::to_string(min) + ".." +
-                       std::to_string(max));
+      return invalid_request(std::string(key) + " must be an integer in " + std::to_string(min) +
+                             ".." + std::to_string(max));
     }
     return std::optional<int>(static_cast<int>(*v));
   };
@@ -57,7 +51,7 @@ Result<ShotSpec> parse_screenshot_query(std::string_view query) {
     } else if (it->second == "jpeg") {
       spec.format = computer::ImageFormat::kJpeg;
     } else {
-      return bad_query("format must be png or jpeg");
+      return invalid_request("format must be png or jpeg");
     }
   }
   auto quality = number("quality", 1, 100);
@@ -75,7 +69,7 @@ Result<ShotSpec> parse_screenshot_query(std::string_view query) {
     if (!*r) return r->error();
   }
   const int region_parts = (*x ? 1 : 0) + (*y ? 1 : 0) + (*w ? 1 : 0) + (*h ? 1 : 0);
-  if (region_parts != 0 && region_parts != 4) return bad_query("x, y, w and h go together");
+  if (region_parts != 0 && region_parts != 4) return invalid_request("x, y, w and h go together");
   if (region_parts == 4) spec.region = vnc::Rect{**x, **y, **w, **h};
 
   auto width = number("width", 1, max_dim);
@@ -83,7 +77,7 @@ Result<ShotSpec> parse_screenshot_query(std::string_view query) {
   if (!width) return width.error();
   if (!height) return height.error();
   if (width->has_value() != height->has_value()) {
-    return bad_query("width and height go together");
+    return invalid_request("width and height go together");
   }
   if (*width) spec.size = vnc::Size{**width, **height};
   return spec;

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "common/frame_stream.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 #include "common/spawn.h"
 #include "vm-images/agent/requests.h"
@@ -23,10 +24,6 @@ namespace {
 
 using generic_stream = net::generic::stream_protocol;
 using Clock = std::chrono::steady_clock;
-
-Error bad_query(std::string message) {
-  return make_error(Errc::kInvalidArgument, "invalid_request", std::move(message));
-}
 
 // What the streamer and the peer watcher share; either may outlive the other briefly.
 struct StreamState {
@@ -73,10 +70,11 @@ Result<FrameSpec> parse_frames_query(std::string_view query) {
       continue;
     }
     std::string_view v = item.substr(4);
-    if (have_fps) return bad_query("query parameter fps given twice");
+    if (have_fps) return invalid_request("query parameter fps given twice");
     have_fps = true;
     auto n = parse_decimal(v, 1, frames::kMaxFps);
-    if (!n) return bad_query("fps must be an integer in 1.." + std::to_string(frames::kMaxFps));
+    if (!n)
+      return invalid_request("fps must be an integer in 1.." + std::to_string(frames::kMaxFps));
     spec.fps = static_cast<int>(*n);
   }
   auto shot = parse_screenshot_query(rest);

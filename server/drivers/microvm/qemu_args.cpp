@@ -7,16 +7,12 @@
 #include <cstring>
 
 #include "server/drivers/microvm/image_manifest.h"
+#include "server/drivers/sandbox_process.h"
 
 namespace cabin::drivers {
 namespace {
 
 constexpr size_t kMaxUrlLength = 8192;
-
-std::string signal_name(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
-}
 
 bool single_line(std::string_view v) {
   return std::none_of(v.begin(), v.end(),

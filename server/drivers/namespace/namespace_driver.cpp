@@ -43,11 +43,6 @@ using namespace std::chrono_literals;
 using nsbox::CgroupLayout;
 using Clock = std::chrono::steady_clock;
 
-std::string signal_name(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : std::to_string(sig);
-}
-
 // Starts cabin-sandbox with a clean environment; agent_fd (if valid) becomes its fd 3.
 Result<HostChild> spawn_launcher(net::any_io_executor ex, const std::vector<std::string>& argv,
                                  const std::vector<std::string>& env, int agent_fd = -1) {

@@ -28,8 +28,8 @@ namespace http = boost::beast::http;
 
 const std::string kKey = "test-api-key-0123456789";
 
-struct Fixture : cabin::testing::FakeManager {
-  Fixture() { config.public_url = "http://cabin.test"; }
+struct ApiFixture : cabin::testing::FakeManager {
+  ApiFixture() { config.public_url = "http://cabin.test"; }
 
   struct Answer {
     http::status status;
@@ -75,7 +75,7 @@ struct Fixture : cabin::testing::FakeManager {
 };
 
 TEST_CASE("a session through the endpoints: create, read, exec, delete, read again", "[api]") {
-  Fixture f;
+  ApiFixture f;
   auto created = f.call(http::verb::post, "/v1/sessions", "{}");
   REQUIRE(created.status == http::status::created);
   const std::string id = created.body["id"];
@@ -110,7 +110,7 @@ TEST_CASE("a session through the endpoints: create, read, exec, delete, read aga
 
 TEST_CASE("bad requests are refused with the catalogue's codes, and nothing is asked of the agent",
           "[api]") {
-  Fixture f;
+  ApiFixture f;
   const std::string id = f.create_session();
   const size_t asked = f.driver->sandboxes[0]->targets.size();
 
@@ -141,7 +141,7 @@ TEST_CASE("bad requests are refused with the catalogue's codes, and nothing is a
 }
 
 TEST_CASE("a view token reads the live status but controls nothing; revocation ends it", "[api]") {
-  Fixture f;
+  ApiFixture f;
   const std::string id = f.create_session();
   auto minted = f.call(http::verb::post, "/v1/sessions/" + id + "/tokens", R"({"scope":"view"})");
   REQUIRE(minted.status == http::status::created);
@@ -166,7 +166,7 @@ TEST_CASE("a view token reads the live status but controls nothing; revocation e
 }
 
 TEST_CASE("a screenshot the agent fails is a 502 that says what the agent answered", "[api]") {
-  Fixture f;
+  ApiFixture f;
   const std::string id = f.create_session();
   f.driver->sandboxes[0]->handler = [](const testing::AgentRequest& req) {
     if (std::string(req.target()).starts_with(agent_protocol::kScreenshotPath)) {

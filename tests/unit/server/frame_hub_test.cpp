@@ -29,8 +29,8 @@ using cabin::testing::run_sync;
 using cabin::testing::run_until;
 using tcp = net::ip::tcp;
 
-struct Fixture : cabin::testing::FakeManager {
-  Fixture() : session(create_ok()) {}
+struct HubFixture : cabin::testing::FakeManager {
+  HubFixture() : session(create_ok()) {}
 
   // A viewer: cabind's end of a real loopback connection, and the client's.
   struct Viewer {
@@ -91,7 +91,7 @@ struct Fixture : cabin::testing::FakeManager {
 
 TEST_CASE("viewers of the same frames share one agent stream, and it ends with the last",
           "[frames]") {
-  Fixture f;
+  HubFixture f;
   auto a = f.viewer();
   auto b = f.viewer();
   f.serve_mjpeg(*a, "format=jpeg&fps=5");
@@ -113,8 +113,8 @@ TEST_CASE("viewers of the same frames share one agent stream, and it ends with t
 }
 
 TEST_CASE("a session streams at most a few kinds of frames at once: then 429", "[frames]") {
-  Fixture f;
-  std::vector<std::unique_ptr<Fixture::Viewer>> open;
+  HubFixture f;
+  std::vector<std::unique_ptr<HubFixture::Viewer>> open;
   for (size_t i = 0; i < http_api::kMaxFeedsPerSession; ++i) {
     open.push_back(f.viewer());
     f.serve_mjpeg(*open.back(), "format=jpeg&fps=" + std::to_string(i + 1));
@@ -133,7 +133,7 @@ TEST_CASE("a session streams at most a few kinds of frames at once: then 429", "
 }
 
 TEST_CASE("the agent's refusal of a stream reaches the viewer as it said it", "[frames]") {
-  Fixture f;
+  HubFixture f;
   f.driver->sandboxes[0]->handler = [](const testing::AgentRequest&) {
     return testing::json_answer(boost::beast::http::status::bad_request,
                                 R"({"error":{"code":"bad_query","message":"width too large"}})");
@@ -148,7 +148,7 @@ TEST_CASE("the agent's refusal of a stream reaches the viewer as it said it", "[
 }
 
 TEST_CASE("a feed whose agent stream ends closes its viewers", "[frames]") {
-  Fixture f;
+  HubFixture f;
   auto v = f.viewer();
   f.serve_mjpeg(*v, "format=jpeg");
   run_until(f.io, [&] { return v->got.find("jpeg-bytes-1") != std::string::npos; });
@@ -157,7 +157,7 @@ TEST_CASE("a feed whose agent stream ends closes its viewers", "[frames]") {
 }
 
 TEST_CASE("an MJPEG viewer that stops reading is cut off after the write timeout", "[frames]") {
-  Fixture f;
+  HubFixture f;
   // One frame larger than both socket buffers: its write cannot finish while nobody reads.
   f.driver->sandboxes[0]->handler = [](const testing::AgentRequest&) {
     return testing::frames_answer({std::string(60000, 'j')});

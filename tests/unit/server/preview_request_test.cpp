@@ -8,7 +8,7 @@ using namespace cabin;
 using namespace cabin::preview;
 
 namespace {
-const std::string kSid = "ses_0123456789abcdefghij";
+const std::string kPreviewSid = "ses_0123456789abcdefghij";
 const std::string kPrv = "prv_0123456789abcdefghij";
 }  // namespace
 
@@ -27,12 +27,12 @@ TEST_CASE("Host headers: names, ports and IP literals") {
 }
 
 TEST_CASE("host-based addresses round-trip and reject lookalikes") {
-  std::string host = preview_host(8000, kSid, "preview.test");
+  std::string host = preview_host(8000, kPreviewSid, "preview.test");
   CHECK(host == "p-8000-0123456789abcdefghij.preview.test");
   auto a = parse_preview_host(host, "preview.test");
   REQUIRE(a);
   CHECK(a->port == 8000);
-  CHECK(a->session_id == kSid);
+  CHECK(a->session_id == kPreviewSid);
   for (std::string bad : {"p-8000-0123456789abcdefghij.evil.test", "p-8000-0123456789abcdefghij.xpreview.test",
                           "p-0-0123456789abcdefghij.preview.test", "p-080-0123456789abcdefghij.preview.test",
                           "p-70000-0123456789abcdefghij.preview.test", "p-8000-short.preview.test",
@@ -172,12 +172,12 @@ TEST_CASE("grants: one per session and port, expiring, bounded") {
   testing::FakeClock clock(1000);
   Previews previews(clock);
   std::optional<Grant> replaced;
-  auto g = previews.create(kSid, 8000, 1060, &replaced);
+  auto g = previews.create(kPreviewSid, 8000, 1060, &replaced);
   REQUIRE(g);
   CHECK_FALSE(replaced);
   CHECK(previews.find(g->id));
-  CHECK(previews.find_port(kSid, 8000)->id == g->id);
-  auto g2 = previews.create(kSid, 8000, 1100, &replaced);
+  CHECK(previews.find_port(kPreviewSid, 8000)->id == g->id);
+  auto g2 = previews.create(kPreviewSid, 8000, 1100, &replaced);
   REQUIRE(g2);
   REQUIRE(replaced);
   CHECK(replaced->id == g->id);
@@ -186,12 +186,12 @@ TEST_CASE("grants: one per session and port, expiring, bounded") {
   CHECK(previews.find(g2->id));
   clock.set(1100);
   CHECK_FALSE(previews.find(g2->id));
-  CHECK(previews.list(kSid).empty());
+  CHECK(previews.list(kPreviewSid).empty());
   clock.set(1000);
   for (int port = 1; port < static_cast<int>(kMaxPreviewsPerSession); ++port) {
-    REQUIRE(previews.create(kSid, port, 2000, nullptr));
+    REQUIRE(previews.create(kPreviewSid, port, 2000, nullptr));
   }
-  CHECK(previews.create(kSid, 9999, 2000, nullptr).error().code == "too_many_previews");
+  CHECK(previews.create(kPreviewSid, 9999, 2000, nullptr).error().code == "too_many_previews");
   CHECK_FALSE(previews.remove("ses_aaaaaaaaaaaaaaaaaaaa", g2->id));
-  CHECK(previews.remove(kSid, g2->id));
+  CHECK(previews.remove(kPreviewSid, g2->id));
 }

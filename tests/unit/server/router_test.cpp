@@ -7,7 +7,7 @@ using namespace cabin;
 using namespace cabin::api;
 
 namespace {
-const std::string kSid = "ses_0123456789abcdefghij";
+const std::string kRouteSid = "ses_0123456789abcdefghij";
 }
 
 TEST_CASE("routes map to typed commands with their auth") {
@@ -22,36 +22,39 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"GET", "/v1/info", RouteId::kInfo, Auth::kApiKey},
            {"POST", "/v1/sessions", RouteId::kCreateSession, Auth::kApiKey},
            {"GET", "/v1/sessions/", RouteId::kListSessions, Auth::kApiKey},
-           {"GET", "/v1/sessions/" + kSid, RouteId::kGetSession, Auth::kApiKey},
-           {"DELETE", "/v1/sessions/" + kSid, RouteId::kDeleteSession, Auth::kApiKey},
-           {"POST", "/v1/sessions/" + kSid + "/exec", RouteId::kExec, Auth::kApiKey},
-           {"POST", "/v1/sessions/" + kSid + "/computer", RouteId::kComputer, Auth::kApiKey},
-           {"GET", "/v1/sessions/" + kSid + "/logs", RouteId::kLogs, Auth::kApiKey},
-           {"GET", "/v1/sessions/" + kSid + "/screenshot?format=jpeg", RouteId::kScreenshot,
+           {"GET", "/v1/sessions/" + kRouteSid, RouteId::kGetSession, Auth::kApiKey},
+           {"DELETE", "/v1/sessions/" + kRouteSid, RouteId::kDeleteSession, Auth::kApiKey},
+           {"POST", "/v1/sessions/" + kRouteSid + "/exec", RouteId::kExec, Auth::kApiKey},
+           {"POST", "/v1/sessions/" + kRouteSid + "/computer", RouteId::kComputer, Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kRouteSid + "/logs", RouteId::kLogs, Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kRouteSid + "/screenshot?format=jpeg", RouteId::kScreenshot,
             Auth::kApiKey},
-           {"GET", "/v1/sessions/" + kSid + "/cdp?token=x", RouteId::kCdpBrowser, Auth::kCdpToken},
-           {"GET", "/v1/sessions/" + kSid + "/json/version/", RouteId::kJsonVersion,
+           {"GET", "/v1/sessions/" + kRouteSid + "/cdp?token=x", RouteId::kCdpBrowser,
             Auth::kCdpToken},
-           {"GET", "/v1/sessions/" + kSid + "/json", RouteId::kJsonList, Auth::kCdpToken},
-           {"GET", "/v1/sessions/" + kSid + "/json/list", RouteId::kJsonList, Auth::kCdpToken},
-           {"GET", "/v1/sessions/" + kSid + "/devtools/page/ABCDEF0123", RouteId::kCdpPage,
+           {"GET", "/v1/sessions/" + kRouteSid + "/json/version/", RouteId::kJsonVersion,
+            Auth::kCdpToken},
+           {"GET", "/v1/sessions/" + kRouteSid + "/json", RouteId::kJsonList, Auth::kCdpToken},
+           {"GET", "/v1/sessions/" + kRouteSid + "/json/list", RouteId::kJsonList, Auth::kCdpToken},
+           {"GET", "/v1/sessions/" + kRouteSid + "/devtools/page/ABCDEF0123", RouteId::kCdpPage,
             Auth::kCdpToken},
            {"GET", "/", RouteId::kConsolePage, Auth::kNone},
            {"GET", "/?x=1", RouteId::kConsolePage, Auth::kNone},
            {"GET", "/ui/live-AB12_cd.js", RouteId::kUiAsset, Auth::kNone},
-           {"GET", "/v1/sessions/" + kSid + "/live?token=x", RouteId::kLivePage,
+           {"GET", "/v1/sessions/" + kRouteSid + "/live?token=x", RouteId::kLivePage,
             Auth::kViewToken},
-           {"GET", "/v1/sessions/" + kSid + "/live/", RouteId::kLivePage, Auth::kViewToken},
-           {"GET", "/v1/sessions/" + kSid + "/live/status?token=x", RouteId::kLiveStatus,
+           {"GET", "/v1/sessions/" + kRouteSid + "/live/", RouteId::kLivePage, Auth::kViewToken},
+           {"GET", "/v1/sessions/" + kRouteSid + "/live/status?token=x", RouteId::kLiveStatus,
             Auth::kViewToken},
-           {"POST", "/v1/sessions/" + kSid + "/tokens", RouteId::kMintToken, Auth::kApiKey},
-           {"POST", "/v1/sessions/" + kSid + "/tokens/revoke", RouteId::kRevokeTokens,
+           {"POST", "/v1/sessions/" + kRouteSid + "/tokens", RouteId::kMintToken, Auth::kApiKey},
+           {"POST", "/v1/sessions/" + kRouteSid + "/tokens/revoke", RouteId::kRevokeTokens,
             Auth::kApiKey},
-           {"POST", "/v1/sessions/" + kSid + "/previews", RouteId::kCreatePreview, Auth::kApiKey},
-           {"GET", "/v1/sessions/" + kSid + "/previews", RouteId::kListPreviews, Auth::kApiKey},
-           {"DELETE", "/v1/sessions/" + kSid + "/previews/prv_0123456789abcdefghij",
+           {"POST", "/v1/sessions/" + kRouteSid + "/previews", RouteId::kCreatePreview,
+            Auth::kApiKey},
+           {"GET", "/v1/sessions/" + kRouteSid + "/previews", RouteId::kListPreviews,
+            Auth::kApiKey},
+           {"DELETE", "/v1/sessions/" + kRouteSid + "/previews/prv_0123456789abcdefghij",
             RouteId::kDeletePreview, Auth::kApiKey},
-           {"GET", "/v1/sessions/" + kSid + "/vnc?token=x", RouteId::kVnc, Auth::kViewToken},
+           {"GET", "/v1/sessions/" + kRouteSid + "/vnc?token=x", RouteId::kVnc, Auth::kViewToken},
        }) {
     INFO(c.method << " " << c.target);
     auto r = route(c.method, c.target);
@@ -59,9 +62,9 @@ TEST_CASE("routes map to typed commands with their auth") {
     CHECK(r->id == c.id);
     CHECK(r->auth == c.auth);
   }
-  auto page = route("GET", "/v1/sessions/" + kSid + "/devtools/page/ABC?token=t%2Bx");
+  auto page = route("GET", "/v1/sessions/" + kRouteSid + "/devtools/page/ABC?token=t%2Bx");
   REQUIRE(page);
-  CHECK(page->session_id == kSid);
+  CHECK(page->session_id == kRouteSid);
   CHECK(page->target_id == "ABC");
   CHECK(page->query.at("token") == "t+x");
   auto asset = route("GET", "/ui/style-X1.css");
@@ -82,16 +85,16 @@ TEST_CASE("web UI paths name one plain file or nothing") {
   CHECK_FALSE(route("GET", "/ui/" + std::string(129, 'a')));
   CHECK(http_status(route("POST", "/").error().errc) == 405);
   CHECK(http_status(route("DELETE", "/ui/a.js").error().errc) == 405);
-  CHECK(http_status(route("POST", "/v1/sessions/" + kSid + "/live").error().errc) == 405);
+  CHECK(http_status(route("POST", "/v1/sessions/" + kRouteSid + "/live").error().errc) == 405);
 }
 
 TEST_CASE("bad paths are 404, bad methods 405, bad queries 400") {
-  for (std::string t : std::vector<std::string>{"/v2/info", "/v1/sessions/../info", "/v1/sessions/" + kSid + "/..",
-                        "/v1//sessions", "/v1/sessions/ses_short", "/v1/sessions/SES_X",
-                        "/v1/sessions/" + kSid + "/nope", "/v1/sessions/" + kSid + "%2f..",
-                        "/v1/sessions/" + std::string(1 << 20, 'a'), "relative",
-                        "/v1/sessions/" + kSid + "/devtools/page/a.b",
-                        "/v1/sessions/" + kSid + "/devtools/page/" + std::string(65, 'A')}) {
+  for (std::string t : std::vector<std::string>{
+           "/v2/info", "/v1/sessions/../info", "/v1/sessions/" + kRouteSid + "/..", "/v1//sessions",
+           "/v1/sessions/ses_short", "/v1/sessions/SES_X", "/v1/sessions/" + kRouteSid + "/nope",
+           "/v1/sessions/" + kRouteSid + "%2f..", "/v1/sessions/" + std::string(1 << 20, 'a'),
+           "relative", "/v1/sessions/" + kRouteSid + "/devtools/page/a.b",
+           "/v1/sessions/" + kRouteSid + "/devtools/page/" + std::string(65, 'A')}) {
     INFO(t.substr(0, 80));
     auto r = route("GET", t);
     REQUIRE_FALSE(r);
@@ -135,14 +138,14 @@ TEST_CASE("each token route names the scopes it accepts") {
   CHECK(token_scopes(Auth::kCdpToken) == V{"cdp"});
   CHECK(token_scopes(Auth::kViewToken) == V{"view", "control"});
   CHECK(token_scopes(Auth::kControlToken) == V{"control"});
-  auto del = route("DELETE", "/v1/sessions/" + kSid + "/previews/prv_0123456789abcdefghij");
+  auto del = route("DELETE", "/v1/sessions/" + kRouteSid + "/previews/prv_0123456789abcdefghij");
   REQUIRE(del);
   CHECK(del->preview_id == "prv_0123456789abcdefghij");
-  auto bad = route("DELETE", "/v1/sessions/" + kSid + "/previews/prv_short");
+  auto bad = route("DELETE", "/v1/sessions/" + kRouteSid + "/previews/prv_short");
   REQUIRE_FALSE(bad);
   CHECK(bad.error().code == "preview_not_found");
-  auto get_revoke = route("GET", "/v1/sessions/" + kSid + "/tokens/revoke");
+  auto get_revoke = route("GET", "/v1/sessions/" + kRouteSid + "/tokens/revoke");
   REQUIRE_FALSE(get_revoke);
   CHECK(get_revoke.error().errc == Errc::kMethodNotAllowed);
-  CHECK_FALSE(route("POST", "/v1/sessions/" + kSid + "/tokens/other"));
+  CHECK_FALSE(route("POST", "/v1/sessions/" + kRouteSid + "/tokens/other"));
 }
