@@ -104,6 +104,22 @@ async function download(url, headers, bytes) {
   return (bytes / 2 ** 20) / (Number(process.hrtime.bigint() - t0) / 1e9);
 }
 
+// Starts preview_backend.mjs inside session `id` and opens a path-based preview of it: returns the
+// preview's base URL (no trailing slash) and the preview cookie.
+export async function sandboxBackend(cabin, id) {
+  const started = await cabin.api('POST', `/v1/sessions/${id}/exec`, {
+    argv: ['sh', '-c', `cd "\${HOME:-/tmp}" && cat > backend.mjs && (setsid node backend.mjs ${SANDBOX_PORT} > backend.log 2>&1 < /dev/null &)`],
+    stdin: BACKEND,
+  });
+  if (started.json?.exit_code !== 0) throw new Error(`starting the backend: ${started.text}`);
+  const pv = await cabin.api('POST', `/v1/sessions/${id}/previews`, { port: SANDBOX_PORT });
+  if (pv.status !== 201) throw new Error(`POST previews -> ${pv.status} ${pv.text}`);
+  const first = await fetch(pv.json.path_url, { redirect: 'manual' });
+  const cookie = first.headers.get('set-cookie').split(';')[0];
+  const url = new URL(pv.json.path_url);
+  return { base: url.origin + url.pathname.replace(/\/$/, ''), cookie };
+}
+
 export async function benchPreview(cabin, { conns, ms, bigMiB, rounds, log }) {
   const nginxBin = process.env.CABIN_NGINX || '/usr/sbin/nginx';
   if (!fs.existsSync(nginxBin)) throw new Error(`${nginxBin} not found (apt install nginx)`);
@@ -124,17 +140,7 @@ export async function benchPreview(cabin, { conns, ms, bigMiB, rounds, log }) {
     const created = await cabin.api('POST', '/v1/sessions', {});
     if (created.status !== 201) throw new Error(`POST /v1/sessions -> ${created.status} ${created.text}`);
     session = created.json;
-    const started = await cabin.api('POST', `/v1/sessions/${session.id}/exec`, {
-      argv: ['sh', '-c', `cd "\${HOME:-/tmp}" && cat > backend.mjs && (setsid node backend.mjs ${SANDBOX_PORT} > backend.log 2>&1 < /dev/null &)`],
-      stdin: BACKEND,
-    });
-    if (started.json?.exit_code !== 0) throw new Error(`starting the backend: ${started.text}`);
-    const pv = await cabin.api('POST', `/v1/sessions/${session.id}/previews`, { port: SANDBOX_PORT });
-    if (pv.status !== 201) throw new Error(`POST previews -> ${pv.status} ${pv.text}`);
-    const first = await fetch(pv.json.path_url, { redirect: 'manual' });
-    const cookie = first.headers.get('set-cookie').split(';')[0];
-    const prefix = new URL(pv.json.path_url).pathname.replace(/\/$/, '');
-    const cabinBase = new URL(pv.json.path_url).origin + prefix;
+    const { base: cabinBase, cookie } = await sandboxBackend(cabin, session.id);
     const nginxBase = `http://127.0.0.1:${nginxPort}`;
     const sides = {
       cabin: { base: cabinBase, headers: { cookie }, pid: cabin.pid },

@@ -6,17 +6,14 @@
 // Reported: the median of the rounds, the ratio of --threads 2 to --threads 1, and the CPU each
 // cabind used.
 import crypto from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
 
 import { Cdp, startCabind, waitFor, wsOpen } from '../tests/integration/helpers.mjs';
 import { ANIMATION, setContent } from './computer.mjs';
 import { pageTarget } from './host_chromium.mjs';
-import { cpuMs, load } from './preview.mjs';
+import { cpuMs, load, sandboxBackend } from './preview.mjs';
 import { summary } from './stats.mjs';
 
-const BACKEND = fs.readFileSync(new URL('./preview_backend.mjs', import.meta.url), 'utf8');
-const SANDBOX_PORT = 9000;
 const THREADS = [1, 2];
 
 // `conns` CDP connections to one page, each sending Runtime.evaluate back to back for `ms`.
@@ -104,16 +101,7 @@ async function prepare(threads) {
   const list = await (await fetch(`${cabin.base}/v1/sessions/${s.id}/json/list`, { headers: auth })).json();
   const pageUrl = list.find((t) => t.type === 'page').webSocketDebuggerUrl;
 
-  const started = await cabin.api('POST', `/v1/sessions/${s.id}/exec`, {
-    argv: ['sh', '-c', `cd "\${HOME:-/tmp}" && cat > backend.mjs && (setsid node backend.mjs ${SANDBOX_PORT} > backend.log 2>&1 < /dev/null &)`],
-    stdin: BACKEND,
-  });
-  if (started.json?.exit_code !== 0) throw new Error(`starting the backend: ${started.text}`);
-  const pv = await cabin.api('POST', `/v1/sessions/${s.id}/previews`, { port: SANDBOX_PORT });
-  if (pv.status !== 201) throw new Error(`POST previews -> ${pv.status} ${pv.text}`);
-  const first = await fetch(pv.json.path_url, { redirect: 'manual' });
-  const cookie = first.headers.get('set-cookie').split(';')[0];
-  const previewBase = new URL(pv.json.path_url).origin + new URL(pv.json.path_url).pathname.replace(/\/$/, '');
+  const { base: previewBase, cookie } = await sandboxBackend(cabin, s.id);
   await waitFor(async () => (await fetch(`${previewBase}/small`, { headers: { cookie } })).status === 200,
                 { timeoutMs: 20000, intervalMs: 100, what: 'the preview backend' });
   return {
