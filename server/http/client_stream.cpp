@@ -42,6 +42,11 @@ ClientStream ClientStream::moved_to(const executor_type& ex) && {
   const int fd = core_->plain->release_socket().release(ec);
   if (ec) return std::move(*this);
   moved.assign(local.protocol(), fd, ec);
+  if (ec) {
+    boost::system::error_code ignored;
+    core_->plain->socket().assign(local.protocol(), fd, ignored);  // stays where it was
+    return std::move(*this);
+  }
   // The same place in the set, so closers taken before the move still reach it.
   auto core = std::make_unique<Core>();
   core->plain.emplace(std::move(moved));

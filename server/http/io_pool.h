@@ -54,6 +54,11 @@ Socket moved_to(Socket s, const net::any_io_executor& ex) {
   if (ec) return s;
   Socket moved(ex);
   moved.assign(local.protocol(), fd, ec);
+  if (ec) {
+    boost::system::error_code ignored;
+    s.assign(local.protocol(), fd, ignored);  // stays where it was rather than be lost
+    return s;
+  }
   return moved;
 }
 
