@@ -9,7 +9,7 @@
 namespace cabin::http_api {
 namespace {
 
-const auto& log() {
+const auto& files_log() {
   static auto l = logger("ui");
   return l;
 }
@@ -107,7 +107,7 @@ Result<StaticFiles> StaticFiles::load(const std::filesystem::path& dir) {
     out.files_.emplace(std::move(name), std::move(f));
   }
   if (ec) return make_error(Errc::kInternal, "web_ui_read", "cannot list " + dir.string());
-  log()->debug("web UI: {} files from {}", out.files_.size(), dir.string());
+  files_log()->debug("web UI: {} files from {}", out.files_.size(), dir.string());
   return out;
 }
 

@@ -1,11 +1,12 @@
-#include <catch2/catch.hpp>
+#include "server/http/static_files.h"
 
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 
-#include "server/http/static_files.h"
+#include "tests/fakes/temp_dir.h"
 
 using namespace cabin;
 using namespace cabin::http_api;
@@ -13,36 +14,26 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "cabin-ui-XXXXXX").string();
-    REQUIRE(mkdtemp(tmpl.data()));
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  void write(const std::string& name, const std::string& body) const {
-    std::ofstream(path / name, std::ios::binary) << body;
-  }
-};
+using cabin::testing::TempDir;
+
+void write_file(const TempDir& dir, const std::string& name, const std::string& body) {
+  std::ofstream(dir.path / name, std::ios::binary) << body;
+}
 
 }  // namespace
 
 TEST_CASE("the web UI is read once, and only plain files of known types") {
   TempDir dir, outside;
-  dir.write("index.html", "<!doctype html><p>console</p>");
-  dir.write("live-ABC123.js", "console.log(1)");
-  dir.write("style-XYZ.css", "body{}");
-  dir.write(".hidden.js", "no");
-  dir.write("notes.md", "unknown type");
-  dir.write("a b.js", "odd name");
-  outside.write("secret.js", "must not be served");
+  write_file(dir, "index.html", "<!doctype html><p>console</p>");
+  write_file(dir, "live-ABC123.js", "console.log(1)");
+  write_file(dir, "style-XYZ.css", "body{}");
+  write_file(dir, ".hidden.js", "no");
+  write_file(dir, "notes.md", "unknown type");
+  write_file(dir, "a b.js", "odd name");
+  write_file(outside, "secret.js", "must not be served");
   fs::create_symlink(outside.path / "secret.js", dir.path / "link.js");
   fs::create_directory(dir.path / "sub");
-  dir.write("sub/inner.js", "not flat");
+  write_file(dir, "sub/inner.js", "not flat");
 
   auto ui = StaticFiles::load(dir.path);
   REQUIRE(ui);
@@ -61,7 +52,7 @@ TEST_CASE("the web UI is read once, and only plain files of known types") {
   }
 
   // Read at load: later changes on disk do not reach requests.
-  dir.write("index.html", "changed");
+  write_file(dir, "index.html", "changed");
   CHECK(ui->find("index.html")->body == "<!doctype html><p>console</p>");
 }
 
@@ -74,8 +65,8 @@ TEST_CASE("a missing web UI build is a clear error") {
 
 TEST_CASE("static answers carry type, caching, ETag and the security headers") {
   TempDir dir;
-  dir.write("index.html", "<p>hi</p>");
-  dir.write("app-H1.js", "x()");
+  write_file(dir, "index.html", "<p>hi</p>");
+  write_file(dir, "app-H1.js", "x()");
   auto ui = StaticFiles::load(dir.path);
   REQUIRE(ui);
 
@@ -109,7 +100,7 @@ TEST_CASE("static answers carry type, caching, ETag and the security headers") {
   CHECK(js[http::field::content_type] == "text/javascript; charset=utf-8");
 
   // Different content, different tag.
-  dir.write("index.html", "<p>bye</p>");
+  write_file(dir, "index.html", "<p>bye</p>");
   auto ui2 = StaticFiles::load(dir.path);
   REQUIRE(ui2);
   CHECK(ui2->find("index.html")->etag != page.etag);
