@@ -66,20 +66,13 @@ net::awaitable<void> Api::cdp(const api::Route& route, const Authn& authn, Reque
     // Ending the client's side ends the pump, which then closes the browser's side too.
     reg = connections_.add({id, "", token_time_left(authn)}, socket.closer());
   }
-  if (pumps_ && socket.movable()) {
-    auto ex = pumps_->next();
-    // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
-    auto run = [client = std::move(socket).moved_to(ex), buffer = std::move(buffer),
-                answer = std::move(*answer), up = moved_to(std::move(tunnel->stream), ex),
-                up_buffer = std::move(tunnel->buffer)]() mutable {
-      return cdp::splice(std::move(client), std::move(buffer), std::move(answer), std::move(up),
-                         std::move(up_buffer));
-    };
-    co_await run_on(ex, std::move(run));
-  } else {
-    co_await cdp::splice(std::move(socket), std::move(buffer), std::move(*answer),
-                         std::move(tunnel->stream), std::move(tunnel->buffer));
-  }
+  auto splice = [buffer = std::move(buffer), answer = std::move(*answer),
+                 up_buffer = std::move(tunnel->buffer)](ClientStream client,
+                                                        drivers::AgentStream up) mutable {
+    return cdp::splice(std::move(client), std::move(buffer), std::move(answer), std::move(up),
+                       std::move(up_buffer));
+  };
+  co_await run_pump(pumps_, std::move(socket), std::move(tunnel->stream), std::move(splice));
   api_log().debug("session {}: CDP client detached", id);
 }
 

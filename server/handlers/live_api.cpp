@@ -69,22 +69,13 @@ net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Reque
   s.reset();  // a viewer must not keep an ended session alive
   const char* mode = access == vnc::RfbAccess::kControl ? "control" : "view";
   api_log().info("session {}: RFB viewer attached ({})", id, mode);
-  vnc::BridgeStats stats;
-  if (pumps_ && socket.movable()) {
-    auto ex = pumps_->next();
-    // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
-    auto run = [client = std::move(socket).moved_to(ex), req = std::move(req),
-                up = moved_to(std::move(tunnel->stream), ex), up_buffer = std::move(tunnel->buffer),
-                access]() mutable {
-      return vnc::serve_rfb_websocket(std::move(client), std::move(req), std::move(up),
-                                      std::move(up_buffer), access, {});
-    };
-    stats = co_await run_on(ex, std::move(run));
-  } else {
-    stats = co_await vnc::serve_rfb_websocket(std::move(socket), std::move(req),
-                                              std::move(tunnel->stream), std::move(tunnel->buffer),
-                                              access, {});
-  }
+  auto bridge = [req = std::move(req), up_buffer = std::move(tunnel->buffer), access](
+                    ClientStream client, drivers::AgentStream up) mutable {
+    return vnc::serve_rfb_websocket(std::move(client), std::move(req), std::move(up),
+                                    std::move(up_buffer), access, {});
+  };
+  auto stats =
+      co_await run_pump(pumps_, std::move(socket), std::move(tunnel->stream), std::move(bridge));
   api_log().info(
       "session {}: RFB viewer detached ({}): {} bytes out, {} in, {} of {} messages "
       "dropped; {}",

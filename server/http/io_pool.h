@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "server/http/client_stream.h"
+
 namespace cabin::http_api {
 
 namespace net = boost::asio;
@@ -67,6 +69,20 @@ Socket moved_to(Socket s, const net::any_io_executor& ex) {
 template <typename Make>
 auto run_on(const net::any_io_executor& ex, Make make) {
   return net::co_spawn(ex, std::move(make), net::use_awaitable);
+}
+
+// Runs `pump(client, upstream)` (returning an awaitable) on a pool thread, both sockets moved
+// there, and waits for it where the caller runs; without a pool, or for a client that cannot move
+// (TLS), runs it here.
+template <typename Upstream, typename Pump>
+auto run_pump(IoPool* pool, ClientStream client, Upstream upstream, Pump pump)
+    -> decltype(pump(std::move(client), std::move(upstream))) {
+  if (!pool || !client.movable()) co_return co_await pump(std::move(client), std::move(upstream));
+  auto ex = pool->next();
+  // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
+  auto run = [c = std::move(client).moved_to(ex), u = moved_to(std::move(upstream), ex),
+              pump = std::move(pump)]() mutable { return pump(std::move(c), std::move(u)); };
+  co_return co_await run_on(ex, std::move(run));
 }
 
 }  // namespace cabin::http_api

@@ -498,17 +498,10 @@ net::awaitable<void> PreviewProxy::take_over(ClientStream& client, beast::flat_b
   // Ending the client's side ends the pump, which closes the app's side too.
   state.fds->close_tunnel = client.closer();
   state.fds->client = state.fds->upstream = -1;
-  if (pumps_ && client.movable()) {
-    auto ex = pumps_->next();
-    // Named, not a temporary of the co_await expression: GCC 12 destroys those twice.
-    auto run = [c = std::move(client).moved_to(ex),
-                u = http_api::moved_to(std::move(up.stream), ex)]() mutable {
-      return pump(std::move(c), std::move(u));
-    };
-    co_await http_api::run_on(ex, std::move(run));
-  } else {
-    co_await pump(std::move(client), std::move(up.stream));
-  }
+  auto bridge = [](ClientStream c, drivers::AgentStream u) {
+    return pump(std::move(c), std::move(u));
+  };
+  co_await http_api::run_pump(pumps_, std::move(client), std::move(up.stream), bridge);
   state.upstream.reset();
 }
 
