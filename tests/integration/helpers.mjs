@@ -116,9 +116,7 @@ export async function startCabind({
   } catch (err) {
     child.kill('SIGKILL');
     await exited;
-    await removeTree(stateDir);
-    await removeTree(runDir);
-    await removeTree(`${runDir}-vm`);
+    await removeServerDirs({ stateDir, runDir });
     throw err;
   }
 
@@ -161,11 +159,7 @@ export async function startCabind({
         child.kill('SIGKILL');
         result = { ...(await exited), killed: true };
       }
-      if (!keep) {
-        await removeTree(stateDir);
-        await removeTree(runDir);
-        await removeTree(`${runDir}-vm`);  // the microvm driver's run dir, beside cabind's
-      }
+      if (!keep) await removeServerDirs({ stateDir, runDir });
       return result;
     },
     // SIGKILL, as a crash would; keeps the directories for a restart.
@@ -217,6 +211,13 @@ export function useCabind(options = {}) {
 
 export async function removeTree(dir) {
   await fsp.rm(dir, { recursive: true, force: true, maxRetries: 3 }).catch(() => {});
+}
+
+// A cabind's state and run directories, and the microvm driver's run dir beside the latter.
+export async function removeServerDirs({ stateDir, runDir }) {
+  await removeTree(stateDir);
+  await removeTree(runDir);
+  await removeTree(`${runDir}-vm`);
 }
 
 // ---------------------------------------------------------------------------------------------

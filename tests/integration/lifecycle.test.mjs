@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 
 import {
-  Cdp, api, removeTree, startCabind, waitFor, waitForNoLeftovers, withDeadline,
+  Cdp, api, removeServerDirs, startCabind, waitFor, waitForNoLeftovers, withDeadline,
 } from './helpers.mjs';
 
 const cleanup = [];
@@ -24,8 +24,7 @@ async function keyLine(server) {
 test('the API key is printed once, when generated; later starts print only its file', async () => {
   const env = { CABIN_API_KEY: undefined }; // no key from the environment: the state dir's
   const first = await startCabind({ env });
-  cleanup.push(() => removeTree(first.stateDir), () => removeTree(first.runDir),
-               () => removeTree(`${first.runDir}-vm`));
+  cleanup.push(() => removeServerDirs(first));
   let second;
   try {
     const file = path.join(first.stateDir, 'api-key');
@@ -65,7 +64,7 @@ async function liveSession(server) {
 
 test('SIGTERM ends every session, closes CDP and leaves nothing; the records say so', async () => {
   const first = await startCabind();
-  cleanup.push(() => removeTree(first.stateDir), () => removeTree(first.runDir));
+  cleanup.push(() => removeServerDirs(first));
   let restarted;
   try {
     const a = await liveSession(first);
@@ -93,7 +92,7 @@ test('SIGTERM ends every session, closes CDP and leaves nothing; the records say
 
 test('after a crash, the next start reaps the orphaned sandboxes', async () => {
   const first = await startCabind();
-  cleanup.push(() => removeTree(first.stateDir), () => removeTree(first.runDir));
+  cleanup.push(() => removeServerDirs(first));
   let restarted;
   try {
     const { s, cdp } = await liveSession(first);

@@ -11,7 +11,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { BIN_DIR, Cdp, removeTree, startCabind, waitFor, withDeadline, wsOpen } from './helpers.mjs';
+import {
+  BIN_DIR, Cdp, removeServerDirs, removeTree, startCabind, waitFor, withDeadline, wsOpen,
+} from './helpers.mjs';
 
 const cleanup = [];
 after(async () => {
@@ -175,7 +177,7 @@ test('plain HTTP is refused beyond loopback unless --allow-plain-http', async ()
 async function dirs() {
   const stateDir = await fsp.mkdtemp(path.join(os.tmpdir(), 'cabin-state-'));
   const runDir = await fsp.mkdtemp('/tmp/cbr-');
-  cleanup.push(() => removeTree(stateDir), () => removeTree(runDir));
+  cleanup.push(() => removeServerDirs({ stateDir, runDir }));
   return ['--state-dir', stateDir, '--run-dir', runDir];
 }
 
