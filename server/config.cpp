@@ -256,4 +256,31 @@ ParsedConfig parse_config(int argc, char** argv) {
   return out;
 }
 
+Parsed<VncForwardConfig> parse_vnc_forward_config(int argc, char** argv) {
+  Parsed<VncForwardConfig> out;
+  VncForwardConfig& c = out.config;
+  CLI::App app{
+      "cabind vnc-forward: listens on 127.0.0.1 and carries a native VNC client's connection to "
+      "a session's screen over cabind's authenticated WebSocket (API key from CABIN_API_KEY); "
+      "only connections of its own user are accepted"};
+  app.name("cabind vnc-forward");
+  app.add_option("SESSION", c.session, "session id (ses_...)")->required();
+  app.add_option("--server", c.server, "cabind's URL: http:// or https:// (then wss)")
+      ->envname("CABIN_SERVER");
+  app.add_option("--ca-file", c.ca_file,
+                 "PEM certificates to trust for an https server (default: the system's)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--port", c.port, "local port on 127.0.0.1 (0: any free one)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    out.exit = true;
+    out.exit_code = e.get_exit_code();
+    out.message = e.get_exit_code() == 0 ? app.help() : std::string(e.what());
+  }
+  return out;
+}
+
 }  // namespace cabin

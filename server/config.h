@@ -59,15 +59,30 @@ struct ServerConfig {
   std::string log_level = "info";
 };
 
-// Parses argv. Returns the config, or an error whose message is CLI11's help or diagnostic;
-// `exit_code` is set when the program should exit (help: 0, bad flags: 2).
-struct ParsedConfig {
-  ServerConfig config;
+// `cabind vnc-forward SESSION`'s flags.
+struct VncForwardConfig {
+  std::string session;
+  std::string server = "http://127.0.0.1:8080";
+  std::string ca_file;  // empty: the system's trusted certificates
+  int port = 5900;      // on 127.0.0.1; 0: any free one
+  std::string log_level = "info";
+};
+
+// A parsed command line, or, when the program should exit instead (`exit`), its status (help:
+// 0, bad flags: 2) and the help or diagnostic to print.
+template <typename Config>
+struct Parsed {
+  Config config;
   bool exit = false;
   int exit_code = 0;
   std::string message;
 };
+using ParsedConfig = Parsed<ServerConfig>;
+
+// Both parsers live here, the one file that compiles CLI11.
 ParsedConfig parse_config(int argc, char** argv);
+// argv[0] is "vnc-forward".
+Parsed<VncForwardConfig> parse_vnc_forward_config(int argc, char** argv);
 
 // Where per-session sockets live unless --run-dir says: /run/cabin as root; otherwise
 // $XDG_RUNTIME_DIR/cabin when that is an absolute path, else <state_dir>/run.

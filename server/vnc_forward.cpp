@@ -6,7 +6,6 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -16,7 +15,6 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/websocket.hpp>
 #include <charconv>
 #include <csignal>
 #include <cstdlib>
@@ -31,7 +29,9 @@
 #include "common/log.h"
 #include "common/spawn.h"
 #include "server/api/ids.h"
+#include "server/config.h"
 #include "server/http/client_stream.h"
+#include "server/http/websocket.h"
 #include "vnc/rfb_bridge_link.h"
 
 namespace cabin {
@@ -42,7 +42,7 @@ using tcp = net::ip::tcp;
 
 namespace ssl = net::ssl;
 namespace websocket = boost::beast::websocket;
-using Ws = websocket::stream<http_api::ClientStream>;
+using Ws = http_api::WebSocket;
 
 struct ServerUrl {
   bool tls = false;
@@ -276,37 +276,22 @@ std::optional<uint32_t> tcp_socket_owner(std::string_view table, const tcp::endp
 }
 
 int run_vnc_forward(int argc, char** argv) {
-  CLI::App app{
-      "cabind vnc-forward: listens on 127.0.0.1 and carries a native VNC client's connection to "
-      "a session's screen over cabind's authenticated WebSocket (API key from CABIN_API_KEY); "
-      "only connections of its own user are accepted"};
-  app.name("cabind vnc-forward");
-  std::string session;
-  std::string server_text = "http://127.0.0.1:8080";
-  int port = 5900;
-  std::string log_level = "info";
-  app.add_option("SESSION", session, "session id (ses_...)")->required();
-  app.add_option("--server", server_text, "cabind's URL: http:// or https:// (then wss)")
-      ->envname("CABIN_SERVER");
-  std::string ca_file;
-  app.add_option("--ca-file", ca_file,
-                 "PEM certificates to trust for an https server (default: the system's)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--port", port, "local port on 127.0.0.1 (0: any free one)")
-      ->check(CLI::Range(0, 65535));
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+  auto parsed = parse_vnc_forward_config(argc, argv);
+  if (parsed.exit) {
+    (parsed.exit_code == 0 ? std::cout : std::cerr) << parsed.message << "\n";
+    return parsed.exit_code;
   }
-  set_log_level(log_level);
+  const VncForwardConfig& cfg = parsed.config;
+  const std::string& session = cfg.session;
+  const std::string& ca_file = cfg.ca_file;
+  const int port = cfg.port;
+  set_log_level(cfg.log_level);
   auto log = logger("vnc-forward");
   if (!api::valid_session_id(session)) {
     std::cerr << "SESSION must be a session id (ses_ and 20 lowercase letters or digits)\n";
     return 2;
   }
-  auto server = parse_server_url(server_text);
+  auto server = parse_server_url(cfg.server);
   if (!server) {
     std::cerr << server.error().message << "\n";
     return 2;

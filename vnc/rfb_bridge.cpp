@@ -1,25 +1,6 @@
 #include "vnc/rfb_bridge.h"
 
-#include <array>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
-#include <boost/beast/core/buffers_to_string.hpp>
-#include <boost/beast/websocket.hpp>
-#include <memory>
-#include <span>
-
-#include "vnc/rfb_bridge_link.h"
-
 namespace cabin::vnc {
-
-using tcp = net::ip::tcp;
-using namespace bridge_detail;
 
 bool offers_binary(std::string_view protocols) {
   while (!protocols.empty()) {

@@ -12,7 +12,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/websocket/stream.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 #include <cstdint>
 #include <functional>
 #include <string>

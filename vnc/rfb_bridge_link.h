@@ -1,5 +1,5 @@
-// The RFB bridge's relay, as templates over the client's connection type: cabind serves plain
-// and TLS clients (server/http/client_stream.h); vnc-forward dials cabind with one, plain or TLS.
+// The RFB bridge's relay, as templates over the client's WebSocket type: cabind serves plain and
+// TLS clients through its own (server/http/websocket.h); vnc-forward dials cabind with it too.
 #pragma once
 
 // clang-format off
@@ -14,7 +14,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
-#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+#include <boost/beast/websocket/stream_base.hpp>
 #include <chrono>
 #include <memory>
 #include <span>
@@ -132,14 +133,13 @@ net::awaitable<BridgeStats> run_link(std::shared_ptr<Link<Ws, Stream>> l, std::s
 // bytes until either side ends. `sandbox_buffer` holds bytes already read from the sandbox.
 // A malformed client message closes the WebSocket with 1008 (policy) and the reason. The
 // `alive` callback runs for every client message, for activity tracking; may be empty.
-// `Client` is the accepted connection (a tcp::socket, or cabind's ClientStream).
-template <typename Client>
+// `Ws` is a WebSocket stream type over the accepted connection `client`, with Beast's interface.
+template <typename Ws, typename Client>
 net::awaitable<BridgeStats> serve_rfb_websocket(Client client, http::request<http::string_body> req,
                                                 SandboxStream sandbox,
                                                 beast::flat_buffer sandbox_buffer, RfbAccess access,
                                                 std::function<void()> alive) {
   using namespace bridge_detail;
-  using Ws = websocket::stream<Client>;
   auto l = std::make_shared<Link<Ws, SandboxStream>>(Ws(std::move(client)), std::move(sandbox));
   websocket::stream_base::timeout t{};
   t.handshake_timeout = kHandshakeTimeout;

@@ -9,7 +9,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/write.hpp>
-#include <boost/beast/websocket.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/frame_stream.h"
@@ -18,6 +17,7 @@
 #include "common/spawn.h"
 #include "server/api/computer_wire.h"
 #include "server/api/errors.h"
+#include "server/http/websocket.h"
 
 namespace cabin::http_api {
 
@@ -141,8 +141,8 @@ class Viewing {
 // The viewers' readers: they only notice the client leaving, and wake the writer then. Free
 // functions with by-value parameters, not capturing lambdas: GCC 12 mishandles the captures of
 // lambda coroutines spawned this way (they get destroyed twice).
-net::awaitable<void> watch_websocket(beast::websocket::stream<ClientStream>& ws,
-                                     std::shared_ptr<bool> gone, std::shared_ptr<FrameFeed> feed) {
+net::awaitable<void> watch_websocket(WebSocket& ws, std::shared_ptr<bool> gone,
+                                     std::shared_ptr<FrameFeed> feed) {
   beast::flat_buffer in;
   boost::system::error_code ec;
   while (!ec) {
@@ -299,8 +299,7 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   if (!feed) co_return;
   Viewing viewing(feed);
 
-  namespace websocket = beast::websocket;
-  websocket::stream<ClientStream> ws(std::move(socket));
+  WebSocket ws(std::move(socket));
   ws.read_message_max(4096);  // viewers have nothing to say beyond control frames
   ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   ws.set_option(websocket::stream_base::decorator(

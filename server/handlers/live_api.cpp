@@ -4,6 +4,7 @@
 #include "common/log.h"
 #include "server/api/errors.h"
 #include "server/handlers/api.h"
+#include "server/http/websocket.h"
 #include "vnc/rfb_bridge_link.h"
 
 namespace cabin::http_api {
@@ -71,8 +72,8 @@ net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Reque
   api_log().info("session {}: RFB viewer attached ({})", id, mode);
   auto bridge = [req = std::move(req), up_buffer = std::move(tunnel->buffer), access](
                     ClientStream client, drivers::AgentStream up) mutable {
-    return vnc::serve_rfb_websocket(std::move(client), std::move(req), std::move(up),
-                                    std::move(up_buffer), access, {});
+    return vnc::serve_rfb_websocket<WebSocket>(std::move(client), std::move(req), std::move(up),
+                                               std::move(up_buffer), access, {});
   };
   auto stats =
       co_await run_pump(pumps_, std::move(socket), std::move(tunnel->stream), std::move(bridge));
