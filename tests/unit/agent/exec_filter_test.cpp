@@ -62,7 +62,7 @@ std::string probe_calls() {
 
 }  // namespace
 
-TEST_CASE("exec filter rules: each says why; clone3, clone, unshare and setns", "[agent][exec]") {
+TEST_CASE("exec filter rules: each says why, clone3, clone, unshare and setns", "[agent][exec]") {
   std::set<long> nrs;
   for (const auto& r : exec_filter_rules()) {
     CHECK(std::string(r.why).size() > 3);

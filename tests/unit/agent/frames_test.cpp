@@ -40,7 +40,7 @@ net::awaitable<std::string> read_frame(Socket& s) {
 
 }  // namespace
 
-TEST_CASE("a repaint of the same pixels is not a frame; the next change is", "[frames]") {
+TEST_CASE("a repaint of the same pixels is not a frame, the next change is", "[frames]") {
   vnc::testing::Xvfb x(320, 240);
   vnc::testing::Client c(x.name());
   c.fill_root(0, 0, 320, 240, 0x202020);

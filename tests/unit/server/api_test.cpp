@@ -140,7 +140,7 @@ TEST_CASE("bad requests are refused with the catalogue's codes, and nothing is a
   CHECK(f.driver->sandboxes[0]->targets.size() == asked);
 }
 
-TEST_CASE("a view token reads the live status but controls nothing; revocation ends it", "[api]") {
+TEST_CASE("a view token reads the live status but controls nothing, revocation ends it", "[api]") {
   ApiFixture f;
   const std::string id = f.create_session();
   auto minted = f.call(http::verb::post, "/v1/sessions/" + id + "/tokens", R"({"scope":"view"})");

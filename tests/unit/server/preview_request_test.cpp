@@ -93,7 +93,7 @@ TEST_CASE("the token parameter and the cookie are taken out, the rest stays") {
   CHECK_FALSE(sets_cookie("other=cabin_preview", kCookieName));
 }
 
-TEST_CASE("every preview cookie is a candidate, in order, bounded; none reaches the app") {
+TEST_CASE("every preview cookie is a candidate, in order, bounded, none reaches the app") {
   std::vector<std::string> found;
   // A cookie tossed by a sibling preview, before and after the real one.
   CHECK(strip_cookie("cabin_preview=TOSSED; other=1; cabin_preview=LEGIT", kCookieName, &found) ==

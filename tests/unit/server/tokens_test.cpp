@@ -121,7 +121,7 @@ TEST_CASE("scopes: cdp, view, control and preview:<port> in canonical form") {
   CHECK(auth::preview_scope(8080, "prv_x") == "preview:8080@prv_x");
 }
 
-TEST_CASE("verify_any accepts any listed scope; a wrong scope is 403, not 401") {
+TEST_CASE("verify_any accepts any listed scope, a wrong scope is 403, not 401") {
   testing::FakeClock clock(1000);
   TokenService svc(one_key(), clock);
   auto control = svc.issue(kSid, "control", 2000, 0);
