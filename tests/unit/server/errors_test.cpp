@@ -103,6 +103,11 @@ const std::map<std::string, std::string> kNeverAnswered = {
     {"qmp_failed", "stopping a microVM"},
     // The RFB filter ends a viewer's WebSocket with it as the close reason.
     {"bad_rfb", "a WebSocket close reason"},
+    // The egress policy's parsers: invalid_request names the field and carries the message.
+    {"invalid_host", "a field of a network policy"},
+    {"invalid_cidr", "a field of a network policy"},
+    // The egress proxy answers the sandbox itself, in its own words.
+    {"bad_proxy_request", "the egress proxy's refusal"},
 };
 
 }  // namespace
