@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/bounded_json.h"
+#include "common/deadline.h"
 #include "server/api/errors.h"
 
 namespace cabin::sessions {
@@ -29,32 +29,6 @@ Error read_failed(const char* from, const boost::system::error_code& ec, size_t 
                        std::to_string(kMaxAgentHeader) + " bytes");
   return bad_gateway(std::string("reading from ") + from + ": " + ec.message());
 }
-
-// Closes the stream when the deadline passes, so a guest that stops answering cannot hold a
-// coroutine forever. Single-threaded: `active` is cleared before a queued handler can run.
-class Deadline {
- public:
-  Deadline(drivers::AgentStream& s, std::chrono::milliseconds after)
-      : state_(std::make_shared<State>(s.get_executor(), after)) {
-    state_->timer.async_wait([&s, st = state_](boost::system::error_code ec) {
-      if (!ec && st->active) s.close(ec);
-    });
-  }
-  ~Deadline() {
-    state_->active = false;
-    state_->timer.cancel();
-  }
-  Deadline(const Deadline&) = delete;
-  Deadline& operator=(const Deadline&) = delete;
-
- private:
-  struct State {
-    State(const net::any_io_executor& ex, std::chrono::milliseconds after) : timer(ex, after) {}
-    net::steady_timer timer;
-    bool active = true;
-  };
-  std::shared_ptr<State> state_;
-};
 
 // Reads a whole answer into `parser`. The head comes first on its own: Beast 1.74's async_read
 // does not report a Content-Length over the body limit and waits for the body instead, where
