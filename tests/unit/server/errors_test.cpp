@@ -108,6 +108,7 @@ const std::map<std::string, std::string> kNeverAnswered = {
     {"invalid_cidr", "a field of a network policy"},
     // The egress proxy answers the sandbox itself, in its own words.
     {"bad_proxy_request", "the egress proxy's refusal"},
+    {"dns_failed", "the egress proxy's refusal"},
 };
 
 }  // namespace
