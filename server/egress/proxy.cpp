@@ -1,0 +1,623 @@
+#include "server/egress/proxy.h"
+
+#include <array>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "common/deadline.h"
+#include "common/spawn.h"
+#include "server/egress/client_hello.h"
+
+namespace cabin::egress {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr size_t kChunk = 64 * 1024;
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string_view status_text(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 413:
+      return "Payload Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
+  }
+}
+
+// The proxy's own refusal: the reason in the body and in X-Cabin-Egress, for a person reading
+// curl's output or Chromium's net log.
+std::string refusal(int status, std::string_view reason) {
+  std::string body = "cabin egress: " + std::string(reason) + "\n";
+  std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(status_text(status)) +
+                    "\r\nContent-Type: text/plain; charset=utf-8\r\nX-Cabin-Egress: " +
+                    (status == 403 ? "denied" : "failed") +
+                    "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
+                    "\r\n\r\n";
+  return out + body;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Fields that belong to one hop, and those the proxy sets itself.
+bool hop_by_hop(std::string_view name) {
+  for (std::string_view h :
+       {"connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate",
+        "te", "trailer", "transfer-encoding", "upgrade", "content-length", "expect"}) {
+    if (iequals(name, h)) return true;
+  }
+  return false;
+}
+
+// The tokens of a Connection header: more fields that must not pass.
+bool named_by_connection(std::string_view connection, std::string_view name) {
+  while (!connection.empty()) {
+    const size_t comma = connection.find(',');
+    std::string_view t = connection.substr(0, comma);
+    connection = comma == std::string_view::npos ? "" : connection.substr(comma + 1);
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+    if (iequals(t, name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+nlohmann::json record_json(const EgressRecord& r) {
+  return {{"seq", r.seq},
+          {"time_ms", r.time_ms},
+          {"kind", r.kind},
+          {"method", r.method},
+          {"host", r.host},
+          {"port", r.port},
+          {"address", r.address},
+          {"rule", r.rule},
+          {"decision", r.allowed ? "allow" : "deny"},
+          {"reason", r.reason},
+          {"status", r.status},
+          {"bytes_up", r.bytes_up},
+          {"bytes_down", r.bytes_down},
+          {"duration_ms", r.duration_ms}};
+}
+
+struct EgressProxy::Conn {
+  explicit Conn(tcp::socket c)
+      : client(std::move(c)), upstream(client.get_executor()), idle(client.get_executor()) {}
+  tcp::socket client;
+  tcp::socket upstream;
+  net::steady_timer idle;
+  std::optional<ProxyTarget> target;
+  std::optional<IpAddress> address;
+  Clock::time_point last_active = Clock::now();
+  uint64_t up = 0, down = 0;
+  std::string closed_by_proxy;  // why the proxy ended it, if it did
+  bool open = true;
+
+  void touch() { last_active = Clock::now(); }
+  void close(std::string why) {
+    if (closed_by_proxy.empty()) closed_by_proxy = std::move(why);
+    finish();
+  }
+  void finish() {
+    open = false;
+    boost::system::error_code ec;
+    client.close(ec);
+    upstream.close(ec);
+    idle.cancel();
+  }
+};
+
+namespace {
+
+// Closes `c` once it has moved no byte for `limit`.
+net::awaitable<void> watch_idle(std::shared_ptr<EgressProxy::Conn> c,
+                                std::chrono::milliseconds limit);
+
+}  // namespace
+
+EgressProxy::EgressProxy(std::string session_id, std::shared_ptr<const Policy> policy,
+                         Boundary boundary, std::shared_ptr<const Resolver> resolver,
+                         ProxyLimits limits, Sink sink)
+    : session_id_(std::move(session_id)),
+      policy_(std::move(policy)),
+      boundary_(std::move(boundary)),
+      resolver_(std::move(resolver)),
+      limits_(limits),
+      sink_(std::move(sink)) {}
+
+EgressProxy::~EgressProxy() = default;
+
+net::awaitable<void> EgressProxy::serve(tcp::acceptor listener) {
+  auto self = shared_from_this();
+  listener_ = std::make_unique<tcp::acceptor>(std::move(listener));
+  boost::system::error_code ec;
+  while (!stopped_) {
+    tcp::socket s = co_await listener_->async_accept(net::redirect_error(net::use_awaitable, ec));
+    if (ec == net::error::operation_aborted || stopped_) break;
+    if (ec) continue;  // EMFILE and the like: the next accept may succeed
+    cabin::spawn(listener_->get_executor(), handle(std::move(s)),
+                 "session " + session_id_ + ": egress connection");
+  }
+}
+
+void EgressProxy::stop() {
+  stopped_ = true;
+  boost::system::error_code ec;
+  if (listener_) listener_->close(ec);
+  for (auto& [id, weak] : conns_) {
+    if (auto c = weak.lock()) c->close("the session ended");
+  }
+}
+
+void EgressProxy::set_policy(std::shared_ptr<const Policy> p) {
+  policy_ = std::move(p);
+  for (auto& [id, weak] : conns_) {
+    auto c = weak.lock();
+    if (c && c->open && !still_allowed(*c)) c->close("the policy changed and no longer allows it");
+  }
+}
+
+bool EgressProxy::still_allowed(const Conn& c) const {
+  if (!c.target) return true;  // not yet asked for anything
+  const auto& t = *c.target;
+  auto d = check_host(*policy_, boundary_, t.authority.host, t.authority.port,
+                      t.tunnel ? std::string_view() : std::string_view(t.method));
+  if (!d.allowed || (t.tunnel && d.needs_request_check)) return false;
+  return !c.address || check_address(*policy_, boundary_, *c.address, t.authority.port).allowed;
+}
+
+void EgressProxy::emit(EgressRecord& rec) {
+  if (sink_) sink_(rec);
+}
+
+net::awaitable<void> EgressProxy::handle(tcp::socket client) {
+  auto self = shared_from_this();
+  const auto started = Clock::now();
+  EgressRecord rec;
+  rec.time_ms = unix_ms();
+  auto c = std::make_shared<Conn>(std::move(client));
+  auto respond = [](std::shared_ptr<Conn> conn, std::string text) -> net::awaitable<void> {
+    boost::system::error_code ec;
+    co_await net::async_write(conn->client, net::buffer(text),
+                              net::redirect_error(net::use_awaitable, ec));
+    conn->finish();
+  };
+  auto done = [&] {
+    rec.duration_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    emit(rec);
+  };
+  if (conns_.size() >= limits_.max_connections) {
+    rec.status = 503;
+    rec.reason =
+        "the session has " + std::to_string(conns_.size()) + " connections open, the most it may";
+    auto text = refusal(rec.status, rec.reason);
+    co_await respond(c, std::move(text));
+    done();
+    co_return;
+  }
+  const uint64_t id = next_conn_++;
+  conns_[id] = c;
+  struct Leave {
+    EgressProxy* proxy;
+    uint64_t id;
+    std::shared_ptr<Conn> conn;
+    ~Leave() {
+      conn->finish();
+      proxy->conns_.erase(id);
+    }
+  } leave{this, id, c};
+  cabin::spawn(c->client.get_executor(), watch_idle(c, limits_.idle_timeout),
+               "session " + session_id_ + ": egress idle watch");
+
+  beast::flat_buffer buf;
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(static_cast<uint32_t>(limits_.max_head));
+  parser.body_limit(limits_.max_body);
+  boost::system::error_code ec;
+  {
+    Deadline deadline(c->client, limits_.head_timeout);
+    co_await http::async_read_header(c->client, buf, parser,
+                                     net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      if (deadline.expired()) {
+        rec.reason =
+            "no whole request head within " + std::to_string(limits_.head_timeout.count()) + " ms";
+        rec.status = 408;
+        done();
+        co_return;
+      }
+      if (ec == http::error::end_of_stream || ec == net::error::eof) co_return;  // asked nothing
+      rec.status = ec == http::error::header_limit ? 431 : 400;
+      rec.reason = ec == http::error::header_limit ? "the request head is larger than " +
+                                                         std::to_string(limits_.max_head) + " bytes"
+                                                   : "not an HTTP request: " + ec.message();
+      auto text = refusal(rec.status, rec.reason);
+      co_await respond(c, std::move(text));
+      done();
+      co_return;
+    }
+  }
+  c->touch();
+  auto& req = parser.get();
+  rec.method = std::string(req.method_string());
+  auto target = parse_proxy_target(req.method_string(), req.target(), req[http::field::host]);
+  if (!target) {
+    rec.kind = req.method_string() == "CONNECT" ? "connect" : "http";
+    rec.status = 400;
+    rec.reason = target.error().message;
+    auto text = refusal(rec.status, rec.reason);
+    co_await respond(c, std::move(text));
+    done();
+    co_return;
+  }
+  rec.kind = target->tunnel ? "connect" : "http";
+  rec.host = target->authority.host.to_string();
+  rec.port = target->authority.port;
+  const auto decision =
+      check_host(*policy_, boundary_, target->authority.host, target->authority.port,
+                 target->tunnel ? std::string_view() : std::string_view(target->method));
+  rec.rule = decision.rule;
+  if (decision.allowed && target->tunnel && decision.needs_request_check) {
+    rec.status = 403;
+    rec.reason =
+        decision.rule + " allows only some methods, and a tunnel's requests cannot be seen";
+  } else if (!decision.allowed) {
+    rec.status = 403;
+    rec.reason = decision.reason;
+  }
+  if (rec.status != 0) {
+    auto text = refusal(rec.status, rec.reason);
+    co_await respond(c, std::move(text));
+    done();
+    co_return;
+  }
+  c->target = *target;
+  if (!(co_await dial(c, *target, rec))) {
+    rec.allowed = rec.status != 403;  // allowed, but the network failed
+    auto text = refusal(rec.status, rec.reason);
+    co_await respond(c, std::move(text));
+    done();
+    co_return;
+  }
+  rec.allowed = true;
+  if (target->tunnel) {
+    co_await tunnel(c, rec);
+    done();
+    co_return;
+  }
+  // A plain request: its body whole (bounded), then one exchange with Connection: close.
+  if (iequals(req[http::field::expect], "100-continue")) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    co_await net::async_write(c->client, net::buffer(kContinue),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  if (!ec && !parser.is_done()) {
+    co_await http::async_read(c->client, buf, parser, net::redirect_error(net::use_awaitable, ec));
+  }
+  if (ec) {
+    rec.allowed = false;
+    rec.status = ec == http::error::body_limit ? 413 : 400;
+    rec.reason = ec == http::error::body_limit ? "the request body is larger than " +
+                                                     std::to_string(limits_.max_body) + " bytes"
+                                               : "reading the request body: " + ec.message();
+    auto text = refusal(rec.status, rec.reason);
+    co_await respond(c, std::move(text));
+    done();
+    co_return;
+  }
+  const std::string connection(req[http::field::connection]);
+  const std::string proxy_connection(req["Proxy-Connection"]);
+  std::string head = rec.method + " " + target->origin_target + " HTTP/1.1\r\n";
+  for (const auto& f : req) {
+    const std::string_view name = f.name_string();
+    if (hop_by_hop(name) || named_by_connection(connection, name) ||
+        named_by_connection(proxy_connection, name)) {
+      continue;
+    }
+    head.append(name).append(": ").append(f.value()).append("\r\n");
+  }
+  std::string body = std::move(req.body());
+  if (!body.empty() || req.has_content_length() || req.chunked()) {
+    head += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  head += "Connection: close\r\n\r\n";
+  co_await forward(c, rec, std::move(head), std::move(body));
+  done();
+}
+
+net::awaitable<bool> EgressProxy::dial(std::shared_ptr<Conn> c, const ProxyTarget& target,
+                                       EgressRecord& rec) {
+  auto ex = co_await net::this_coro::executor;
+  const auto& host = target.authority.host;
+  std::vector<IpAddress> addresses;
+  if (host.is_ip()) {
+    addresses.push_back(*host.ip);
+  } else {
+    auto r = co_await resolver_->resolve(host.name);
+    if (!r) {
+      rec.status = 502;
+      rec.reason = "cannot resolve " + host.name + ": " + r.error().message;
+      co_return false;
+    }
+    addresses = std::move(*r);
+  }
+  std::string denial, failure;
+  for (const auto& a : addresses) {
+    auto d = check_address(*policy_, boundary_, a, target.authority.port);
+    if (!d.allowed) {
+      if (denial.empty()) {
+        denial = d.reason;
+        rec.rule = d.rule;
+      }
+      continue;
+    }
+    tcp::socket s(ex);
+    boost::system::error_code ec;
+    bool timed_out = false;
+    {
+      Deadline deadline(s, limits_.connect_timeout);
+      const tcp::endpoint to(a, target.authority.port);
+      co_await s.async_connect(to, net::redirect_error(net::use_awaitable, ec));
+      timed_out = deadline.expired();
+    }
+    Host shown;
+    shown.ip = a;
+    const std::string where = shown.to_string() + ":" + std::to_string(target.authority.port);
+    if (ec) {
+      failure =
+          "cannot connect to " + where + ": " +
+          (timed_out ? "no answer within " + std::to_string(limits_.connect_timeout.count()) + " ms"
+                     : ec.message());
+      continue;
+    }
+    if (!c->open) co_return false;  // ended meanwhile (stop, policy change)
+    c->upstream = std::move(s);
+    c->address = a;
+    rec.address = shown.to_string();
+    if (!still_allowed(*c)) {
+      rec.status = 403;
+      rec.reason = "the policy changed while connecting";
+      co_return false;
+    }
+    c->touch();
+    co_return true;
+  }
+  if (failure.empty()) {
+    rec.status = 403;
+    rec.reason = denial.empty() ? host.to_string() + " has no address" : denial;
+  } else {
+    rec.status = 502;
+    rec.reason = failure;
+  }
+  co_return false;
+}
+
+namespace {
+
+// Upstream to client, as it comes; counts into `c->down`.
+net::awaitable<void> copy_down(std::shared_ptr<EgressProxy::Conn> c) {
+  std::vector<char> buf(kChunk);
+  boost::system::error_code ec;
+  for (;;) {
+    const size_t n = co_await c->upstream.async_read_some(
+        net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    c->touch();
+    co_await net::async_write(c->client, net::buffer(buf.data(), n),
+                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    c->down += n;
+  }
+  // The client learns the end; its own direction may still finish.
+  c->client.shutdown(tcp::socket::shutdown_send, ec);
+}
+
+net::awaitable<void> watch_idle(std::shared_ptr<EgressProxy::Conn> c,
+                                std::chrono::milliseconds limit) {
+  boost::system::error_code ec;
+  while (c->open) {
+    const auto quiet = Clock::now() - c->last_active;
+    if (quiet >= limit) {
+      c->close("idle for " + std::to_string(limit.count()) + " ms");
+      co_return;
+    }
+    c->idle.expires_after(limit - quiet);
+    co_await c->idle.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+}
+
+}  // namespace
+
+net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& rec) {
+  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection Established\r\n\r\n";
+  boost::system::error_code ec;
+  co_await net::async_write(c->client, net::buffer(kEstablished),
+                            net::redirect_error(net::use_awaitable, ec));
+  rec.status = 200;
+  if (ec) co_return;
+  // Bytes from upstream flow from the start: a protocol where the server speaks first works.
+  auto down_done = std::make_shared<net::steady_timer>(c->client.get_executor(),
+                                                       net::steady_timer::time_point::max());
+  net::co_spawn(c->client.get_executor(), copy_down(c),
+                [down_done](std::exception_ptr) { down_done->cancel(); });
+
+  // The client's first bytes, before any go upstream: TLS must name the tunnel's host, HTTP
+  // must carry its Host. On 80 and 443, nothing else may pass.
+  const Authority& want = c->target->authority;
+  const bool web_port = want.port == 80 || want.port == 443;
+  std::vector<uint8_t> first;
+  std::string refused;
+  {
+    std::optional<Deadline<tcp::socket>> deadline;
+    if (web_port) deadline.emplace(c->client, limits_.head_timeout);
+    std::array<uint8_t, 4096> chunk;
+    for (;;) {
+      const size_t n = co_await c->client.async_read_some(
+          net::buffer(chunk), net::redirect_error(net::use_awaitable, ec));
+      if (ec) {
+        if (deadline && deadline->expired())
+          refused = "the tunnel's first bytes did not come in time";
+        break;
+      }
+      first.insert(first.end(), chunk.begin(), chunk.begin() + static_cast<long>(n));
+      c->touch();
+      if (first[0] == 0x16) {
+        auto h = parse_client_hello(first);
+        if (h.status == ClientHello::Status::kNeedMore) continue;
+        if (h.status == ClientHello::Status::kInvalid) {
+          refused = "TLS in the tunnel: " + h.error;
+        } else if (want.host.is_ip()) {
+          if (h.server_name) refused = "TLS to an address names a host (" + *h.server_name + ")";
+        } else if (!h.server_name) {
+          refused = "TLS in the tunnel names no host (SNI)";
+        } else {
+          auto sni = canonical_host(*h.server_name);
+          if (!sni || sni->is_ip() || sni->name != want.host.name) {
+            refused =
+                "TLS in the tunnel is for " + *h.server_name + ", not " + want.host.to_string();
+          }
+        }
+        break;
+      }
+      // HTTP: the head whole, then its Host.
+      http::request_parser<http::empty_body> p;
+      p.header_limit(static_cast<uint32_t>(limits_.max_head));
+      p.eager(false);
+      boost::system::error_code pec;
+      p.put(net::buffer(first.data(), first.size()), pec);
+      if (pec == http::error::need_more && first.size() < limits_.max_head) continue;
+      if (pec && !p.is_header_done()) {
+        if (web_port) refused = "the tunnel carries neither TLS nor HTTP";
+        break;
+      }
+      auto host = parse_authority(p.get()[http::field::host], want.port);
+      if (!host || !(*host == want)) {
+        refused = "HTTP in the tunnel is for " + std::string(p.get()[http::field::host]) +
+                  ", not " + want.to_string();
+      }
+      break;
+    }
+  }
+  if (refused.empty() && !ec && c->open) {
+    co_await net::async_write(c->upstream, net::buffer(first),
+                              net::redirect_error(net::use_awaitable, ec));
+    c->up += first.size();
+    std::vector<char> buf(kChunk);
+    while (!ec) {
+      const size_t n = co_await c->client.async_read_some(
+          net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+      c->touch();
+      co_await net::async_write(c->upstream, net::buffer(buf.data(), n),
+                                net::redirect_error(net::use_awaitable, ec));
+      c->up += n;
+    }
+    if (ec == net::error::eof) {
+      c->upstream.shutdown(tcp::socket::shutdown_send, ec);
+    } else {
+      c->finish();  // a reset ends both directions
+    }
+    boost::system::error_code wait_ec;
+    co_await down_done->async_wait(net::redirect_error(net::use_awaitable, wait_ec));
+  } else {
+    c->finish();  // a reset, not an answer: the client's TLS or HTTP is under way
+    boost::system::error_code wait_ec;
+    co_await down_done->async_wait(net::redirect_error(net::use_awaitable, wait_ec));
+  }
+  rec.bytes_up = c->up;
+  rec.bytes_down = c->down;
+  if (!refused.empty()) {
+    rec.allowed = false;
+    rec.reason = refused;
+  } else if (!c->closed_by_proxy.empty()) {
+    rec.reason = "closed: " + c->closed_by_proxy;
+  }
+  c->finish();
+}
+
+net::awaitable<void> EgressProxy::forward(std::shared_ptr<Conn> c, EgressRecord& rec,
+                                          std::string head, std::string body) {
+  boost::system::error_code ec;
+  const std::array<net::const_buffer, 2> out = {net::buffer(head), net::buffer(body)};
+  co_await net::async_write(c->upstream, out, net::redirect_error(net::use_awaitable, ec));
+  rec.bytes_up = head.size() + body.size();
+  if (ec) {
+    rec.status = 502;
+    rec.reason = "sending the request upstream: " + ec.message();
+    auto text = refusal(rec.status, rec.reason);
+    co_await net::async_write(c->client, net::buffer(text),
+                              net::redirect_error(net::use_awaitable, ec));
+    co_return;
+  }
+  // The answer passes as the upstream sends it, until it closes (it was asked to).
+  std::vector<char> buf(kChunk);
+  std::string status_line;
+  for (;;) {
+    const size_t n = co_await c->upstream.async_read_some(
+        net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    c->touch();
+    if (status_line.size() < 16)
+      status_line.append(buf.data(), std::min(n, 16 - status_line.size()));
+    co_await net::async_write(c->client, net::buffer(buf.data(), n),
+                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    c->down += n;
+  }
+  rec.bytes_down = c->down;
+  // "HTTP/1.1 302 ..."
+  if (status_line.size() >= 12 && status_line.rfind("HTTP/", 0) == 0) {
+    rec.status = std::atoi(status_line.substr(9, 3).c_str());
+  } else {
+    rec.status = 502;
+    rec.reason = "the upstream answered no HTTP response";
+  }
+  if (!c->closed_by_proxy.empty()) rec.reason = "closed: " + c->closed_by_proxy;
+  c->finish();
+}
+
+}  // namespace cabin::egress

@@ -1,0 +1,376 @@
+// The egress proxy end to end on loopback: real sockets, a real OpenSSL ClientHello, upstreams
+// on 127.0.0.1 (opened to the policy as --egress-allow-cidr 127.0.0.0/8 opens it).
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
+
+#include <openssl/bio.h>
+#include <openssl/ssl.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "server/egress/proxy.h"
+#include "tests/unit/run_sync.h"
+
+using namespace cabin::egress;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using cabin::testing::run_sync;
+using cabin::testing::run_until;
+
+namespace {
+
+const auto kLoopback = net::ip::make_address("127.0.0.1");
+
+std::string client_hello(const std::string& sni) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()),
+                                                        SSL_CTX_free);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+  BIO* out = BIO_new(BIO_s_mem());
+  SSL_set_bio(ssl.get(), BIO_new(BIO_s_mem()), out);
+  if (!sni.empty()) SSL_set_tlsext_host_name(ssl.get(), sni.c_str());
+  SSL_set_connect_state(ssl.get());
+  SSL_do_handshake(ssl.get());
+  std::string bytes(static_cast<size_t>(BIO_pending(out)), '\0');
+  BIO_read(out, bytes.data(), static_cast<int>(bytes.size()));
+  return bytes;
+}
+
+// Echoes every byte it gets; counts them.
+struct EchoServer {
+  explicit EchoServer(net::io_context& io) : acceptor(io, {kLoopback, 0}) {
+    net::co_spawn(io, run(), net::detached);
+  }
+  net::awaitable<void> run() {
+    boost::system::error_code ec;
+    for (;;) {
+      auto s = std::make_shared<tcp::socket>(
+          co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec)));
+      if (ec) co_return;
+      net::co_spawn(acceptor.get_executor(), echo(s), net::detached);
+    }
+  }
+  net::awaitable<void> echo(std::shared_ptr<tcp::socket> s) {
+    std::array<char, 4096> buf;
+    boost::system::error_code ec;
+    for (;;) {
+      const size_t n = co_await s->async_read_some(net::buffer(buf),
+                                                   net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      received += n;
+      co_await net::async_write(*s, net::buffer(buf.data(), n),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+  uint16_t port() const { return acceptor.local_endpoint().port(); }
+  tcp::acceptor acceptor;
+  size_t received = 0;
+};
+
+// Answers each request with 200 and the request head it got as the body, then closes.
+struct HttpServer {
+  explicit HttpServer(net::io_context& io) : acceptor(io, {kLoopback, 0}) {
+    net::co_spawn(io, run(), net::detached);
+  }
+  net::awaitable<void> run() {
+    boost::system::error_code ec;
+    for (;;) {
+      tcp::socket s = co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      std::string in;
+      const size_t n = co_await net::async_read_until(s, net::dynamic_buffer(in), "\r\n\r\n",
+                                                      net::redirect_error(net::use_awaitable, ec));
+      if (ec) continue;
+      heads.push_back(in.substr(0, n));
+      const std::string out =
+          "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(n) + "\r\n\r\n" + heads.back();
+      co_await net::async_write(s, net::buffer(out), net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+  uint16_t port() const { return acceptor.local_endpoint().port(); }
+  tcp::acceptor acceptor;
+  std::vector<std::string> heads;
+};
+
+// A UDP "name server" that answers nothing and counts what it is asked.
+struct SilentDns {
+  explicit SilentDns(net::io_context& io) : socket(io, {kLoopback, 0}) {
+    net::co_spawn(io, run(), net::detached);
+  }
+  net::awaitable<void> run() {
+    std::array<char, 1500> buf;
+    net::ip::udp::endpoint from;
+    boost::system::error_code ec;
+    for (;;) {
+      co_await socket.async_receive_from(net::buffer(buf), from,
+                                         net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      ++queries;
+    }
+  }
+  net::ip::udp::socket socket;
+  int queries = 0;
+};
+
+struct Fixture {
+  Fixture() : echo(io), web(io), dns(io) {}
+
+  void start(const std::string& policy_text, ProxyLimits limits = {}) {
+    Boundary b;
+    b.open_cidrs.push_back(*parse_cidr("127.0.0.0/8"));
+    ResolverConfig rc;
+    rc.servers = {dns.socket.local_endpoint()};
+    rc.timeout = std::chrono::milliseconds(200);
+    rc.pinned["site.test"] = {kLoopback};
+    rc.pinned["other.test"] = {kLoopback};
+    rc.pinned["private.test"] = {net::ip::make_address("10.0.0.1")};
+    proxy = std::make_shared<EgressProxy>("ses_test", policy(policy_text), b,
+                                          std::make_shared<Resolver>(rc), limits,
+                                          [this](EgressRecord r) { records.push_back(r); });
+    tcp::acceptor a(io, {kLoopback, 0});
+    proxy_port = a.local_endpoint().port();
+    net::co_spawn(io, proxy->serve(std::move(a)), net::detached);
+  }
+  std::shared_ptr<const Policy> policy(const std::string& text) {
+    std::string t = text;
+    for (auto [key, port] : {std::pair{"ECHO", echo.port()}, std::pair{"WEB", web.port()}}) {
+      for (size_t at; (at = t.find(key)) != std::string::npos;)
+        t.replace(at, strlen(key), std::to_string(port));
+    }
+    auto p = parse_policy(nlohmann::json::parse(t));
+    REQUIRE(p);
+    return std::make_shared<const Policy>(std::move(*p));
+  }
+
+  // A connection to the proxy that sends `out` and then reads to the end or `stop_after`.
+  struct Client {
+    tcp::socket s;
+    std::string got;
+  };
+  Client connect() {
+    Client c{tcp::socket(io), {}};
+    c.s.connect({kLoopback, proxy_port});
+    return c;
+  }
+  void send(Client& c, const std::string& out) { net::write(c.s, net::buffer(out)); }
+  // Reads until `until` appears in what came (or the end, when empty).
+  void read(Client& c, const std::string& until = "") {
+    run_sync(io, read_until(c.s, c.got, until), std::chrono::seconds(10));
+  }
+  static net::awaitable<void> read_until(tcp::socket& s, std::string& got, std::string until) {
+    boost::system::error_code ec;
+    std::array<char, 4096> buf;
+    while (until.empty() || got.find(until) == std::string::npos) {
+      const size_t n =
+          co_await s.async_read_some(net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+      got.append(buf.data(), n);
+    }
+  }
+  void wait_records(size_t n) {
+    run_until(
+        io, [&] { return records.size() >= n; }, std::chrono::seconds(10));
+    REQUIRE(records.size() == n);
+  }
+  std::string connect_line(const std::string& authority) {
+    return "CONNECT " + authority + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n";
+  }
+
+  net::io_context io;
+  EchoServer echo;
+  HttpServer web;
+  SilentDns dns;
+  std::shared_ptr<EgressProxy> proxy;
+  uint16_t proxy_port = 0;
+  std::vector<EgressRecord> records;
+};
+
+}  // namespace
+
+TEST_CASE("egress: a tunnel to an allowed name opens, and carries TLS that names it") {
+  Fixture f;
+  f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [ECHO]}]})");
+  auto c = f.connect();
+  f.send(c, f.connect_line("site.test:" + std::to_string(f.echo.port())));
+  f.read(c, "\r\n\r\n");
+  CHECK(c.got == "HTTP/1.1 200 Connection Established\r\n\r\n");
+  const std::string hello = client_hello("site.test");
+  f.send(c, hello);
+  c.got.clear();
+  f.read(c, hello);
+  CHECK(c.got == hello);  // echoed by the upstream
+  c.s.shutdown(tcp::socket::shutdown_send);
+  f.read(c);
+  f.wait_records(1);
+  const auto& r = f.records[0];
+  CHECK(r.kind == "connect");
+  CHECK(r.allowed);
+  CHECK(r.host == "site.test");
+  CHECK(r.address == "127.0.0.1");
+  CHECK(r.rule == "allow[0]");
+  CHECK(r.status == 200);
+  CHECK(r.bytes_up == hello.size());
+  CHECK(r.bytes_down == hello.size());
+  CHECK(f.dns.queries == 0);  // a pinned name asks nobody
+}
+
+TEST_CASE("egress: TLS for another host, or for none, is reset before a byte goes upstream") {
+  Fixture f;
+  f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [ECHO]}]})");
+  for (const char* sni : {"other.test", ""}) {
+    INFO(sni);
+    auto c = f.connect();
+    f.send(c, f.connect_line("site.test:" + std::to_string(f.echo.port())));
+    f.read(c, "\r\n\r\n");
+    REQUIRE(c.got.rfind("HTTP/1.1 200", 0) == 0);
+    c.got.clear();
+    f.send(c, client_hello(sni));
+    f.read(c);
+    CHECK(c.got.empty());
+  }
+  f.wait_records(2);
+  CHECK_FALSE(f.records[0].allowed);
+  CHECK(f.records[0].reason == "TLS in the tunnel is for other.test, not site.test");
+  CHECK(f.records[1].reason == "TLS in the tunnel names no host (SNI)");
+  CHECK(f.echo.received == 0);
+  // HTTP in a tunnel must carry the tunnel's host too.
+  auto c = f.connect();
+  f.send(c, f.connect_line("site.test:" + std::to_string(f.echo.port())));
+  f.read(c, "\r\n\r\n");
+  f.send(c, "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n");
+  f.read(c);
+  f.wait_records(3);
+  CHECK(f.records[2].reason.rfind("HTTP in the tunnel is for other.test", 0) == 0);
+  CHECK(f.echo.received == 0);
+}
+
+TEST_CASE("egress: denied names get 403 with the reason, and are never looked up") {
+  Fixture f;
+  f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [ECHO]},
+                                              {"host": "*.unpinned.test", "ports": [ECHO]}],
+              "deny": [{"host": "evil.test"}]})");
+  const std::string port = std::to_string(f.echo.port());
+  for (const std::string& target : {"evil.test:" + port, "exfil-data.attacker.test:" + port,
+                                    std::string("site.test:1"), "127.0.0.1:" + port}) {
+    INFO(target);
+    auto c = f.connect();
+    f.send(c, f.connect_line(target));
+    f.read(c);
+    CHECK(c.got.rfind("HTTP/1.1 403 Forbidden\r\n", 0) == 0);
+    CHECK(c.got.find("X-Cabin-Egress: denied") != std::string::npos);
+  }
+  f.wait_records(4);
+  CHECK(f.records[0].rule == "deny[0]");
+  CHECK(f.records[0].reason == "evil.test:" + port + " is denied");
+  CHECK(f.records[1].reason == "no rule allows exfil-data.attacker.test:" + port);
+  CHECK(f.records[2].reason == "no rule allows site.test:1");
+  CHECK(f.records[3].reason == "no rule allows 127.0.0.1:" + port);
+  CHECK(f.dns.queries == 0);
+  // An allowed name that is not pinned is asked for, A and AAAA; silence is a 502.
+  auto c = f.connect();
+  f.send(c, f.connect_line("a.unpinned.test:" + port));
+  f.read(c);
+  CHECK(c.got.rfind("HTTP/1.1 502 Bad Gateway\r\n", 0) == 0);
+  f.wait_records(5);
+  CHECK(f.records[4].allowed);  // the policy allowed it; the lookup failed
+  CHECK(f.records[4].reason.rfind("cannot resolve a.unpinned.test:", 0) == 0);
+  CHECK(f.dns.queries == 2);
+}
+
+TEST_CASE("egress: an allowed name that resolves to a private address is refused") {
+  Fixture f;
+  f.start(R"({"mode": "open"})");
+  auto c = f.connect();
+  f.send(c, f.connect_line("private.test:443"));
+  f.read(c);
+  CHECK(c.got.rfind("HTTP/1.1 403", 0) == 0);
+  f.wait_records(1);
+  CHECK(f.records[0].rule == "always denied");
+  CHECK(f.records[0].reason == "resolved to 10.0.0.1:443, a private address");
+  CHECK(f.records[0].address.empty());
+}
+
+TEST_CASE("egress: a plain HTTP request goes upstream in origin form, without proxy fields") {
+  Fixture f;
+  f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [WEB]}]})");
+  const std::string authority = "site.test:" + std::to_string(f.web.port());
+  auto c = f.connect();
+  f.send(c, "GET http://" + authority + "/path?q=1 HTTP/1.1\r\nHost: " + authority +
+                "\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\n"
+                "Connection: X-Drop\r\nX-Drop: 1\r\nX-Keep: 2\r\n\r\n");
+  f.read(c);
+  REQUIRE(f.web.heads.size() == 1);
+  const std::string& head = f.web.heads[0];
+  CHECK(head.rfind("GET /path?q=1 HTTP/1.1\r\n", 0) == 0);
+  CHECK(head.find("X-Keep: 2\r\n") != std::string::npos);
+  CHECK(head.find("Connection: close\r\n") != std::string::npos);
+  for (const char* gone : {"Proxy-", "X-Drop", "keep-alive"}) {
+    INFO(gone);
+    CHECK(head.find(gone) == std::string::npos);
+  }
+  CHECK(c.got.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  f.wait_records(1);
+  CHECK(f.records[0].kind == "http");
+  CHECK(f.records[0].method == "GET");
+  CHECK(f.records[0].status == 200);
+  CHECK(f.records[0].bytes_down == c.got.size());
+
+  // Host must match the URL; a fronted Host is refused before anything is dialled.
+  auto d = f.connect();
+  f.send(d, "GET http://" + authority + "/ HTTP/1.1\r\nHost: other.test\r\n\r\n");
+  f.read(d);
+  CHECK(d.got.rfind("HTTP/1.1 400", 0) == 0);
+  f.wait_records(2);
+  CHECK(f.records[1].reason == "Host must name the URL's host and port");
+  CHECK(f.web.heads.size() == 1);
+}
+
+TEST_CASE("egress: a live policy change closes a tunnel it no longer allows") {
+  Fixture f;
+  f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [ECHO]}]})");
+  auto c = f.connect();
+  f.send(c, f.connect_line("site.test:" + std::to_string(f.echo.port())));
+  f.read(c, "\r\n\r\n");
+  const std::string hello = client_hello("site.test");
+  f.send(c, hello);
+  f.read(c, hello);
+  REQUIRE(f.proxy->open_connections() == 1);
+  f.proxy->set_policy(
+      f.policy(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [1]}]})"));
+  f.read(c);  // ends: the proxy closed it
+  f.wait_records(1);
+  CHECK(f.records[0].reason == "closed: the policy changed and no longer allows it");
+  CHECK(f.proxy->open_connections() == 0);
+}
+
+TEST_CASE("egress: connections past the limit get 503, and a slow request head is cut off") {
+  Fixture f;
+  ProxyLimits limits;
+  limits.max_connections = 2;
+  limits.head_timeout = std::chrono::milliseconds(300);
+  f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [ECHO]}]})", limits);
+  auto a = f.connect();
+  auto b = f.connect();
+  f.send(a, "CONNECT site.te");  // and no more: cut off after 300 ms
+  run_until(f.io, [&] { return f.proxy->open_connections() == 2; });
+  auto c = f.connect();
+  f.send(c, f.connect_line("site.test:" + std::to_string(f.echo.port())));
+  f.read(c);
+  CHECK(c.got.rfind("HTTP/1.1 503", 0) == 0);
+  f.read(a);  // closed by the proxy
+  CHECK(a.got.empty());
+  f.wait_records(3);  // b is cut off too
+  CHECK(f.records[0].reason == "the session has 2 connections open, the most it may");
+  CHECK(f.records[1].reason == "no whole request head within 300 ms");
+  CHECK(f.records[2].reason == "no whole request head within 300 ms");
+}
