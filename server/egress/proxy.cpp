@@ -480,10 +480,18 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
   rec.status = 200;
   if (ec) co_return;
   // Bytes from upstream flow from the start: a protocol where the server speaks first works.
-  auto down_done = std::make_shared<net::steady_timer>(c->client.get_executor(),
-                                                       net::steady_timer::time_point::max());
-  net::co_spawn(c->client.get_executor(), copy_down(c),
-                [down_done](std::exception_ptr) { down_done->cancel(); });
+  // Set when the downstream direction has ended; the timer wakes a wait already begun.
+  struct Down {
+    explicit Down(const net::any_io_executor& ex)
+        : timer(ex, net::steady_timer::time_point::max()) {}
+    net::steady_timer timer;
+    bool done = false;
+  };
+  auto down = std::make_shared<Down>(c->client.get_executor());
+  net::co_spawn(c->client.get_executor(), copy_down(c), [down](std::exception_ptr) {
+    down->done = true;
+    down->timer.cancel();
+  });
 
   // The client's first bytes, before any go upstream: TLS must name the tunnel's host, HTTP
   // must carry its Host. On 80 and 443, nothing else may pass.
@@ -562,11 +570,13 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
       c->finish();  // a reset ends both directions
     }
     boost::system::error_code wait_ec;
-    co_await down_done->async_wait(net::redirect_error(net::use_awaitable, wait_ec));
+    if (!down->done)
+      co_await down->timer.async_wait(net::redirect_error(net::use_awaitable, wait_ec));
   } else {
     c->finish();  // a reset, not an answer: the client's TLS or HTTP is under way
     boost::system::error_code wait_ec;
-    co_await down_done->async_wait(net::redirect_error(net::use_awaitable, wait_ec));
+    if (!down->done)
+      co_await down->timer.async_wait(net::redirect_error(net::use_awaitable, wait_ec));
   }
   rec.bytes_up = c->up;
   rec.bytes_down = c->down;

@@ -102,6 +102,25 @@ struct HttpServer {
   std::vector<std::string> heads;
 };
 
+// Says its banner first and closes, as SMTP or SSH servers speak first.
+struct BannerServer {
+  explicit BannerServer(net::io_context& io) : acceptor(io, {kLoopback, 0}) {
+    net::co_spawn(io, run(), net::detached);
+  }
+  net::awaitable<void> run() {
+    boost::system::error_code ec;
+    for (;;) {
+      tcp::socket s = co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      static constexpr std::string_view kBanner = "220 banner\r\n";
+      co_await net::async_write(s, net::buffer(kBanner),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+  uint16_t port() const { return acceptor.local_endpoint().port(); }
+  tcp::acceptor acceptor;
+};
+
 // A UDP "name server" that answers nothing and counts what it is asked.
 struct SilentDns {
   explicit SilentDns(net::io_context& io) : socket(io, {kLoopback, 0}) {
@@ -373,4 +392,21 @@ TEST_CASE("egress: connections past the limit get 503, and a slow request head i
   CHECK(f.records[0].reason == "the session has 2 connections open, the most it may");
   CHECK(f.records[1].reason == "no whole request head within 300 ms");
   CHECK(f.records[2].reason == "no whole request head within 300 ms");
+}
+
+TEST_CASE(
+    "egress: a server that speaks first and closes first ends the tunnel, and its record comes") {
+  Fixture f;
+  BannerServer banner(f.io);
+  const std::string port = std::to_string(banner.port());
+  f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [)" + port + "]}]}");
+  auto c = f.connect();
+  f.send(c, f.connect_line("site.test:" + port));
+  f.read(c);  // the 200, the banner, then the end the proxy passed on
+  CHECK(c.got == "HTTP/1.1 200 Connection Established\r\n\r\n220 banner\r\n");
+  c.s.close();
+  f.wait_records(1);
+  CHECK(f.records[0].allowed);
+  CHECK(f.records[0].bytes_down == 12);
+  CHECK(f.records[0].bytes_up == 0);
 }
