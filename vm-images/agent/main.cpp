@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
   app.add_option("--rfb-port", rfb_port, "RFB (VNC) server port on 127.0.0.1 (0: none)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error");
+  app.add_option(
+      "--egress-proxy", sup.egress_proxy_port,
+      "cabind's egress proxy on 127.0.0.1 (0: none): Chromium and exec'd commands use it");
   std::string exec_filter = "off";
   app.add_option("--exec-filter", exec_filter,
                  "on: exec'd commands get no new namespaces (the namespace driver's sandboxes)")
@@ -100,6 +103,16 @@ int main(int argc, char** argv) {
   if (::prctl(PR_SET_DUMPABLE, 0) != 0) {
     log->error("PR_SET_DUMPABLE: {}", std::strerror(errno));
     return 2;
+  }
+
+  if (sup.egress_proxy_port != 0) {
+    // Inherited by every command the exec API runs; nothing else has a way out anyway.
+    const std::string proxy = "http://127.0.0.1:" + std::to_string(sup.egress_proxy_port);
+    for (const char* name :
+         {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"}) {
+      ::setenv(name, proxy.c_str(), 1);
+    }
+    for (const char* name : {"NO_PROXY", "no_proxy"}) ::setenv(name, "localhost,127.0.0.1,::1", 1);
   }
 
   // Peers that vanish mid-write are errors on the socket, not a reason to die.

@@ -260,6 +260,20 @@ std::vector<std::string> chromium_argv(const SupervisorOptions& o, bool no_sandb
   };
   if (no_sandbox) a.push_back("--no-sandbox");
   if (disable_dev_shm) a.push_back("--disable-dev-shm-usage");
+  if (o.egress_proxy_port != 0) {
+    const std::string proxy = "http://127.0.0.1:" + std::to_string(o.egress_proxy_port);
+    a.insert(
+        a.end(),
+        {
+            "--proxy-server=" + proxy,
+            // QUIC and WebRTC's UDP would not pass an HTTP proxy: off, so nothing tries around it.
+            "--disable-quic",
+            "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+            // Chromium resolves no name itself (DNS prefetch, preconnect): the proxy does, on the
+            // host, for names the policy allows. The rule would catch the proxy's own address too.
+            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
+        });
+  }
   // "--" ends the switches, so a start URL can never be read as one.
   a.push_back("--");
   a.push_back(o.start_url);
@@ -377,7 +391,25 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   log->info("Xvfb on display {} after {} ms", *display_,
             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
 
-  // 2. Chromium on that display. A DevToolsActivePort left by an earlier run must not count.
+  // 2. The egress proxy accepts before Chromium starts, so that its first page can load.
+  if (opts_.egress_proxy_port != 0) {
+    const net::ip::tcp::endpoint proxy(net::ip::address_v4::loopback(), opts_.egress_proxy_port);
+    for (;;) {
+      net::ip::tcp::socket probe(ex_);
+      boost::system::error_code ec;
+      co_await probe.async_connect(proxy, net::redirect_error(net::use_awaitable, ec));
+      if (!ec) break;
+      if (failure_ || stopping_) co_return stop_or_fail();
+      if (Clock::now() >= deadline) {
+        fail("the egress proxy on 127.0.0.1:" + std::to_string(opts_.egress_proxy_port) +
+             " did not accept within " + std::to_string(opts_.startup_timeout.count()) + " ms");
+        co_return stop_or_fail();
+      }
+      co_await changed_.wait_until(std::min(deadline, Clock::now() + opts_.poll_interval));
+    }
+  }
+
+  // 3. Chromium on that display. A DevToolsActivePort left by an earlier run must not count.
   const std::string profile = opts_.home + "/chromium";
   const std::string port_file = profile + "/DevToolsActivePort";
   std::error_code fec;
@@ -402,7 +434,7 @@ net::awaitable<Result<void>> Supervisor::start_children() {
   cabin::spawn(ex_, watch(chromium_.get(), "Chromium"), "Chromium exit");
   log->info("Chromium started (pid {}, sandbox {})", chromium_->pid(), no_sandbox ? "off" : "on");
 
-  // 3. Ready once DevTools answers. With port 0, DevToolsActivePort names the port and target and
+  // 4. Ready once DevTools answers. With port 0, DevToolsActivePort names the port and target and
   // a TCP connect must succeed; with a fixed port Chromium writes no such file, so
   // GET /json/version on that port must answer with the browser target. Then the browser target
   // must answer a CDP call over a WebSocket, so that ready means what a client will do works.

@@ -33,6 +33,9 @@ struct SupervisorOptions {
   int width = 1280;
   int height = 800;
   std::string start_url = "about:blank";
+  // cabind's egress proxy on the sandbox's loopback (0: none). Chromium goes through it, with
+  // nothing that could go around it; Chromium starts once it accepts.
+  uint16_t egress_proxy_port = 0;
   // 0 lets Chromium pick, and only then does it write DevToolsActivePort, the quickest ready signal.
   uint16_t devtools_port = 0;
   std::string home;               // Chromium's HOME; its profile is HOME/chromium
