@@ -6,7 +6,6 @@
 // clang-format on
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
-
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace cabin::drivers {
 
@@ -29,6 +29,9 @@ struct DriverInfo {
   bool available = false;  // false: create() answers kUnavailable with `unavailable_reason`
   std::string unavailable_reason;
   bool supports_pause = false;
+  // Sandboxes can reach a service cabind listens for on their loopback (listen_loopback), so
+  // their egress goes through cabind's proxy; otherwise they have no way out at all.
+  bool supports_egress = false;
 };
 
 // Immutable input to create(): everything the driver needs, already validated.
@@ -41,6 +44,9 @@ struct SandboxSpec {
   uint64_t memory_bytes = 2ull << 30;
   int vcpus = 0;  // 0: the driver's default
   int pids_max = 1024;
+  // The port of cabind's egress proxy on the sandbox's loopback, for Chromium and exec'd
+  // commands (0: none, and no way out).
+  uint16_t egress_proxy_port = 0;
 };
 
 class Sandbox {
@@ -54,6 +60,12 @@ class Sandbox {
   virtual net::awaitable<Result<AgentStream>> dial_loopback(int port) {
     (void)port;
     co_return make_error(Errc::kUnavailable, "not_supported", "no direct path");
+  }
+  // A listening socket on the sandbox's loopback at `port`, accepted from by cabind. May fail
+  // while the sandbox is not built yet. kUnavailable where the driver has none.
+  virtual Result<UniqueFd> listen_loopback(uint16_t port) {
+    (void)port;
+    return make_error(Errc::kUnavailable, "not_supported", "no listener on the sandbox's loopback");
   }
   virtual net::awaitable<Result<void>> pause() = 0;
   virtual net::awaitable<Result<void>> resume() = 0;

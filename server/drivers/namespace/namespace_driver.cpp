@@ -158,13 +158,15 @@ class NamespaceSandbox final : public ProcessSandbox<NamespaceProcess> {
     co_return AgentStream(std::move(socket));
   }
 
+  Result<UniqueFd> listen_loopback(uint16_t port) override {
+    if (auto live = p_->check_live(); !live) return live.error();
+    if (auto ns = netns(); !ns) return ns.error();
+    return nsbox::tcp_listener_in_netns(p_->netns.get(), port);
+  }
+
   net::awaitable<Result<AgentStream>> dial_loopback(int port) override {
     CABIN_CO_TRY(p_->check_live());
-    if (!p_->netns.valid()) {
-      auto ns = nsbox::open_sandbox_netns(p_->pid());
-      if (!ns) co_return ns.error();
-      p_->netns = std::move(ns.value());
-    }
+    if (auto ns = netns(); !ns) co_return ns.error();
     auto fd = nsbox::tcp_socket_in_netns(p_->netns.get());
     if (!fd) co_return fd.error();
     net::ip::tcp::socket socket(p_->executor());
@@ -196,6 +198,16 @@ class NamespaceSandbox final : public ProcessSandbox<NamespaceProcess> {
     return "namespace sandbox pid=" + std::to_string(p_->pid()) +
            " cgroups=" + (cg.empty() ? "none" : cg) + " run_dir=" + p_->run_dir().string();
   }
+
+ private:
+  // The sandbox's network namespace, opened once.
+  Result<void> netns() {
+    if (p_->netns.valid()) return {};
+    auto ns = nsbox::open_sandbox_netns(p_->pid());
+    if (!ns) return ns.error();
+    p_->netns = std::move(ns.value());
+    return {};
+  }
 };
 
 // The agent's argv inside the sandbox.
@@ -218,6 +230,9 @@ std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const Sandbo
       "on",
   };
   if (!spec.start_url.empty()) argv.insert(argv.end(), {"--start-url", spec.start_url});
+  if (spec.egress_proxy_port != 0) {
+    argv.insert(argv.end(), {"--egress-proxy", std::to_string(spec.egress_proxy_port)});
+  }
   return argv;
 }
 
@@ -282,6 +297,7 @@ DriverInfo NamespaceDriver::probe() const {
   info.isolation = "namespace";
   info.detail = "shares the host kernel";
   info.supports_pause = false;
+  info.supports_egress = true;
   auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.launcher_path))
     return unavailable("launcher not executable: " + config_.launcher_path.string());

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -69,6 +70,22 @@ Result<UniqueFd> tcp_socket_in_netns(int netns_fd) {
     return sys_error("socket in sandbox");
   }
   return sock;
+}
+
+Result<UniqueFd> tcp_listener_in_netns(int netns_fd, uint16_t port) {
+  auto sock = tcp_socket_in_netns(netns_fd);
+  if (!sock) return sock.error();
+  const int one = 1;
+  ::setsockopt(sock->get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(sock->get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    return sys_error("bind 127.0.0.1:" + std::to_string(port) + " in sandbox");
+  }
+  if (::listen(sock->get(), SOMAXCONN) != 0) return sys_error("listen in sandbox");
+  return std::move(*sock);
 }
 
 }  // namespace cabin::nsbox

@@ -1,6 +1,8 @@
 // The sandbox's network namespace: loopback only, brought up so 127.0.0.1 works inside.
 #pragma once
 
+#include <cstdint>
+
 #include "common/result.h"
 #include "common/unique_fd.h"
 
@@ -20,5 +22,9 @@ Result<UniqueFd> open_own_netns_of(int pid);
 // A non-blocking TCP socket created inside `netns_fd`, for cabind to reach the sandbox's loopback
 // without a relay. The calling thread enters the namespace only for the socket() call.
 Result<UniqueFd> tcp_socket_in_netns(int netns_fd);
+
+// A non-blocking TCP socket listening on 127.0.0.1:`port` inside `netns_fd`: cabind's end of a
+// service the sandbox reaches on its own loopback (the egress proxy).
+Result<UniqueFd> tcp_listener_in_netns(int netns_fd, uint16_t port);
 
 }  // namespace cabin::nsbox
