@@ -1,5 +1,9 @@
 #include "server/config.h"
 
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
+
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -11,6 +15,9 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+
+#include "server/egress/host.h"
+#include "server/egress/proxy_request.h"
 
 namespace cabin {
 namespace {
@@ -199,6 +206,19 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--web-ui-dir", web_ui_dir,
                  "the console and live view built by web-ui/build.mjs (default <bin-dir>/../web-ui)")
       ->envname("CABIN_WEB_UI_DIR");
+  app.add_option("--default-network", c.default_network,
+                 "egress of sessions whose spec sets no network policy: none (no way out) or open "
+                 "(any public address)")
+      ->envname("CABIN_DEFAULT_NETWORK")
+      ->check(CLI::IsMember({"none", "open"}))
+      ->capture_default_str();
+  app.add_option("--egress-dns", c.egress_dns,
+                 "IP:PORT of the name server the egress proxy asks (default: /etc/resolv.conf's)");
+  app.add_option("--egress-resolve", c.egress_resolve,
+                 "NAME=IP: the egress proxy takes NAME to be IP without asking DNS (repeatable)");
+  app.add_option("--egress-allow-cidr", c.egress_allow_cidrs,
+                 "a range sessions may reach although it is private, loopback or link-local (a "
+                 "lab, a corporate network, tests); repeatable");
   app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")
       ->envname("CABIN_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))->capture_default_str();
@@ -225,6 +245,24 @@ ParsedConfig parse_config(int argc, char** argv) {
     return out;
   };
   if (tls_cert.empty() != tls_key.empty()) return usage("--tls-cert and --tls-key go together");
+  for (const auto& pin : c.egress_resolve) {
+    const size_t eq = pin.find('=');
+    auto name = egress::canonical_host(pin.substr(0, eq));
+    boost::system::error_code ec;
+    if (eq != std::string::npos) (void)boost::asio::ip::make_address(pin.substr(eq + 1), ec);
+    if (eq == std::string::npos || !name || name->is_ip() || ec) {
+      return usage("--egress-resolve: expected NAME=IP, got \"" + pin + "\"");
+    }
+  }
+  for (const auto& cidr : c.egress_allow_cidrs) {
+    if (auto r = egress::parse_cidr(cidr); !r)
+      return usage("--egress-allow-cidr: " + r.error().message);
+  }
+  if (!c.egress_dns.empty()) {
+    auto a = egress::parse_authority(c.egress_dns);
+    if (!a || !a->host.is_ip())
+      return usage("--egress-dns: expected IP:PORT, got \"" + c.egress_dns + "\"");
+  }
   if (!tls_cert.empty() && c.tls_self_signed) {
     return usage("--tls-self-signed and --tls-cert exclude each other");
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -57,6 +58,11 @@ struct ServerConfig {
   std::filesystem::path bin_dir;          // where cabin-agent and cabin-sandbox live
   std::filesystem::path web_ui_dir;       // built web UI; empty: <bin-dir>/../web-ui
   std::string log_level = "info";
+  // Egress. What a session whose spec names no policy gets: "none" or "open".
+  std::string default_network = "none";
+  std::string egress_dns;                       // IP:PORT; empty: /etc/resolv.conf's servers
+  std::vector<std::string> egress_resolve;      // NAME=IP: answered without DNS
+  std::vector<std::string> egress_allow_cidrs;  // opened despite the always-denied set
 };
 
 // `cabind vnc-forward SESSION`'s flags.

@@ -13,8 +13,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "common/log.h"
@@ -24,6 +26,9 @@
 #include "server/config.h"
 #include "server/drivers/microvm/microvm_driver.h"
 #include "server/drivers/namespace/namespace_driver.h"
+#include "server/egress/dns.h"
+#include "server/egress/policy.h"
+#include "server/egress/proxy_request.h"
 #include "server/handlers/api.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
@@ -160,6 +165,36 @@ int main(int argc, char** argv) {
   mc.logs_dir = cfg.state_dir / "logs";
   std::filesystem::create_directories(mc.logs_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
+  {
+    auto& e = mc.egress;
+    e.enabled = true;
+    e.default_policy.mode = *egress::parse_mode(cfg.default_network);
+    for (const auto& c : cfg.egress_allow_cidrs)
+      e.boundary.open_cidrs.push_back(*egress::parse_cidr(c));
+    e.boundary.host_addresses = egress::local_addresses();
+    egress::ResolverConfig rc;
+    if (cfg.egress_dns.empty()) {
+      std::ifstream in("/etc/resolv.conf");
+      std::stringstream text;
+      text << in.rdbuf();
+      rc.servers = egress::resolv_conf_servers(text.str());
+    } else {
+      auto a = *egress::parse_authority(cfg.egress_dns);
+      rc.servers = {{*a.host.ip, a.port}};
+    }
+    for (const auto& pin : cfg.egress_resolve) {
+      const size_t eq = pin.find('=');
+      rc.pinned[egress::canonical_host(pin.substr(0, eq))->name].push_back(
+          net::ip::make_address(pin.substr(eq + 1)));
+    }
+    if (rc.servers.empty() && rc.pinned.empty()) {
+      log->warn(
+          "egress: no name server in /etc/resolv.conf and none given (--egress-dns): "
+          "sessions reach names only through --egress-resolve");
+    }
+    e.resolver = std::make_shared<const egress::Resolver>(std::move(rc));
+    log->info("egress: sessions without a network policy get mode {}", cfg.default_network);
+  }
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
 
   // TLS, or plain HTTP only where nothing beyond this host can reach it.

@@ -53,6 +53,7 @@ constexpr std::array kCatalogue{
     ErrorKind{"agent_not_ready", Errc::kUnavailable},
     ErrorKind{"cgroups_failed", Errc::kUnavailable},
     ErrorKind{"vmm_jail", Errc::kUnavailable},
+    ErrorKind{"no_egress", Errc::kUnavailable},
     ErrorKind{"preview_timeout", Errc::kTimeout},
 };
 
@@ -98,6 +99,12 @@ Error cross_origin() {
 }
 Error not_found_file() { return CABIN_ERROR("not_found", "no such file"); }
 Error not_found_endpoint() { return CABIN_ERROR("not_found", "no such endpoint"); }
+Error no_egress() {
+  return CABIN_ERROR("no_egress",
+                     "the session's driver gives its sandbox no way out, so it has no network "
+                     "policy");
+}
+
 Error session_not_found() {
   return CABIN_ERROR("session_not_found", "no live session with that id");
 }

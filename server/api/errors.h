@@ -54,6 +54,7 @@ Error preview_unreachable(std::string message);
 Error preview_bad_answer(std::string message);
 // 503, 504
 Error web_ui_unavailable();
+Error no_egress();
 Error preview_timeout(std::string message);
 
 }  // namespace errors

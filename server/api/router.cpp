@@ -153,6 +153,15 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 4 && sub == "computer") return want("POST", RouteId::kComputer, Auth::kApiKey);
   if (n == 4 && sub == "screenshot") return want("GET", RouteId::kScreenshot, Auth::kApiKey);
   if (n == 4 && sub == "logs") return want("GET", RouteId::kLogs, Auth::kApiKey);
+  if (sub == "network") {
+    if (n == 4) {
+      if (method == "GET") return want("GET", RouteId::kGetNetwork, Auth::kApiKey);
+      if (method == "PUT") return want("PUT", RouteId::kPutNetwork, Auth::kApiKey);
+      return method_not_allowed("GET or PUT");
+    }
+    if (n == 5 && seg[4] == "log") return want("GET", RouteId::kNetworkLog, Auth::kApiKey);
+    return not_found();
+  }
   if (n == 4 && sub == "cdp") return want("GET", RouteId::kCdpBrowser, Auth::kCdpToken);
   if (n == 4 && sub == "frames") return want("GET", RouteId::kFrames, Auth::kViewToken);
   if (n == 4 && sub == "frames.mjpeg") {

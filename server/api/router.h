@@ -37,6 +37,9 @@ enum class RouteId {
   kCreatePreview,  // POST /previews {port, ttl_s}
   kListPreviews,   // GET /previews
   kDeletePreview,  // DELETE /previews/{preview}
+  kGetNetwork,     // GET /network: the egress policy in force
+  kPutNetwork,     // PUT /network: a new one, live
+  kNetworkLog,     // GET /network/log?since=: the egress decisions
 };
 
 // What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but

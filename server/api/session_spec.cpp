@@ -29,8 +29,8 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return spec;
   auto j = parse_object(body);
   if (!j) return j.error();
-  if (auto r = reject_unknown(
-          *j, {"driver", "resolution", "display", "resources", "timeout_s", "start_url"});
+  if (auto r = reject_unknown(*j, {"driver", "resolution", "display", "resources", "timeout_s",
+                                   "start_url", "network"});
       !r) {
     return r.error();
   }
@@ -93,6 +93,12 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
       return invalid_field("start_url", "must be an http, https, about: or data: URL");
     }
     spec.start_url = *s;
+  }
+  if (auto it = j->find("network"); it != j->end()) {
+    auto p = egress::parse_policy(*it, "network");
+    if (!p) return p.error();
+    if (auto r = egress::check_enforceable(*p); !r) return r.error();
+    spec.network = std::move(*p);
   }
   return spec;
 }

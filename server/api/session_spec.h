@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "server/egress/policy.h"
 
 namespace cabin::api {
 
@@ -29,6 +30,8 @@ struct SessionSpec {
   Resources resources;
   int64_t timeout_s = 3600;
   std::string start_url;  // empty: about:blank
+  // What the sandbox may reach; unset: the server's default (--default-network).
+  std::optional<egress::Policy> network;
 };
 
 struct SpecLimits {

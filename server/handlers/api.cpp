@@ -146,6 +146,12 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn
       co_return co_await screenshot(route);
     case RouteId::kLogs:
       co_return logs(route);
+    case RouteId::kGetNetwork:
+      co_return get_network(route);
+    case RouteId::kPutNetwork:
+      co_return put_network(route, req);
+    case RouteId::kNetworkLog:
+      co_return network_log(route);
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
       co_return co_await discovery(route, authn, req);

@@ -97,6 +97,9 @@ class Api {
   Response get_session(const api::Route& route, const Request& req) const;
   net::awaitable<Response> delete_session(const api::Route& route, const Request& req);
   Response logs(const api::Route& route) const;
+  Response get_network(const api::Route& route) const;
+  Response put_network(const api::Route& route, const Request& req);
+  Response network_log(const api::Route& route) const;
   net::awaitable<Response> exec(const api::Route& route, const Request& req);
   net::awaitable<Response> computer(const api::Route& route, const Request& req);
   net::awaitable<Response> screenshot(const api::Route& route);

@@ -1,5 +1,6 @@
 // The sessions endpoints of Api: create, list, get, delete, logs, exec, and the server's info.
 #include "common/agent_protocol.h"
+#include "common/json_fields.h"
 #include "server/api/errors.h"
 #include "server/handlers/api.h"
 
@@ -31,6 +32,9 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     const std::string view = scoped_token(*s, "view");
     j["vnc_url"] = ws + "/vnc?token=" + view;
     j["live_view_url"] = base_url(req, false) + "/v1/sessions/" + r.id + "/live?token=" + view;
+  }
+  if (auto s = sessions_.find(r.id)) {
+    if (auto p = s->network()) j["network"] = egress::policy_json(*p);
   }
   return j;
 }
@@ -95,6 +99,48 @@ Response Api::logs(const api::Route& route) const {
   return json_response(http::status::ok, {{"id", route.session_id},
                                           {"live", sessions_.find(route.session_id) != nullptr},
                                           {"lines", *lines}});
+}
+
+Response Api::get_network(const api::Route& route) const {
+  auto s = sessions_.find(route.session_id);
+  if (!s) return error_response(api::errors::session_not_found());
+  auto p = s->network();
+  if (!p) return error_response(api::errors::no_egress());
+  return json_response(http::status::ok, egress::policy_json(*p));
+}
+
+Response Api::put_network(const api::Route& route, const Request& req) {
+  auto s = sessions_.find(route.session_id);
+  if (!s) return error_response(api::errors::session_not_found());
+  auto body = parse_object(req.body());
+  if (!body) return error_response(body.error());
+  auto old = s->network();
+  auto p = egress::parse_policy(*body, "network", old.get());
+  if (!p) return error_response(p.error());
+  if (auto r = egress::check_enforceable(*p); !r) return error_response(r.error());
+  if (auto r = s->set_network(std::move(*p)); !r) return error_response(r.error());
+  api_log().info("session {}: network policy replaced (mode {})", s->id(),
+                 egress::mode_name(s->network()->mode));
+  return json_response(http::status::ok, egress::policy_json(*s->network()));
+}
+
+Response Api::network_log(const api::Route& route) const {
+  uint64_t since = 0;
+  if (auto it = route.query.find("since"); it != route.query.end()) {
+    const std::string& v = it->second;
+    if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) {
+      return error_response(invalid_field("since", "must be a record's sequence number"));
+    }
+    since = std::stoull(v);
+  }
+  auto lines = sessions_.network_log(route.session_id, since);
+  if (!lines) return error_response(api::errors::session_not_found());
+  Response res{http::status::ok, 11};
+  res.set(http::field::content_type, "application/x-ndjson");
+  res.set(http::field::cache_control, "no-store");
+  for (const auto& l : *lines) res.body() += l + "\n";
+  res.prepare_payload();
+  return res;
 }
 
 net::awaitable<Response> Api::exec(const api::Route& route, const Request& req) {

@@ -1,6 +1,7 @@
 #include "server/sessions/session.h"
 
 #include "cdp-bridge/discovery.h"
+#include "server/api/errors.h"
 
 namespace cabin::sessions {
 
@@ -46,6 +47,14 @@ net::awaitable<Result<Tunnel>> Session::open_frames(const std::string& agent_que
 
 net::awaitable<Result<Tunnel>> Session::open_port(int port) {
   co_return co_await agent_.connect(port);
+}
+
+Result<void> Session::set_network(egress::Policy p) {
+  if (!egress_) {
+    return api::errors::no_egress();
+  }
+  egress_->set_policy(std::make_shared<const egress::Policy>(std::move(p)));
+  return {};
 }
 
 }  // namespace cabin::sessions

@@ -17,6 +17,8 @@
 #include "server/api/computer_wire.h"
 #include "server/api/session_spec.h"
 #include "server/drivers/sandbox_driver.h"
+#include "server/egress/network_log.h"
+#include "server/egress/proxy.h"
 #include "server/sessions/agent_client.h"
 #include "server/store/session_store.h"
 
@@ -68,6 +70,14 @@ class Session final {
   // A stream to a TCP port on the sandbox's loopback (previews).
   net::awaitable<Result<Tunnel>> open_port(int port);
 
+  // The egress policy in force (null: the session has no egress proxy, so no way out).
+  std::shared_ptr<const egress::Policy> network() const {
+    return egress_ ? egress_->policy() : nullptr;
+  }
+  // Replaces it; tunnels it no longer allows close. kUnavailable without an egress proxy.
+  Result<void> set_network(egress::Policy p);
+  const egress::NetworkLog* network_log() const { return network_log_.get(); }
+
  private:
   friend class SessionManager;  // drives the lifecycle: ready, ending, revocation
 
@@ -80,6 +90,8 @@ class Session final {
   int devtools_port_ = 0;
   std::string browser_path_;
   bool ending_ = false;
+  std::shared_ptr<egress::NetworkLog> network_log_;
+  std::shared_ptr<egress::EgressProxy> egress_;
 };
 
 using SessionPtr = std::shared_ptr<Session>;

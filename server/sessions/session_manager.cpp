@@ -111,6 +111,8 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
                                                  : config_.memory_bytes;
   sb.vcpus = spec.resources.vcpus;
   sb.pids_max = config_.pids_max;
+  const bool egress = config_.egress.enabled && info.supports_egress;
+  if (egress) sb.egress_proxy_port = config_.egress.port;
 
   ++starting_[driver_name];
   auto started = co_await d->second->create(sb);
@@ -126,7 +128,9 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   live_[rec.id] = s;
   watch(s);
 
-  auto ready = co_await wait_ready(*s, limits.start_timeout);
+  Result<void> ready;
+  if (egress) ready = co_await start_egress(s, limits.start_timeout);
+  if (ready) ready = co_await wait_ready(*s, limits.start_timeout);
   if (!ready) {
     std::string reason = ready.error().message;
     log()->warn("session {}: browser did not become ready: {}", rec.id, reason);
@@ -218,6 +222,7 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   s->ending_ = true;
   s->record_.status = store::SessionStatus::kEnding;
   s->expiry_.cancel();
+  if (s->egress_) s->egress_->stop();
   co_await s->sandbox_->destroy();
   if (!config_.logs_dir.empty()) {
     // Kept for debugging after the sandbox is gone; bounded by the driver's tail.
@@ -231,6 +236,59 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   (void)store_.set_status(rec.id, status, reason, rec.ended_at);
   live_.erase(rec.id);
   log()->info("session {}: {} ({})", rec.id, store::to_string(status), reason);
+}
+
+std::filesystem::path SessionManager::network_log_path(const std::string& id) const {
+  if (config_.logs_dir.empty()) return {};
+  return config_.logs_dir / (id + ".network.jsonl");
+}
+
+net::awaitable<Result<void>> SessionManager::start_egress(SessionPtr s,
+                                                          std::chrono::milliseconds timeout) {
+  // The sandbox's loopback exists once its launcher has built it: moments after create().
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Result<UniqueFd> fd = make_error(Errc::kTimeout, "start_timeout", "timed out");
+  while (!s->ending_) {
+    fd = s->sandbox_->listen_loopback(config_.egress.port);
+    if (fd || std::chrono::steady_clock::now() >= deadline) break;
+    co_await sleep_for(std::chrono::milliseconds(5));
+  }
+  if (s->ending_)
+    co_return make_error(Errc::kUnavailable, "sandbox_exited", s->record().end_reason);
+  if (!fd) {
+    co_return make_error(Errc::kUnavailable, "egress_failed",
+                         "the egress proxy could not listen in the sandbox: " + fd.error().message);
+  }
+  net::ip::tcp::acceptor listener(ex_);
+  boost::system::error_code ec;
+  listener.assign(net::ip::tcp::v4(), fd->release(), ec);
+  if (ec) {
+    co_return make_error(Errc::kUnavailable, "egress_failed",
+                         "the egress proxy's listener: " + ec.message());
+  }
+  const auto& e = config_.egress;
+  auto policy = std::make_shared<const egress::Policy>(s->spec().network ? *s->spec().network
+                                                                         : e.default_policy);
+  s->network_log_ = std::make_shared<egress::NetworkLog>(network_log_path(s->id()));
+  // The proxy's last connections may finish after the session: they keep the log alive.
+  s->egress_ = std::make_shared<egress::EgressProxy>(
+      s->id(), std::move(policy), e.boundary, e.resolver, e.limits,
+      [log = s->network_log_](egress::EgressRecord r) { log->append(std::move(r)); });
+  cabin::spawn(ex_, s->egress_->serve(std::move(listener)),
+               "session " + s->id() + ": egress proxy");
+  co_return Result<void>{};
+}
+
+std::optional<std::vector<std::string>> SessionManager::network_log(const std::string& id,
+                                                                    uint64_t since) const {
+  if (auto s = find(id); s && s->network_log()) {
+    std::vector<std::string> out;
+    for (const auto& r : s->network_log()->since(since))
+      out.push_back(egress::record_json(r).dump());
+    return out;
+  }
+  if (!store_.get(id) || config_.logs_dir.empty()) return std::nullopt;
+  return egress::NetworkLog::read_file(network_log_path(id), since);
 }
 
 Result<uint32_t> SessionManager::revoke_tokens(const std::string& id) {

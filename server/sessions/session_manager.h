@@ -29,6 +29,16 @@ struct DriverLimits {
   int max_sessions = 16;                           // live sessions on this driver
 };
 
+// Egress: each session's way out, through a proxy of cabind's on its sandbox's loopback.
+struct EgressConfig {
+  bool enabled = false;
+  egress::Policy default_policy;  // for sessions whose spec names none (mode none)
+  egress::Boundary boundary;
+  std::shared_ptr<const egress::Resolver> resolver;
+  egress::ProxyLimits limits;
+  uint16_t port = 3128;  // on the sandbox's 127.0.0.1
+};
+
 struct ManagerConfig {
   std::string default_driver = "namespace";
   int max_sessions = 16;                           // all drivers together
@@ -36,6 +46,7 @@ struct ManagerConfig {
   uint64_t memory_bytes = 2ull << 30;
   std::filesystem::path logs_dir;  // where an ended session's last output is kept; empty: nowhere
   int pids_max = 2048;
+  EgressConfig egress;
 };
 
 class SessionManager {
@@ -66,11 +77,17 @@ class SessionManager {
   // The newest output lines of a session: live from its sandbox, ended from the logs dir.
   // nullopt when the session is unknown or nothing was kept.
   std::optional<std::vector<std::string>> output(const std::string& id) const;
+  // A session's egress decisions with seq > since, as JSON lines: live from memory, ended from
+  // the logs dir. nullopt when the session is unknown or nothing was kept.
+  std::optional<std::vector<std::string>> network_log(const std::string& id, uint64_t since) const;
 
  private:
   net::awaitable<Result<void>> wait_ready(Session& s, std::chrono::milliseconds timeout);
   DriverLimits limits_for(const std::string& driver) const;
   void watch(SessionPtr s);
+  // Starts the session's egress proxy on its sandbox's loopback, once the sandbox has one.
+  net::awaitable<Result<void>> start_egress(SessionPtr s, std::chrono::milliseconds timeout);
+  std::filesystem::path network_log_path(const std::string& id) const;
   net::awaitable<void> finish(SessionPtr s, store::SessionStatus status, std::string reason);
 
   net::any_io_executor ex_;

@@ -177,7 +177,9 @@ export async function startCabind({
 export function useCabind(options = {}) {
   const ctx = { server: null, sessions: new Set() };
   before(async () => {
-    ctx.server = await startCabind(options);
+    // `args` may be a function, for flags known only once the file's own before() has run.
+    const args = typeof options.args === 'function' ? options.args() : options.args;
+    ctx.server = await startCabind({ ...options, args });
     const origCreate = ctx.server.createSession;
     ctx.server.createSession = async (...a) => {
       const s = await origCreate(...a);

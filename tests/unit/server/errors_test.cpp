@@ -109,6 +109,7 @@ const std::map<std::string, std::string> kNeverAnswered = {
     // The egress proxy answers the sandbox itself, in its own words.
     {"bad_proxy_request", "the egress proxy's refusal"},
     {"dns_failed", "the egress proxy's refusal"},
+    {"egress_failed", "a sandbox's start"},
 };
 
 }  // namespace

@@ -67,34 +67,40 @@ TEST_CASE("invalid specs name the field and the code") {
     const char* code;
     const char* mentions;
   };
-  for (const auto& c : std::vector<Case>{
-           {"{", "invalid_json", "JSON"},
-           {"[1]", "invalid_json", "object"},
-           {R"({"bogus":1})", "unknown_field", "bogus"},
-           {R"({"resolution":{"width":1280,"height":800,"depth":24}})", "unknown_field",
-            "resolution.depth"},
-           {R"({"resolution":{"width":0,"height":0}})", "invalid_request", "resolution.width"},
-           {R"({"resolution":{"width":100000,"height":100000}})", "invalid_request",
-            "resolution.width"},
-           {R"({"resolution":{"width":1280}})", "invalid_request", "resolution.height"},
-           {R"({"resolution":{"width":"1280","height":800}})", "invalid_request", "integer"},
-           {R"({"resolution":[1280,800]})", "invalid_request", "resolution"},
-           {R"({"resources":{"vcpus":0}})", "invalid_request", "resources.vcpus"},
-           {R"({"resources":{"vcpus":17}})", "invalid_request", "resources.vcpus"},
-           {R"({"resources":{"memory_mb":100}})", "invalid_request", "resources.memory_mb"},
-           {R"({"resources":{"memory_mb":1000000}})", "invalid_request", "resources.memory_mb"},
-           {R"({"resources":{"disk_mb":1}})", "unknown_field", "resources.disk_mb"},
-           {R"({"resources":2})", "invalid_request", "resources"},
-           {R"({"timeout_s":0})", "invalid_request", "timeout_s"},
-           {R"({"timeout_s":99999999})", "invalid_request", "timeout_s"},
-           {R"({"timeout_s":-5})", "invalid_request", "timeout_s"},
-           {R"({"timeout_s":18446744073709551615})", "invalid_request", "timeout_s"},
-           {R"({"driver":5})", "invalid_request", "driver"},
-           {R"j({"start_url":"javascript:alert(1)"})j", "invalid_request", "start_url"},
-           {R"({"start_url":"file:///etc/passwd"})", "invalid_request", "start_url"},
-           {R"({"start_url":"http://a b"})", "invalid_request", "start_url"},
-           {R"({"start_url":"data:text/html,<p>a\tb</p>"})", "invalid_request", "start_url"},
-       }) {
+  for (
+      const auto& c : std::vector<Case>{
+          {"{", "invalid_json", "JSON"},
+          {"[1]", "invalid_json", "object"},
+          {R"({"bogus":1})", "unknown_field", "bogus"},
+          {R"({"resolution":{"width":1280,"height":800,"depth":24}})", "unknown_field",
+           "resolution.depth"},
+          {R"({"resolution":{"width":0,"height":0}})", "invalid_request", "resolution.width"},
+          {R"({"resolution":{"width":100000,"height":100000}})", "invalid_request",
+           "resolution.width"},
+          {R"({"resolution":{"width":1280}})", "invalid_request", "resolution.height"},
+          {R"({"resolution":{"width":"1280","height":800}})", "invalid_request", "integer"},
+          {R"({"resolution":[1280,800]})", "invalid_request", "resolution"},
+          {R"({"resources":{"vcpus":0}})", "invalid_request", "resources.vcpus"},
+          {R"({"resources":{"vcpus":17}})", "invalid_request", "resources.vcpus"},
+          {R"({"resources":{"memory_mb":100}})", "invalid_request", "resources.memory_mb"},
+          {R"({"resources":{"memory_mb":1000000}})", "invalid_request", "resources.memory_mb"},
+          {R"({"resources":{"disk_mb":1}})", "unknown_field", "resources.disk_mb"},
+          {R"({"resources":2})", "invalid_request", "resources"},
+          {R"({"timeout_s":0})", "invalid_request", "timeout_s"},
+          {R"({"timeout_s":99999999})", "invalid_request", "timeout_s"},
+          {R"({"timeout_s":-5})", "invalid_request", "timeout_s"},
+          {R"({"timeout_s":18446744073709551615})", "invalid_request", "timeout_s"},
+          {R"({"driver":5})", "invalid_request", "driver"},
+          {R"j({"start_url":"javascript:alert(1)"})j", "invalid_request", "start_url"},
+          {R"({"start_url":"file:///etc/passwd"})", "invalid_request", "start_url"},
+          {R"({"start_url":"http://a b"})", "invalid_request", "start_url"},
+          {R"({"start_url":"data:text/html,<p>a\tb</p>"})", "invalid_request", "start_url"},
+          {R"({"network":{"mode":"sometimes"}})", "invalid_request", "network.mode"},
+          {R"({"network":{"mode":"allowlist","allow":[{"host":"*"}]}})", "invalid_request",
+           "network.allow[0].host"},
+          {R"({"network":{"mode":"none","secrets":[{"name":"a","value":"v","hosts":["a.test"]}]}})",
+           "invalid_request", "network.secrets: secret injection is not available"},
+      }) {
     INFO(c.body);
     auto s = parse_session_spec(c.body, SpecLimits{});
     REQUIRE_FALSE(s);
@@ -102,4 +108,17 @@ TEST_CASE("invalid specs name the field and the code") {
     CHECK(s.error().code == c.code);
     CHECK_THAT(s.error().message, Catch::Contains(c.mentions));
   }
+}
+
+TEST_CASE("a network policy parses into the spec, and none leaves the server's default") {
+  auto none = parse_session_spec("{}", SpecLimits{});
+  REQUIRE(none);
+  CHECK_FALSE(none->network);
+  auto s = parse_session_spec(
+      R"({"network":{"mode":"allowlist","allow":[{"host":"Example.COM","ports":[443]}]}})",
+      SpecLimits{});
+  REQUIRE(s);
+  REQUIRE(s->network);
+  CHECK(s->network->mode == cabin::egress::Mode::kAllowlist);
+  CHECK(s->network->allow.at(0).host->name == "example.com");
 }

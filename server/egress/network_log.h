@@ -1,0 +1,44 @@
+// NetworkLog: one session's egress decisions, numbered, newest last. Kept in memory (bounded)
+// while the session lives and appended to a JSON-lines file that outlives it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/egress/proxy.h"
+
+namespace cabin::egress {
+
+inline constexpr size_t kLogRecordsInMemory = 10000;
+inline constexpr uint64_t kMaxLogFileBytes = 16u << 20;
+inline constexpr size_t kMaxLogAnswer = 1000;  // records in one answer
+
+class NetworkLog {
+ public:
+  // `file`: where records are appended (empty: memory only).
+  explicit NetworkLog(std::filesystem::path file);
+  void append(EgressRecord r);
+  // Records with seq > since, oldest first, at most `limit`.
+  std::vector<EgressRecord> since(uint64_t since, size_t limit = kMaxLogAnswer) const;
+  uint64_t last_seq() const { return next_seq_ - 1; }
+
+  // An ended session's records, from its file: JSON lines with seq > since, at most `limit`.
+  static std::optional<std::vector<std::string>> read_file(const std::filesystem::path& file,
+                                                           uint64_t since,
+                                                           size_t limit = kMaxLogAnswer);
+
+ private:
+  std::filesystem::path path_;
+  std::ofstream file_;
+  uint64_t file_bytes_ = 0;
+  bool file_full_ = false;
+  std::deque<EgressRecord> recent_;
+  uint64_t next_seq_ = 1;
+};
+
+}  // namespace cabin::egress

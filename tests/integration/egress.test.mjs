@@ -1,0 +1,185 @@
+// Egress end to end on the namespace driver: the sandbox's Chromium and exec'd commands reach
+// test servers on the host's loopback only through cabind's proxy, as the session's policy
+// allows, and a name server the test runs sees no query for any name the policy denies.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import dgram from 'node:dgram';
+import { once } from 'node:events';
+import fs from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+
+import { chromium } from 'playwright-core';
+
+import { removeTree, useCabind, waitFor } from './helpers.mjs';
+import { exec } from './preview_helpers.mjs';
+
+// Servers on the host's loopback, and a name server that answers nothing and counts.
+const servers = {};
+const dnsQueries = [];
+let dns;
+let certDir;
+
+async function listen(server) {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return server.address().port;
+}
+
+// Started before cabind, whose flags name the name server's port.
+{
+  servers.site = http.createServer((req, res) => res.end(`site.test says hello to ${req.url}`));
+  servers.other = http.createServer((req, res) => res.end('other.test'));
+  certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cabin-egress-'));
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+    '-nodes', '-days', '2', '-subj', '/CN=site.test', '-addext', 'subjectAltName=DNS:site.test',
+    '-keyout', path.join(certDir, 'key.pem'), '-out', path.join(certDir, 'cert.pem')],
+  { stdio: 'ignore' });
+  servers.tls = https.createServer({
+    key: fs.readFileSync(path.join(certDir, 'key.pem')),
+    cert: fs.readFileSync(path.join(certDir, 'cert.pem')),
+  }, (req, res) => res.end('site.test over TLS'));
+  for (const [name, s] of Object.entries(servers)) servers[`${name}Port`] = await listen(s);
+  dns = dgram.createSocket('udp4');
+  dns.on('message', (msg) => dnsQueries.push(msg));
+  dns.bind(0, '127.0.0.1');
+  await once(dns, 'listening');
+}
+
+after(async () => {
+  for (const s of [servers.site, servers.other, servers.tls]) s?.close();
+  dns?.close();
+  if (certDir) await removeTree(certDir);
+});
+
+const ctx = useCabind({
+  args: () => ['--egress-resolve', 'site.test=127.0.0.1', '--egress-resolve', 'other.test=127.0.0.1',
+    '--egress-allow-cidr', '127.0.0.0/8', '--egress-dns', `127.0.0.1:${dns.address().port}`],
+});
+
+function allowSite(extra = {}) {
+  return {
+    mode: 'allowlist',
+    allow: [{ host: 'site.test', ports: [servers.sitePort, servers.tlsPort] }],
+    ...extra,
+  };
+}
+
+async function curl(id, args) {
+  return exec(ctx.server, id, ['curl', '-sS', '--max-time', '10', ...args]);
+}
+
+async function networkLog(id, since = 0) {
+  const r = await ctx.server.api('GET', `/v1/sessions/${id}/network/log?since=${since}`);
+  assert.equal(r.status, 200, r.text);
+  return r.text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+
+test('Chromium reaches an allowed host through cabind, and a denied one is refused and logged', async () => {
+  const s = await ctx.server.createSession({ network: allowSite() });
+  assert.equal(s.network.mode, 'allowlist');
+  const browser = await chromium.connectOverCDP(s.cdp_url);
+  try {
+    const page = browser.contexts()[0].pages()[0];
+    const ok = await page.goto(`http://site.test:${servers.sitePort}/a?b=1`);
+    assert.equal(ok.status(), 200);
+    assert.equal(await page.textContent('body'), 'site.test says hello to /a?b=1');
+    const denied = await page.goto(`http://other.test:${servers.otherPort}/`);
+    assert.equal(denied.status(), 403);
+    assert.match(await page.textContent('body'), /cabin egress: no rule allows other\.test:\d+/);
+    // HTTPS goes through CONNECT; a refused tunnel is a navigation error.
+    await assert.rejects(page.goto(`https://other.test:${servers.tlsPort}/`),
+                         /ERR_TUNNEL_CONNECTION_FAILED/);
+  } finally {
+    await browser.close();
+  }
+  // A record comes when its exchange has ended, which may be after the page loaded.
+  const log = await waitFor(async () => {
+    const l = await networkLog(s.id);
+    const other = l.filter((r) => r.host === 'other.test');
+    return l.some((r) => r.host === 'site.test' && r.kind === 'http') &&
+           other.some((r) => r.kind === 'http') && other.some((r) => r.kind === 'connect') && l;
+  }, { what: 'the records of the three navigations' });
+  const site = log.find((r) => r.host === 'site.test' && r.kind === 'http');
+  assert.ok(site, JSON.stringify(log));
+  assert.equal(site.decision, 'allow');
+  assert.equal(site.address, '127.0.0.1');
+  assert.equal(site.status, 200);
+  // Chromium asks again (a favicon, retried tunnels): every one of them is refused.
+  const other = log.filter((r) => r.host === 'other.test');
+  assert.ok(other.some((r) => r.kind === 'http') && other.some((r) => r.kind === 'connect'),
+            JSON.stringify(log));
+  assert.ok(other.every((r) => r.decision === 'deny' && r.status === 403));
+  assert.deepEqual(log.map((r) => r.seq), log.map((_, i) => i + 1));
+  assert.equal(dnsQueries.length, 0);
+});
+
+test('exec\'d commands get the proxy; TLS must name the tunnel\'s host; nothing goes around', async () => {
+  // other.test is allowed on the TLS port only, for the fronting probe below.
+  const policy = allowSite();
+  policy.allow.push({ host: 'other.test', ports: [servers.tlsPort] });
+  const s = await ctx.server.createSession({ network: policy });
+  const ok = await curl(s.id, [`http://site.test:${servers.sitePort}/x`]);
+  assert.equal(ok.exit_code, 0, JSON.stringify(ok));
+  assert.equal(ok.stdout, 'site.test says hello to /x');
+  const tls = await curl(s.id, ['-k', `https://site.test:${servers.tlsPort}/`]);
+  assert.equal(tls.exit_code, 0, JSON.stringify(tls));
+  assert.equal(tls.stdout, 'site.test over TLS');
+  // Fronting: a tunnel to one allowed host with TLS for another is reset.
+  const fronted = await curl(s.id, ['-k', '--connect-to', `site.test:${servers.tlsPort}:other.test:${servers.tlsPort}`,
+                                    `https://site.test:${servers.tlsPort}/`]);
+  assert.notEqual(fronted.exit_code, 0, JSON.stringify(fronted));
+  const denied = await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}',
+                                   `http://secret-data.exfil.test:${servers.sitePort}/`]);
+  assert.equal(denied.stdout, '403');
+  // Without the proxy there is no resolver and no route: not even to the host's loopback.
+  const direct = await curl(s.id, ['--noproxy', '*', `http://site.test:${servers.sitePort}/`]);
+  assert.notEqual(direct.exit_code, 0);
+  const raw = await exec(ctx.server, s.id, ['python3', '-c',
+    `import socket; socket.create_connection(("127.0.0.1", ${servers.sitePort}), 2)`]);
+  assert.notEqual(raw.exit_code, 0, 'the sandbox\'s 127.0.0.1 is its own');
+  // A tunnel's record comes when both of its directions have ended.
+  const log = await waitFor(async () => {
+    const l = await networkLog(s.id);
+    return l.some((r) => r.kind === 'connect' && r.decision === 'allow' && r.bytes_down > 0) && l;
+  }, { what: 'the TLS tunnel\'s record' });
+  assert.ok(log.some((r) => r.kind === 'connect' && r.decision === 'deny' &&
+                            /TLS in the tunnel is for site\.test, not other\.test/.test(r.reason)),
+            JSON.stringify(log));
+  assert.ok(log.some((r) => r.host === 'secret-data.exfil.test' && r.decision === 'deny'));
+  assert.equal(dnsQueries.length, 0, 'no name the policy denied was looked up');
+});
+
+test('the policy is read and replaced live; a session without one has no way out', async () => {
+  const s = await ctx.server.createSession({ network: allowSite() });
+  const got = await ctx.server.api('GET', `/v1/sessions/${s.id}/network`);
+  assert.equal(got.status, 200);
+  assert.equal(got.json.allow[0].host, 'site.test');
+  const bad = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, { mode: 'sometimes' });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.json.error.code, 'invalid_request');
+  const secrets = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, {
+    mode: 'allowlist', allow: [{ host: 'site.test' }],
+    secrets: [{ name: 'gh', value: 'ghp_real', hosts: ['site.test'] }],
+  });
+  assert.equal(secrets.status, 400);
+  assert.match(secrets.json.error.message, /^network\.secrets: /);
+  // Neither bad policy replaced the one in force.
+  assert.equal((await ctx.server.api('GET', `/v1/sessions/${s.id}/network`)).json.mode, 'allowlist');
+  const put = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, { mode: 'none' });
+  assert.equal(put.status, 200, put.text);
+  const after = await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}',
+                                  `http://site.test:${servers.sitePort}/`]);
+  assert.equal(after.stdout, '403');
+  const log = await networkLog(s.id);
+  assert.match(log.at(-1).reason, /no network access/);
+
+  const plain = await ctx.server.createSession({});
+  assert.equal(plain.network.mode, 'none');
+  const none = await curl(plain.id, ['-o', '/dev/null', '-w', '%{http_code}',
+                                     `http://site.test:${servers.sitePort}/`]);
+  assert.equal(none.stdout, '403');
+});
