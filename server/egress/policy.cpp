@@ -7,6 +7,7 @@
 
 #include "common/crypto.h"
 #include "common/json_fields.h"
+#include "server/egress/proxy_request.h"
 
 namespace cabin::egress {
 namespace {
@@ -14,11 +15,6 @@ namespace {
 using nlohmann::json;
 
 const std::vector<uint16_t> kDefaultAllowPorts = {80, 443};
-
-bool is_token_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
 
 Result<std::vector<uint16_t>> read_ports(const json& v, const std::string& field) {
   if (!v.is_array() || v.empty() || v.size() > kMaxPortsPerRule) {

@@ -9,11 +9,6 @@ Error bad_request(std::string why) {
   return make_error(Errc::kInvalidArgument, "bad_proxy_request", std::move(why));
 }
 
-bool is_token_char(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
 std::optional<uint16_t> parse_port(std::string_view p) {
   if (p.empty() || p.size() > 5 || p[0] == '0') return std::nullopt;
   uint32_t v = 0;

@@ -14,6 +14,12 @@ namespace cabin::egress {
 
 inline constexpr size_t kMaxProxyTarget = 8 * 1024;
 
+// A character of an HTTP token (RFC 9110): methods and field names.
+inline bool is_token_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
 struct Authority {
   Host host;
   uint16_t port = 0;

@@ -78,7 +78,7 @@ Bytes answer(uint16_t id, uint16_t flags, std::string_view qname, uint16_t qtype
 const Bytes kAtQuestion = {0xC0, 12};
 constexpr uint16_t kOk = 0x8180;  // QR, RD, RA
 
-IpAddress ip(const char* s) { return net::ip::make_address(s); }
+IpAddress address(const char* s) { return net::ip::make_address(s); }
 
 }  // namespace
 
@@ -105,7 +105,7 @@ TEST_CASE("parse_dns_answer reads addresses, following CNAMEs through compressio
                      {at_edge, 1, {5, 6, 7, 8}, 30, 3}});
   auto a = parse_dns_answer(msg, 7, "www.example.com", DnsType::kA);
   REQUIRE(a);
-  CHECK(a->addresses == std::vector<IpAddress>{ip("93.184.215.14"), ip("93.184.215.15")});
+  CHECK(a->addresses == std::vector<IpAddress>{address("93.184.215.14"), address("93.184.215.15")});
   CHECK(a->ttl == 60);
 
   auto v6 = parse_dns_answer(
@@ -113,7 +113,7 @@ TEST_CASE("parse_dns_answer reads addresses, following CNAMEs through compressio
              {{kAtQuestion, 28, Bytes{0x26, 6, 0x28, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}}}),
       9, "v6.test", DnsType::kAaaa);
   REQUIRE(v6);
-  CHECK(v6->addresses == std::vector<IpAddress>{ip("2606:2800::1")});
+  CHECK(v6->addresses == std::vector<IpAddress>{address("2606:2800::1")});
 
   // Upper case from the server still names the question.
   auto upper = parse_dns_answer(answer(1, kOk, "SITE.Test", 1, {{kAtQuestion, 1, {8, 8, 4, 4}}}), 1,
@@ -176,9 +176,9 @@ TEST_CASE("resolv_conf_servers takes each nameserver line") {
       "# comment\nsearch example.com\nnameserver 192.0.2.53\nnameserver\t2001:db8::53 # v6\n"
       "nameserver fe80::1%eth0\nnameservers 1.1.1.1\nnameserver bogus\n");
   REQUIRE(s.size() == 2);
-  CHECK(s[0].address() == ip("192.0.2.53"));
+  CHECK(s[0].address() == address("192.0.2.53"));
   CHECK(s[0].port() == 53);
-  CHECK(s[1].address() == ip("2001:db8::53"));
+  CHECK(s[1].address() == address("2001:db8::53"));
 }
 
 namespace {
@@ -270,7 +270,7 @@ TEST_CASE(
   Resolver resolver(server.config());
   auto r = cabin::testing::run_sync(io, resolver.resolve("site.test"));
   REQUIRE(r);
-  CHECK(*r == std::vector<IpAddress>{ip("203.0.113.7"), ip("2001:db8::7")});
+  CHECK(*r == std::vector<IpAddress>{address("203.0.113.7"), address("2001:db8::7")});
   REQUIRE(server.queries.size() == 3);  // A over UDP, AAAA over UDP, then over TCP
   CHECK(server.queries[0] == dns_query(id_of(server.queries[0]), "site.test", DnsType::kA));
   CHECK(server.queries[1] == dns_query(id_of(server.queries[1]), "site.test", DnsType::kAaaa));
@@ -284,11 +284,11 @@ TEST_CASE("Resolver: pinned names ask nobody, silence and NXDOMAIN are errors th
     return {answer(id_of(q), 0x8183, "gone.test", type_of(q), {})};
   });
   auto config = server.config(std::chrono::milliseconds(200));
-  config.pinned["pinned.test"] = {ip("127.0.0.1")};
+  config.pinned["pinned.test"] = {address("127.0.0.1")};
   Resolver resolver(config);
   auto pinned = cabin::testing::run_sync(io, resolver.resolve("pinned.test"));
   REQUIRE(pinned);
-  CHECK(*pinned == std::vector<IpAddress>{ip("127.0.0.1")});
+  CHECK(*pinned == std::vector<IpAddress>{address("127.0.0.1")});
   CHECK(server.queries.empty());
 
   auto gone = cabin::testing::run_sync(io, resolver.resolve("gone.test"));
