@@ -22,6 +22,21 @@
 namespace cabin {
 namespace {
 
+// Runs `app` on argv; false, with `out` saying what to print and the exit status, when the
+// program should exit instead (help, bad flags).
+template <typename Config>
+bool parse_args(CLI::App& app, int argc, char** argv, Parsed<Config>& out) {
+  try {
+    app.parse(argc, argv);
+    return true;
+  } catch (const CLI::ParseError& e) {
+    out.exit = true;
+    out.exit_code = e.get_exit_code();
+    out.message = e.get_exit_code() == 0 ? app.help() : std::string(e.what());
+    return false;
+  }
+}
+
 std::filesystem::path default_state_dir() {
   if (geteuid() == 0) return "/var/lib/cabin";
   const char* home = getenv("HOME");
@@ -223,14 +238,7 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->envname("CABIN_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))->capture_default_str();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    out.exit = true;
-    out.exit_code = e.get_exit_code();
-    out.message = e.get_exit_code() == 0 ? app.help() : std::string(e.what());
-    return out;
-  }
+  if (!parse_args(app, argc, argv, out)) return out;
   if (!split_listen(listen, c.listen_host, c.listen_port)) {
     out.exit = true;
     out.exit_code = 2;
@@ -311,13 +319,7 @@ Parsed<VncForwardConfig> parse_vnc_forward_config(int argc, char** argv) {
   app.add_option("--port", c.port, "local port on 127.0.0.1 (0: any free one)")
       ->check(CLI::Range(0, 65535));
   app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    out.exit = true;
-    out.exit_code = e.get_exit_code();
-    out.message = e.get_exit_code() == 0 ? app.help() : std::string(e.what());
-  }
+  parse_args(app, argc, argv, out);
   return out;
 }
 

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "common/byte_reader.h"
+
 namespace cabin::egress {
 namespace {
 
@@ -17,36 +19,7 @@ ClientHello invalid(std::string why) {
   return h;
 }
 
-// Reads big-endian integers and byte runs from a span; any read past the end fails it for good.
-class Reader {
- public:
-  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
-  bool ok() const { return ok_; }
-  size_t left() const { return b_.size() - pos_; }
-  uint32_t u(int bytes) {
-    if (!ok_ || left() < static_cast<size_t>(bytes)) {
-      ok_ = false;
-      return 0;
-    }
-    uint32_t v = 0;
-    for (int i = 0; i < bytes; ++i) v = v << 8 | b_[pos_++];
-    return v;
-  }
-  std::span<const uint8_t> take(size_t n) {
-    if (!ok_ || left() < n) {
-      ok_ = false;
-      return {};
-    }
-    auto s = b_.subspan(pos_, n);
-    pos_ += n;
-    return s;
-  }
-
- private:
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
+using Reader = ByteReader;
 
 // The ClientHello body (after its 4-byte handshake header).
 ClientHello parse_body(std::span<const uint8_t> body) {

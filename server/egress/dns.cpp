@@ -10,6 +10,7 @@
 #include <boost/asio/write.hpp>
 #include <limits>
 
+#include "common/byte_reader.h"
 #include "common/crypto.h"
 #include "common/deadline.h"
 
@@ -23,33 +24,11 @@ Error dns_error(std::string why) {
   return make_error(Errc::kUnavailable, "dns_failed", std::move(why));
 }
 
-// A bounds-checked reader of one DNS message; any read past the end fails it for good.
-class Message {
+// One DNS message: ByteReader, and the names in it.
+class Message : public ByteReader {
  public:
-  explicit Message(std::span<const uint8_t> b) : b_(b) {}
-  bool ok() const { return ok_; }
-  size_t pos() const { return pos_; }
+  using ByteReader::ByteReader;
   size_t size() const { return b_.size(); }
-  void fail() { ok_ = false; }
-
-  uint32_t u(int bytes) {
-    if (!ok_ || b_.size() - pos_ < static_cast<size_t>(bytes)) {
-      ok_ = false;
-      return 0;
-    }
-    uint32_t v = 0;
-    for (int i = 0; i < bytes; ++i) v = v << 8 | b_[pos_++];
-    return v;
-  }
-  std::span<const uint8_t> take(size_t n) {
-    if (!ok_ || b_.size() - pos_ < n) {
-      ok_ = false;
-      return {};
-    }
-    auto s = b_.subspan(pos_, n);
-    pos_ += n;
-    return s;
-  }
 
   // A name at the read position, lowercased, labels joined by '.'; compression pointers must
   // point backwards, so they cannot loop.
@@ -91,11 +70,6 @@ class Message {
     ok_ = false;
     return {};
   }
-
- private:
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-  bool ok_ = true;
 };
 
 std::string_view rcode_name(uint32_t rcode) {

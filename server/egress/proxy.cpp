@@ -439,20 +439,30 @@ net::awaitable<bool> EgressProxy::dial(std::shared_ptr<Conn> c, const ProxyTarge
 namespace {
 
 // Upstream to client, as it comes; counts into `c->down`.
-net::awaitable<void> copy_down(std::shared_ptr<EgressProxy::Conn> c) {
+// `from` to `to` until either fails or ends, counting into `moved`; each transfer is activity.
+// Returns what ended it (eof: `from` ended).
+net::awaitable<boost::system::error_code> copy_counted(std::shared_ptr<EgressProxy::Conn> c,
+                                                       tcp::socket& from, tcp::socket& to,
+                                                       uint64_t& moved) {
   std::vector<char> buf(kChunk);
   boost::system::error_code ec;
   for (;;) {
-    const size_t n = co_await c->upstream.async_read_some(
-        net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+    const size_t n = co_await from.async_read_some(net::buffer(buf),
+                                                   net::redirect_error(net::use_awaitable, ec));
     if (ec) break;
     c->touch();
-    co_await net::async_write(c->client, net::buffer(buf.data(), n),
+    co_await net::async_write(to, net::buffer(buf.data(), n),
                               net::redirect_error(net::use_awaitable, ec));
     if (ec) break;
-    c->down += n;
+    moved += n;
   }
+  co_return ec;
+}
+
+net::awaitable<void> copy_down(std::shared_ptr<EgressProxy::Conn> c) {
+  co_await copy_counted(c, c->upstream, c->client, c->down);
   // The client learns the end; its own direction may still finish.
+  boost::system::error_code ec;
   c->client.shutdown(tcp::socket::shutdown_send, ec);
 }
 
@@ -554,16 +564,7 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
     co_await net::async_write(c->upstream, net::buffer(first),
                               net::redirect_error(net::use_awaitable, ec));
     c->up += first.size();
-    std::vector<char> buf(kChunk);
-    while (!ec) {
-      const size_t n = co_await c->client.async_read_some(
-          net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
-      if (ec) break;
-      c->touch();
-      co_await net::async_write(c->upstream, net::buffer(buf.data(), n),
-                                net::redirect_error(net::use_awaitable, ec));
-      c->up += n;
-    }
+    if (!ec) ec = co_await copy_counted(c, c->client, c->upstream, c->up);
     if (ec == net::error::eof) {
       c->upstream.shutdown(tcp::socket::shutdown_send, ec);
     } else {
