@@ -284,7 +284,12 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
   c->touch();
   auto& req = parser.get();
   rec.method = std::string(req.method_string());
-  auto target = parse_proxy_target(req.method_string(), req.target(), req[http::field::host]);
+  Result<ProxyTarget> target =
+      parse_proxy_target(req.method_string(), req.target(), req[http::field::host]);
+  // A second Host could name another site to an upstream that reads the last one.
+  if (target && req.count(http::field::host) > 1) {
+    target = make_error(Errc::kInvalidArgument, "bad_proxy_request", "more than one Host field");
+  }
   if (!target) {
     rec.kind = req.method_string() == "CONNECT" ? "connect" : "http";
     rec.status = 400;

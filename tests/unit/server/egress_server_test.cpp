@@ -351,6 +351,13 @@ TEST_CASE("egress: a plain HTTP request goes upstream in origin form, without pr
   CHECK(d.got.rfind("HTTP/1.1 400", 0) == 0);
   f.wait_records(2);
   CHECK(f.records[1].reason == "Host must name the URL's host and port");
+  auto two = f.connect();
+  f.send(two, "GET http://" + authority + "/ HTTP/1.1\r\nHost: " + authority +
+                  "\r\nHost: other.test\r\n\r\n");
+  f.read(two);
+  CHECK(two.got.rfind("HTTP/1.1 400", 0) == 0);
+  f.wait_records(3);
+  CHECK(f.records[2].reason == "more than one Host field");
   CHECK(f.web.heads.size() == 1);
 }
 
