@@ -57,6 +57,7 @@ after(async () => {
 
 const ctx = useCabind({
   args: () => ['--egress-resolve', 'site.test=127.0.0.1', '--egress-resolve', 'other.test=127.0.0.1',
+    '--egress-resolve', 'a.b.wiki.test=127.0.0.1',
     '--egress-allow-cidr', '127.0.0.0/8', '--egress-dns', `127.0.0.1:${dns.address().port}`],
 });
 
@@ -182,4 +183,44 @@ test('the policy is read and replaced live; a session without one has no way out
   const none = await curl(plain.id, ['-o', '/dev/null', '-w', '%{http_code}',
                                      `http://site.test:${servers.sitePort}/`]);
   assert.equal(none.stdout, '403');
+});
+
+test('addresses in every disguise, wildcard apexes and look-alikes are refused; case and a trailing dot are not', async () => {
+  const port = servers.sitePort;
+  const s = await ctx.server.createSession({
+    network: { mode: 'allowlist', allow: [{ host: 'site.test', ports: [port] }, { host: '*.wiki.test', ports: [port] }] },
+  });
+  const probes = [
+    [`http://SITE.Test.:${port}/`, '200'],
+    [`http://a.b.wiki.test:${port}/`, '200'],
+    [`http://wiki.test:${port}/`, '403'],
+    [`http://evilwiki.test:${port}/`, '403'],
+    [`http://wiki.test.evil.test:${port}/`, '403'],
+    [`http://[::ffff:127.0.0.1]:${port}/`, '403'],  // an address needs a cidr rule
+    ['http://169.254.169.254/latest/meta-data/', '403'],
+    ['http://[::ffff:169.254.169.254]/', '403'],
+    ['http://[64:ff9b::a9fe:a9fe]/', '403'],
+    ['http://10.0.0.1/', '403'],
+  ];
+  for (const [url, want] of probes) {
+    const r = await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}', url]);
+    assert.equal(r.stdout, want, `${url}: ${JSON.stringify(r)}`);
+  }
+  // One record per probe, beside whatever Chromium asked for meanwhile.
+  const hosts = ['site.test', 'a.b.wiki.test', 'wiki.test', 'evilwiki.test', 'wiki.test.evil.test',
+                 '[::ffff:127.0.0.1]', '169.254.169.254', '[::ffff:169.254.169.254]',
+                 '[64:ff9b::a9fe:a9fe]', '10.0.0.1'];
+  const log = await waitFor(async () => {
+    const l = (await networkLog(s.id)).filter((r) => hosts.includes(r.host));
+    return l.length >= probes.length && l;
+  }, { what: 'a record per probe' });
+  const http = log.filter((r) => r.kind === 'http');
+  assert.deepEqual(http.map((r) => r.host), hosts);  // in order, each logged canonical
+  for (const host of ['169.254.169.254', '[::ffff:169.254.169.254]', '[64:ff9b::a9fe:a9fe]']) {
+    const r = http.find((x) => x.host === host);
+    assert.ok(r, `${host}: ${JSON.stringify(http)}`);
+    assert.equal(r.rule, 'always denied');
+    assert.match(r.reason, /metadata address/);
+  }
+  assert.equal(dnsQueries.length, 0);
 });
