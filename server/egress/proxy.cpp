@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
@@ -19,6 +20,7 @@
 #include "common/deadline.h"
 #include "common/spawn.h"
 #include "server/egress/client_hello.h"
+#include "server/http/hop_by_hop.h"
 
 namespace cabin::egress {
 
@@ -68,40 +70,6 @@ std::string refusal(int status, std::string_view reason) {
                     "\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
                     "\r\n\r\n";
   return out + body;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i]))) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Fields that belong to one hop, and those the proxy sets itself.
-bool hop_by_hop(std::string_view name) {
-  for (std::string_view h :
-       {"connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate",
-        "te", "trailer", "transfer-encoding", "upgrade", "content-length", "expect"}) {
-    if (iequals(name, h)) return true;
-  }
-  return false;
-}
-
-// The tokens of a Connection header: more fields that must not pass.
-bool named_by_connection(std::string_view connection, std::string_view name) {
-  while (!connection.empty()) {
-    const size_t comma = connection.find(',');
-    std::string_view t = connection.substr(0, comma);
-    connection = comma == std::string_view::npos ? "" : connection.substr(comma + 1);
-    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
-    while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
-    if (iequals(t, name)) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -200,13 +168,29 @@ void EgressProxy::set_policy(std::shared_ptr<const Policy> p) {
   }
 }
 
+Decision EgressProxy::decide(const ProxyTarget& t) const {
+  auto d = check_host(*policy_, boundary_, t.authority.host, t.authority.port,
+                      t.tunnel ? std::string_view() : std::string_view(t.method));
+  if (d.allowed && t.tunnel && d.needs_request_check) {
+    d.allowed = false;
+    d.reason = d.rule + " allows only some methods, and a tunnel's requests cannot be seen";
+  }
+  return d;
+}
+
 bool EgressProxy::still_allowed(const Conn& c) const {
   if (!c.target) return true;  // not yet asked for anything
   const auto& t = *c.target;
-  auto d = check_host(*policy_, boundary_, t.authority.host, t.authority.port,
-                      t.tunnel ? std::string_view() : std::string_view(t.method));
-  if (!d.allowed || (t.tunnel && d.needs_request_check)) return false;
+  if (!decide(t).allowed) return false;
   return !c.address || check_address(*policy_, boundary_, *c.address, t.authority.port).allowed;
+}
+
+net::awaitable<void> EgressProxy::refuse(std::shared_ptr<Conn> c, const EgressRecord& rec) {
+  const std::string text = refusal(rec.status, rec.reason);
+  boost::system::error_code ec;
+  co_await net::async_write(c->client, net::buffer(text),
+                            net::redirect_error(net::use_awaitable, ec));
+  c->finish();
 }
 
 void EgressProxy::emit(EgressRecord& rec) {
@@ -219,12 +203,6 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
   EgressRecord rec;
   rec.time_ms = unix_ms();
   auto c = std::make_shared<Conn>(std::move(client));
-  auto respond = [](std::shared_ptr<Conn> conn, std::string text) -> net::awaitable<void> {
-    boost::system::error_code ec;
-    co_await net::async_write(conn->client, net::buffer(text),
-                              net::redirect_error(net::use_awaitable, ec));
-    conn->finish();
-  };
   auto done = [&] {
     rec.duration_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
@@ -234,8 +212,7 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     rec.status = 503;
     rec.reason =
         "the session has " + std::to_string(conns_.size()) + " connections open, the most it may";
-    auto text = refusal(rec.status, rec.reason);
-    co_await respond(c, std::move(text));
+    co_await refuse(c, rec);
     done();
     co_return;
   }
@@ -275,8 +252,7 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
       rec.reason = ec == http::error::header_limit ? "the request head is larger than " +
                                                          std::to_string(limits_.max_head) + " bytes"
                                                    : "not an HTTP request: " + ec.message();
-      auto text = refusal(rec.status, rec.reason);
-      co_await respond(c, std::move(text));
+      co_await refuse(c, rec);
       done();
       co_return;
     }
@@ -294,37 +270,26 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     rec.kind = req.method_string() == "CONNECT" ? "connect" : "http";
     rec.status = 400;
     rec.reason = target.error().message;
-    auto text = refusal(rec.status, rec.reason);
-    co_await respond(c, std::move(text));
+    co_await refuse(c, rec);
     done();
     co_return;
   }
   rec.kind = target->tunnel ? "connect" : "http";
   rec.host = target->authority.host.to_string();
   rec.port = target->authority.port;
-  const auto decision =
-      check_host(*policy_, boundary_, target->authority.host, target->authority.port,
-                 target->tunnel ? std::string_view() : std::string_view(target->method));
+  const auto decision = decide(*target);
   rec.rule = decision.rule;
-  if (decision.allowed && target->tunnel && decision.needs_request_check) {
-    rec.status = 403;
-    rec.reason =
-        decision.rule + " allows only some methods, and a tunnel's requests cannot be seen";
-  } else if (!decision.allowed) {
+  if (!decision.allowed) {
     rec.status = 403;
     rec.reason = decision.reason;
-  }
-  if (rec.status != 0) {
-    auto text = refusal(rec.status, rec.reason);
-    co_await respond(c, std::move(text));
+    co_await refuse(c, rec);
     done();
     co_return;
   }
   c->target = *target;
   if (!(co_await dial(c, *target, rec))) {
     rec.allowed = rec.status != 403;  // allowed, but the network failed
-    auto text = refusal(rec.status, rec.reason);
-    co_await respond(c, std::move(text));
+    co_await refuse(c, rec);
     done();
     co_return;
   }
@@ -335,7 +300,7 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     co_return;
   }
   // A plain request: its body whole (bounded), then one exchange with Connection: close.
-  if (iequals(req[http::field::expect], "100-continue")) {
+  if (beast::iequals(req[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     co_await net::async_write(c->client, net::buffer(kContinue),
                               net::redirect_error(net::use_awaitable, ec));
@@ -349,18 +314,16 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     rec.reason = ec == http::error::body_limit ? "the request body is larger than " +
                                                      std::to_string(limits_.max_body) + " bytes"
                                                : "reading the request body: " + ec.message();
-    auto text = refusal(rec.status, rec.reason);
-    co_await respond(c, std::move(text));
+    co_await refuse(c, rec);
     done();
     co_return;
   }
-  const std::string connection(req[http::field::connection]);
-  const std::string proxy_connection(req["Proxy-Connection"]);
+  const http_api::ConnectionNamed named(req,
+                                        {http::field::connection, http::field::proxy_connection});
   std::string head = rec.method + " " + target->origin_target + " HTTP/1.1\r\n";
   for (const auto& f : req) {
     const std::string_view name = f.name_string();
-    if (hop_by_hop(name) || named_by_connection(connection, name) ||
-        named_by_connection(proxy_connection, name)) {
+    if (http_api::hop_by_hop(f.name()) || f.name() == http::field::expect || named.contains(name)) {
       continue;
     }
     head.append(name).append(": ").append(f.value()).append("\r\n");
@@ -604,9 +567,7 @@ net::awaitable<void> EgressProxy::forward(std::shared_ptr<Conn> c, EgressRecord&
   if (ec) {
     rec.status = 502;
     rec.reason = "sending the request upstream: " + ec.message();
-    auto text = refusal(rec.status, rec.reason);
-    co_await net::async_write(c->client, net::buffer(text),
-                              net::redirect_error(net::use_awaitable, ec));
+    co_await refuse(c, rec);
     co_return;
   }
   // The answer passes as the upstream sends it, until it closes (it was asked to).

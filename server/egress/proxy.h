@@ -81,7 +81,12 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
                                std::string body);
   // The first address of `target` the policy lets through that accepts a connection.
   net::awaitable<bool> dial(std::shared_ptr<Conn> c, const ProxyTarget& target, EgressRecord& rec);
+  // The policy's answer for `t` before DNS; a tunnel that only a method-limited rule allows is
+  // refused, since its requests cannot be seen.
+  Decision decide(const ProxyTarget& t) const;
   bool still_allowed(const Conn& c) const;
+  // Answers the proxy's refusal for `rec` (its status and reason) and closes the connection.
+  static net::awaitable<void> refuse(std::shared_ptr<Conn> c, const EgressRecord& rec);
   void emit(EgressRecord& rec);
 
   std::string session_id_;

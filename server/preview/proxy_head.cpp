@@ -1,10 +1,9 @@
 #include "server/preview/proxy_head.h"
 
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/http/rfc7230.hpp>
-#include <boost/container/small_vector.hpp>
 #include <charconv>
 
+#include "server/http/hop_by_hop.h"
 #include "server/preview/preview_request.h"
 
 namespace cabin::preview {
@@ -12,45 +11,8 @@ namespace {
 
 using Field = http::field;
 
-// Hop-by-hop by definition, or framing the proxy sets itself.
-bool hop_by_hop(Field f) {
-  switch (f) {
-    case Field::connection:
-    case Field::keep_alive:
-    case Field::proxy_connection:
-    case Field::proxy_authorization:
-    case Field::proxy_authenticate:
-    case Field::te:
-    case Field::trailer:
-    case Field::transfer_encoding:
-    case Field::content_length:
-    case Field::upgrade:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// The names a message's Connection headers declare hop-by-hop.
-class ConnectionNamed {
- public:
-  explicit ConnectionNamed(const http::fields& f) {
-    for (auto it = f.find(Field::connection); it != f.end() && it->name() == Field::connection;
-         ++it) {
-      for (auto token : http::token_list{it->value()})
-        names_.emplace_back(token.data(), token.size());
-    }
-  }
-  bool contains(std::string_view name) const {
-    for (auto n : names_) {
-      if (boost::beast::iequals(n, name)) return true;
-    }
-    return false;
-  }
-
- private:
-  boost::container::small_vector<std::string_view, 4> names_;
-};
+using http_api::ConnectionNamed;
+using http_api::hop_by_hop;
 
 // Forwarding fields a client could forge; the proxy writes its own.
 bool forwarding(const http::fields::value_type& f) {
