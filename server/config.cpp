@@ -231,6 +231,9 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "IP:PORT of the name server the egress proxy asks (default: /etc/resolv.conf's)");
   app.add_option("--egress-resolve", c.egress_resolve,
                  "NAME=IP: the egress proxy takes NAME to be IP without asking DNS (repeatable)");
+  app.add_option("--extra-ca-file", c.extra_ca_file,
+                 "PEM CA certificates that every sandbox trusts, and the egress proxy when it "
+                 "verifies hosts itself (a corporate proxy, test upstreams)");
   app.add_option("--egress-allow-cidr", c.egress_allow_cidrs,
                  "a range sessions may reach although it is private, loopback or link-local (a "
                  "lab, a corporate network, tests); repeatable");

@@ -29,6 +29,7 @@
 #include "server/egress/dns.h"
 #include "server/egress/policy.h"
 #include "server/egress/proxy_request.h"
+#include "server/egress/session_ca.h"
 #include "server/handlers/api.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
@@ -193,6 +194,20 @@ int main(int argc, char** argv) {
           "sessions reach names only through --egress-resolve");
     }
     e.resolver = std::make_shared<const egress::Resolver>(std::move(rc));
+    if (!cfg.extra_ca_file.empty()) {
+      auto pem = egress::read_ca_pem(cfg.extra_ca_file);
+      if (!pem) {
+        log->error("--extra-ca-file: {}", pem.error().message);
+        return 2;
+      }
+      e.extra_ca_pem = std::move(*pem);
+    }
+    auto upstream = egress::upstream_tls_context(cfg.extra_ca_file);
+    if (!upstream) {
+      log->error("{}", upstream.error().message);
+      return 2;
+    }
+    e.upstream_tls = std::move(*upstream);
     log->info("egress: sessions without a network policy get mode {}", cfg.default_network);
   }
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);

@@ -97,7 +97,6 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
   if (auto it = j->find("network"); it != j->end()) {
     auto p = egress::parse_policy(*it, "network");
     if (!p) return p.error();
-    if (auto r = egress::check_enforceable(*p); !r) return r.error();
     spec.network = std::move(*p);
   }
   return spec;

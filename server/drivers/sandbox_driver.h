@@ -47,6 +47,9 @@ struct SandboxSpec {
   // The port of cabind's egress proxy on the sandbox's loopback, for Chromium and exec'd
   // commands (0: none, and no way out).
   uint16_t egress_proxy_port = 0;
+  // PEM certificates the sandbox trusts besides the system's (its Chromium and its commands):
+  // the session's CA, and the operator's extra CA.
+  std::string trusted_ca_pem;
 };
 
 class Sandbox {

@@ -300,14 +300,6 @@ Result<Policy> parse_policy(const json& v, std::string_view field_name, const Po
   return p;
 }
 
-Result<void> check_enforceable(const Policy& p, std::string_view field) {
-  if (!p.secrets.empty()) {
-    return invalid_field(std::string(field) + ".secrets",
-                         "secret injection is not available in this cabind yet");
-  }
-  return {};
-}
-
 json policy_json(const Policy& p) {
   json j = {{"mode", mode_name(p.mode)},
             {"allow", json::array()},

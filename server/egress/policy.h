@@ -70,10 +70,6 @@ inline constexpr size_t kMaxHostsPerSecret = 32;
 // after a live change.
 Result<Policy> parse_policy(const nlohmann::json& v, std::string_view field = "network",
                             const Policy* previous = nullptr);
-// What this cabind can enforce of a parsed policy: secrets are refused until the proxy can inject
-// them, so that none would go out as its placeholder unnoticed.
-Result<void> check_enforceable(const Policy& p, std::string_view field = "network");
-
 // The policy as answered to clients: each secret's name, hosts, header and placeholder, never
 // its value.
 nlohmann::json policy_json(const Policy& p);

@@ -20,6 +20,8 @@
 #include "common/deadline.h"
 #include "common/spawn.h"
 #include "server/egress/client_hello.h"
+#include "server/egress/proxy_conn.h"
+#include "server/egress/secrets.h"
 #include "server/http/hop_by_hop.h"
 
 namespace cabin::egress {
@@ -33,20 +35,18 @@ namespace {
 
 constexpr size_t kChunk = 64 * 1024;
 
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::string_view status_text(int status) {
   switch (status) {
     case 400:
       return "Bad Request";
     case 403:
       return "Forbidden";
+    case 408:
+      return "Request Timeout";
     case 413:
       return "Payload Too Large";
+    case 421:
+      return "Misdirected Request";
     case 431:
       return "Request Header Fields Too Large";
     case 502:
@@ -60,9 +60,15 @@ std::string_view status_text(int status) {
   }
 }
 
-// The proxy's own refusal: the reason in the body and in X-Cabin-Egress, for a person reading
-// curl's output or Chromium's net log.
-std::string refusal(int status, std::string_view reason) {
+}  // namespace
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string proxy_refusal(int status, std::string_view reason) {
   std::string body = "cabin egress: " + std::string(reason) + "\n";
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(status_text(status)) +
                     "\r\nContent-Type: text/plain; charset=utf-8\r\nX-Cabin-Egress: " +
@@ -71,8 +77,6 @@ std::string refusal(int status, std::string_view reason) {
                     "\r\n\r\n";
   return out + body;
 }
-
-}  // namespace
 
 nlohmann::json record_json(const EgressRecord& r) {
   return {{"seq", r.seq},
@@ -88,35 +92,9 @@ nlohmann::json record_json(const EgressRecord& r) {
           {"status", r.status},
           {"bytes_up", r.bytes_up},
           {"bytes_down", r.bytes_down},
-          {"duration_ms", r.duration_ms}};
+          {"duration_ms", r.duration_ms},
+          {"secrets", r.secrets}};
 }
-
-struct EgressProxy::Conn {
-  explicit Conn(tcp::socket c)
-      : client(std::move(c)), upstream(client.get_executor()), idle(client.get_executor()) {}
-  tcp::socket client;
-  tcp::socket upstream;
-  net::steady_timer idle;
-  std::optional<ProxyTarget> target;
-  std::optional<IpAddress> address;
-  Clock::time_point last_active = Clock::now();
-  uint64_t up = 0, down = 0;
-  std::string closed_by_proxy;  // why the proxy ended it, if it did
-  bool open = true;
-
-  void touch() { last_active = Clock::now(); }
-  void close(std::string why) {
-    if (closed_by_proxy.empty()) closed_by_proxy = std::move(why);
-    finish();
-  }
-  void finish() {
-    open = false;
-    boost::system::error_code ec;
-    client.close(ec);
-    upstream.close(ec);
-    idle.cancel();
-  }
-};
 
 namespace {
 
@@ -186,7 +164,7 @@ bool EgressProxy::still_allowed(const Conn& c) const {
 }
 
 net::awaitable<void> EgressProxy::refuse(std::shared_ptr<Conn> c, const EgressRecord& rec) {
-  const std::string text = refusal(rec.status, rec.reason);
+  const std::string text = proxy_refusal(rec.status, rec.reason);
   boost::system::error_code ec;
   co_await net::async_write(c->client, net::buffer(text),
                             net::redirect_error(net::use_awaitable, ec));
@@ -314,6 +292,25 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     rec.reason = ec == http::error::body_limit ? "the request body is larger than " +
                                                      std::to_string(limits_.max_body) + " bytes"
                                                : "reading the request body: " + ec.message();
+    co_await refuse(c, rec);
+    done();
+    co_return;
+  }
+  // Secrets travel only inside the proxy's own TLS: a placeholder in plain HTTP goes nowhere.
+  std::string carried = placeholder_in(*policy_, target->authority.host, req.body(), false);
+  if (carried.empty())
+    carried = placeholder_in(*policy_, target->authority.host, req.target(), false);
+  for (const auto& f : req) {
+    if (!carried.empty()) break;
+    carried = placeholder_in(*policy_, target->authority.host, f.value(), false);
+  }
+  if (!carried.empty()) {
+    rec.allowed = false;
+    rec.status = 403;
+    rec.reason = "the request carries the placeholder of secret " + carried + ", which " +
+                 (secret_bound(*policy_, carried, target->authority.host)
+                      ? "goes to its hosts only over HTTPS"
+                      : "is bound to other hosts");
     co_await refuse(c, rec);
     done();
     co_return;
@@ -466,14 +463,21 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
     bool done = false;
   };
   auto down = std::make_shared<Down>(c->client.get_executor());
-  net::co_spawn(c->client.get_executor(), copy_down(c), [down](std::exception_ptr) {
+  const Authority& want = c->target->authority;
+  // A host bound to a secret is reached only through the proxy's own TLS: no byte of it flows
+  // to the sandbox as it comes.
+  const bool intercepted = any_secret_bound(*policy_, want.host);
+  if (intercepted) {
     down->done = true;
-    down->timer.cancel();
-  });
+  } else {
+    net::co_spawn(c->client.get_executor(), copy_down(c), [down](std::exception_ptr) {
+      down->done = true;
+      down->timer.cancel();
+    });
+  }
 
   // The client's first bytes, before any go upstream: TLS must name the tunnel's host, HTTP
   // must carry its Host. On 80 and 443, nothing else may pass.
-  const Authority& want = c->target->authority;
   const bool web_port = want.port == 80 || want.port == 443;
   std::vector<uint8_t> first;
   std::string refused;
@@ -509,6 +513,10 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
         }
         break;
       }
+      if (intercepted) {
+        refused = "a host bound to a secret is reached only over TLS";
+        break;
+      }
       // HTTP: the head whole, then its Host.
       http::request_parser<http::empty_body> p;
       p.header_limit(static_cast<uint32_t>(limits_.max_head));
@@ -528,7 +536,9 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
       break;
     }
   }
-  if (refused.empty() && !ec && c->open) {
+  if (refused.empty() && !ec && c->open && intercepted) {
+    co_await intercept(c, rec, std::move(first));
+  } else if (refused.empty() && !ec && c->open) {
     co_await net::async_write(c->upstream, net::buffer(first),
                               net::redirect_error(net::use_awaitable, ec));
     c->up += first.size();

@@ -18,10 +18,12 @@
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "server/egress/dns.h"
 #include "server/egress/policy.h"
 #include "server/egress/proxy_request.h"
+#include "server/egress/session_ca.h"
 
 namespace cabin::egress {
 
@@ -52,6 +54,7 @@ struct EgressRecord {
   uint64_t bytes_up = 0;
   uint64_t bytes_down = 0;
   int64_t duration_ms = 0;
+  std::vector<std::string> secrets;  // the names of the secrets put into the request
 };
 nlohmann::json record_json(const EgressRecord& r);
 
@@ -71,12 +74,24 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   // The policy from now on; open connections it no longer allows are closed at once.
   void set_policy(std::shared_ptr<const Policy> p);
   size_t open_connections() const { return conns_.size(); }
+  // What tunnels to hosts bound to a secret need: the session's CA, which signs the certificates
+  // the sandbox sees, and the context the proxy verifies the real hosts with. Without them such a
+  // tunnel is refused.
+  void set_tls(std::shared_ptr<SessionCa> ca, std::shared_ptr<ssl::context> upstream) {
+    ca_ = std::move(ca);
+    upstream_tls_ = std::move(upstream);
+  }
 
   struct Conn;  // one connection from the sandbox (proxy.cpp)
 
  private:
   net::awaitable<void> handle(net::ip::tcp::socket client);
   net::awaitable<void> tunnel(std::shared_ptr<Conn> c, EgressRecord& rec);
+  // A tunnel to a host bound to a secret: the sandbox's TLS ends here (its ClientHello is
+  // `first`), each request is checked and gets its secrets, and goes on over the proxy's own
+  // TLS to the host (intercept.cpp).
+  net::awaitable<void> intercept(std::shared_ptr<Conn> c, EgressRecord& rec,
+                                 std::vector<uint8_t> first);
   net::awaitable<void> forward(std::shared_ptr<Conn> c, EgressRecord& rec, std::string head,
                                std::string body);
   // The first address of `target` the policy lets through that accepts a connection.
@@ -95,6 +110,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   std::shared_ptr<const Resolver> resolver_;
   ProxyLimits limits_;
   Sink sink_;
+  std::shared_ptr<SessionCa> ca_;
+  std::shared_ptr<ssl::context> upstream_tls_;
   std::unique_ptr<net::ip::tcp::acceptor> listener_;
   std::map<uint64_t, std::weak_ptr<Conn>> conns_;
   uint64_t next_conn_ = 0;

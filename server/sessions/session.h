@@ -92,6 +92,7 @@ class Session final {
   bool ending_ = false;
   std::shared_ptr<egress::NetworkLog> network_log_;
   std::shared_ptr<egress::EgressProxy> egress_;
+  std::shared_ptr<egress::SessionCa> ca_;  // signs what the sandbox sees of hosts with secrets
 };
 
 using SessionPtr = std::shared_ptr<Session>;

@@ -112,7 +112,19 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   sb.vcpus = spec.resources.vcpus;
   sb.pids_max = config_.pids_max;
   const bool egress = config_.egress.enabled && info.supports_egress;
-  if (egress) sb.egress_proxy_port = config_.egress.port;
+  std::shared_ptr<egress::SessionCa> ca;
+  if (egress) {
+    sb.egress_proxy_port = config_.egress.port;
+    auto made = egress::SessionCa::create(rec.id);
+    if (!made) {
+      (void)store_.set_status(rec.id, store::SessionStatus::kFailed, made.error().message,
+                              clock_.unix_seconds());
+      co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
+                           "the session's CA: " + made.error().message);
+    }
+    ca = std::move(*made);
+    sb.trusted_ca_pem = ca->certificate_pem() + config_.egress.extra_ca_pem;
+  }
 
   ++starting_[driver_name];
   auto started = co_await d->second->create(sb);
@@ -125,6 +137,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
                          "sandbox could not start: " + started.error().message);
   }
   auto s = std::make_shared<Session>(rec, spec, std::move(*started), sb.agent_secret, ex_);
+  s->ca_ = std::move(ca);
   live_[rec.id] = s;
   watch(s);
 
@@ -274,6 +287,7 @@ net::awaitable<Result<void>> SessionManager::start_egress(SessionPtr s,
   s->egress_ = std::make_shared<egress::EgressProxy>(
       s->id(), std::move(policy), e.boundary, e.resolver, e.limits,
       [log = s->network_log_](egress::EgressRecord r) { log->append(std::move(r)); });
+  s->egress_->set_tls(s->ca_, e.upstream_tls);
   cabin::spawn(ex_, s->egress_->serve(std::move(listener)),
                "session " + s->id() + ": egress proxy");
   co_return Result<void>{};

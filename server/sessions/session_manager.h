@@ -37,6 +37,9 @@ struct EgressConfig {
   std::shared_ptr<const egress::Resolver> resolver;
   egress::ProxyLimits limits;
   uint16_t port = 3128;  // on the sandbox's 127.0.0.1
+  // How the proxy verifies hosts it talks TLS to (secrets); null: secrets cannot be injected.
+  std::shared_ptr<egress::ssl::context> upstream_tls;
+  std::string extra_ca_pem;  // --extra-ca-file: trusted in every sandbox too
 };
 
 struct ManagerConfig {

@@ -20,6 +20,7 @@ import { exec } from './preview_helpers.mjs';
 // Servers on the host's loopback, and a name server that answers nothing and counts.
 const servers = {};
 const dnsQueries = [];
+const tlsRequests = [];  // what the HTTPS site received: url, headers, body
 let dns;
 let certDir;
 
@@ -33,15 +34,38 @@ async function listen(server) {
 {
   servers.site = http.createServer((req, res) => res.end(`site.test says hello to ${req.url}`));
   servers.other = http.createServer((req, res) => res.end('other.test'));
+  // A CA of the test's (cabind's --extra-ca-file), and a certificate for site.test and
+  // other.test it signs.
   certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cabin-egress-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
-    '-nodes', '-days', '2', '-subj', '/CN=site.test', '-addext', 'subjectAltName=DNS:site.test',
-    '-keyout', path.join(certDir, 'key.pem'), '-out', path.join(certDir, 'cert.pem')],
-  { stdio: 'ignore' });
+  const at = (f) => path.join(certDir, f);
+  const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  execFileSync('openssl', ['req', '-x509', ...ecKey, '-days', '2', '-subj', '/CN=Egress test CA',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign',
+    '-keyout', at('ca.key'), '-out', at('ca.pem')], { stdio: 'ignore' });
+  execFileSync('openssl', ['req', ...ecKey, '-subj', '/CN=site.test', '-keyout', at('key.pem'),
+    '-out', at('csr.pem')], { stdio: 'ignore' });
+  fs.writeFileSync(at('ext.cnf'), 'subjectAltName=DNS:site.test,DNS:other.test\n' +
+    'extendedKeyUsage=serverAuth\n');
+  execFileSync('openssl', ['x509', '-req', '-in', at('csr.pem'), '-CA', at('ca.pem'),
+    '-CAkey', at('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', at('ext.cnf'),
+    '-out', at('cert.pem')], { stdio: 'ignore' });
   servers.tls = https.createServer({
-    key: fs.readFileSync(path.join(certDir, 'key.pem')),
-    cert: fs.readFileSync(path.join(certDir, 'cert.pem')),
-  }, (req, res) => res.end('site.test over TLS'));
+    key: fs.readFileSync(at('key.pem')),
+    cert: fs.readFileSync(at('cert.pem')),
+  }, (req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      tlsRequests.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() });
+      if (req.url === '/form') {
+        res.setHeader('Content-Type', 'text/html');
+        res.end('<form method="post" action="/login"><input name="user" value="agent">' +
+                '<input name="pass" id="pass"><button id="go">go</button></form>');
+      } else {
+        res.end(req.url === '/login' ? 'logged in' : 'site.test over TLS');
+      }
+    });
+  });
   for (const [name, s] of Object.entries(servers)) servers[`${name}Port`] = await listen(s);
   dns = dgram.createSocket('udp4');
   dns.on('message', (msg) => dnsQueries.push(msg));
@@ -58,7 +82,8 @@ after(async () => {
 const ctx = useCabind({
   args: () => ['--egress-resolve', 'site.test=127.0.0.1', '--egress-resolve', 'other.test=127.0.0.1',
     '--egress-resolve', 'a.b.wiki.test=127.0.0.1',
-    '--egress-allow-cidr', '127.0.0.0/8', '--egress-dns', `127.0.0.1:${dns.address().port}`],
+    '--egress-allow-cidr', '127.0.0.0/8', '--egress-dns', `127.0.0.1:${dns.address().port}`,
+    '--extra-ca-file', path.join(certDir, 'ca.pem')],
 });
 
 function allowSite(extra = {}) {
@@ -126,7 +151,8 @@ test('exec\'d commands get the proxy; TLS must name the tunnel\'s host; nothing 
   const ok = await curl(s.id, [`http://site.test:${servers.sitePort}/x`]);
   assert.equal(ok.exit_code, 0, JSON.stringify(ok));
   assert.equal(ok.stdout, 'site.test says hello to /x');
-  const tls = await curl(s.id, ['-k', `https://site.test:${servers.tlsPort}/`]);
+  // The operator's extra CA is in the bundle commands use: no -k.
+  const tls = await curl(s.id, [`https://site.test:${servers.tlsPort}/`]);
   assert.equal(tls.exit_code, 0, JSON.stringify(tls));
   assert.equal(tls.stdout, 'site.test over TLS');
   // Fronting: a tunnel to one allowed host with TLS for another is reset.
@@ -162,14 +188,19 @@ test('the policy is read and replaced live; a session without one has no way out
   const bad = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, { mode: 'sometimes' });
   assert.equal(bad.status, 400);
   assert.equal(bad.json.error.code, 'invalid_request');
+  // The bad policy did not replace the one in force.
+  assert.equal((await ctx.server.api('GET', `/v1/sessions/${s.id}/network`)).json.mode, 'allowlist');
+  // A secret's value is never answered: its placeholder is.
   const secrets = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, {
     mode: 'allowlist', allow: [{ host: 'site.test' }],
-    secrets: [{ name: 'gh', value: 'ghp_real', hosts: ['site.test'] }],
+    secrets: [{ name: 'gh', value: 'ghp_put_value', hosts: ['site.test'] }],
   });
-  assert.equal(secrets.status, 400);
-  assert.match(secrets.json.error.message, /^network\.secrets: /);
-  // Neither bad policy replaced the one in force.
-  assert.equal((await ctx.server.api('GET', `/v1/sessions/${s.id}/network`)).json.mode, 'allowlist');
+  assert.equal(secrets.status, 200, secrets.text);
+  assert.match(secrets.json.secrets[0].placeholder, /^cabin_secret_[0-9a-f]{32}$/);
+  assert.doesNotMatch(secrets.text, /ghp_put_value/);
+  const read = await ctx.server.api('GET', `/v1/sessions/${s.id}/network`);
+  assert.equal(read.json.secrets[0].placeholder, secrets.json.secrets[0].placeholder);
+  assert.doesNotMatch(read.text, /ghp_put_value/);
   const put = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, { mode: 'none' });
   assert.equal(put.status, 200, put.text);
   const after = await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}',
@@ -223,4 +254,106 @@ test('addresses in every disguise, wildcard apexes and look-alikes are refused; 
     assert.match(r.reason, /metadata address/);
   }
   assert.equal(dnsQueries.length, 0);
+});
+
+test('Playwright opens an allowed HTTPS site its operator\'s CA vouches for; another host\'s tunnel is refused and the log says why', async () => {
+  const s = await ctx.server.createSession({
+    network: { mode: 'allowlist', allow: [{ host: 'site.test', ports: [servers.tlsPort] }] },
+  });
+  const browser = await chromium.connectOverCDP(s.cdp_url);
+  try {
+    const page = browser.contexts()[0].pages()[0];
+    const ok = await page.goto(`https://site.test:${servers.tlsPort}/`);
+    assert.equal(ok.status(), 200);
+    assert.equal(await page.textContent('body'), 'site.test over TLS');
+    await assert.rejects(page.goto(`https://other.test:${servers.tlsPort}/`),
+                         /ERR_TUNNEL_CONNECTION_FAILED/);
+  } finally {
+    await browser.close();
+  }
+  // A tunnel's record comes when it ends: Chromium keeps site.test's open for its next request.
+  const log = await waitFor(async () => {
+    const l = await networkLog(s.id);
+    return l.some((r) => r.host === 'other.test') && l;
+  }, { what: 'the refused tunnel\'s record' });
+  const other = log.find((r) => r.host === 'other.test');
+  assert.equal(other.kind, 'connect');
+  assert.equal(other.decision, 'deny');
+  assert.match(other.reason, /no rule allows other\.test:\d+/);
+  assert.ok(log.every((r) => r.host !== 'site.test' || r.decision === 'allow'), JSON.stringify(log));
+});
+
+test('secrets: the bound site gets the value in its header and form field; no one else, and nothing in the sandbox or cabind\'s files, ever sees it', async () => {
+  const value = `ghp_${Math.random().toString(36).slice(2)}Zq9`;
+  const s = await ctx.server.createSession({
+    network: {
+      mode: 'allowlist',
+      allow: [{ host: 'site.test', ports: [servers.tlsPort] },
+              { host: 'other.test', ports: [servers.otherPort, servers.tlsPort] }],
+      secrets: [{ name: 'gh', value, hosts: ['site.test'], header: 'Authorization',
+                  format: 'Bearer {value}' }],
+    },
+  });
+  assert.doesNotMatch(JSON.stringify(s), new RegExp(value));
+  const placeholder = s.network.secrets[0].placeholder;
+  assert.match(placeholder, /^cabin_secret_/);
+  tlsRequests.length = 0;
+
+  const browser = await chromium.connectOverCDP(s.cdp_url);
+  let dom;
+  try {
+    const page = browser.contexts()[0].pages()[0];
+    await page.goto(`https://site.test:${servers.tlsPort}/form`);
+    // What an agent does: it types the placeholder it was given.
+    await page.fill('#pass', placeholder);
+    await Promise.all([page.waitForURL(/\/login$/), page.click('#go')]);
+    assert.equal(await page.textContent('body'), 'logged in');
+    dom = await page.content();
+  } finally {
+    await browser.close();
+  }
+  const login = tlsRequests.find((r) => r.url === '/login');
+  assert.ok(login, JSON.stringify(tlsRequests));
+  assert.equal(login.body, `user=agent&pass=${value}`);
+  assert.equal(login.headers.authorization, `Bearer ${value}`);
+  assert.ok(tlsRequests.every((r) => r.headers.authorization === `Bearer ${value}`));
+  assert.doesNotMatch(dom, new RegExp(value));
+
+  // Another allowed host: over plain HTTP refused with a 403 that names the secret; over HTTPS
+  // its tunnel is not opened up, so the site gets its real certificate and no value.
+  const plain = await curl(s.id, ['-s', '-w', '\n%{http_code}',
+                                  `http://other.test:${servers.otherPort}/?token=${placeholder}`]);
+  assert.match(plain.stdout, /secret gh, which is bound to other hosts\n+403$/);
+  tlsRequests.length = 0;
+  const tunnelled = await curl(s.id, ['-H', `Authorization: ${placeholder}`,
+                                      `https://other.test:${servers.tlsPort}/`]);
+  assert.equal(tunnelled.stdout, 'site.test over TLS');
+  assert.equal(tlsRequests[0].headers.authorization, placeholder);
+
+  // The value is nowhere in the sandbox: its environment, its processes' command lines, and the
+  // files of every place it can write (Chromium's profile, caches and the NSS database included).
+  const search = await exec(ctx.server, s.id, ['sh', '-c',
+    // The value goes in encoded, so that this command's own line does not hold it.
+    `env; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; ` +
+    `v=$(echo ${Buffer.from(value).toString('base64')} | base64 -d); ` +
+    `grep -rlF -e "$v" /home /tmp /dev/shm /run 2>/dev/null; true`]);
+  assert.equal(search.exit_code, 0);
+  assert.doesNotMatch(search.stdout, new RegExp(value));
+  assert.match(search.stdout, /SSL_CERT_FILE=/);  // the search did run in the sandbox
+  // Nor in cabind's log or its files (the session store, the network logs).
+  assert.doesNotMatch(ctx.server.logTail(400), new RegExp(value));
+  const found = execFileSync('sh', ['-c', `grep -rl -- '${value}' '${ctx.server.stateDir}' || true`])
+    .toString();
+  assert.equal(found, '');
+
+  const log = await waitFor(async () => {
+    const l = await networkLog(s.id);
+    return l.filter((r) => r.kind === 'http' && r.host === 'site.test').length >= 2 && l;
+  }, { what: 'the intercepted requests\' records' });
+  const posted = log.find((r) => r.kind === 'http' && r.method === 'POST' && r.host === 'site.test');
+  assert.deepEqual(posted.secrets, ['gh']);
+  assert.equal(posted.status, 200);
+  const refused = log.find((r) => r.host === 'other.test' && r.kind === 'http');
+  assert.equal(refused.status, 403);
+  assert.doesNotMatch(JSON.stringify(log), new RegExp(value));
 });

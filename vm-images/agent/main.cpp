@@ -28,6 +28,7 @@
 #include "vm-images/agent/http_server.h"
 #include "vm-images/agent/requests.h"
 #include "vm-images/agent/supervisor.h"
+#include "vm-images/agent/trust.h"
 #include "vnc/display.h"
 #include "vnc/rfb_server.h"
 
@@ -103,6 +104,21 @@ int main(int argc, char** argv) {
   if (::prctl(PR_SET_DUMPABLE, 0) != 0) {
     log->error("PR_SET_DUMPABLE: {}", std::strerror(errno));
     return 2;
+  }
+
+  // Certificates to trust besides the system's (the session's CA): read and removed from the
+  // environment before anything starts.
+  if (const char* ca = ::getenv("CABIN_TRUSTED_CA"); ca && *ca) {
+    const std::string pem = ca;
+    ::unsetenv("CABIN_TRUSTED_CA");
+    std::string warning;
+    auto vars = cabin::agent::install_trusted_certificates(sup.home, pem, {}, &warning);
+    if (!vars) {
+      log->error("trusted certificates: {}", vars.error().message);
+      return 2;
+    }
+    if (!warning.empty()) log->warn("trusted certificates: {}", warning);
+    for (const auto& [name, value] : *vars) ::setenv(name.c_str(), value.c_str(), 1);
   }
 
   if (sup.egress_proxy_port != 0) {

@@ -368,8 +368,9 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   }
 
   auto argv = namespace_launcher_argv(config_, spec, host_root_, procs);
-  auto spawned = spawn_launcher(executor_, argv, {"CABIN_AGENT_SECRET=" + spec.agent_secret},
-                                agent_sock->get());
+  std::vector<std::string> env = {"CABIN_AGENT_SECRET=" + spec.agent_secret};
+  if (!spec.trusted_ca_pem.empty()) env.push_back("CABIN_TRUSTED_CA=" + spec.trusted_ca_pem);
+  auto spawned = spawn_launcher(executor_, argv, env, agent_sock->get());
   agent_sock->reset();  // the agent's alone from here; cabind connects by path
   if (!spawned) {
     for (const auto& d : cgroups) (void)nsbox::remove_cgroup(d);

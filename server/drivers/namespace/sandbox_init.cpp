@@ -71,7 +71,8 @@ void on_signal(int) {}  // PID 1 drops signals without a handler; sigwaitinfo ta
   if (::setresgid(kSandboxGid, kSandboxGid, kSandboxGid) != 0) fail_errno("setresgid 1000");
   if (::setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0) fail_errno("setresuid 1000");
   if (::chdir(kSandboxHome) != 0) fail_errno("chdir home");
-  std::vector<std::string> env = payload_environment(std::getenv("CABIN_AGENT_SECRET"));
+  std::vector<std::string> env =
+      payload_environment(std::getenv("CABIN_AGENT_SECRET"), std::getenv("CABIN_TRUSTED_CA"));
   std::vector<char*> envp, argv;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -111,7 +112,7 @@ int supervise(pid_t payload) {
 
 }  // namespace
 
-std::vector<std::string> payload_environment(const char* agent_secret) {
+std::vector<std::string> payload_environment(const char* agent_secret, const char* trusted_ca) {
   std::vector<std::string> env = {
       std::string("HOME=") + kSandboxHome,
       "PATH=/usr/local/bin:/usr/bin:/bin",
@@ -120,6 +121,7 @@ std::vector<std::string> payload_environment(const char* agent_secret) {
       "LOGNAME=cabin",
   };
   if (agent_secret) env.push_back(std::string("CABIN_AGENT_SECRET=") + agent_secret);
+  if (trusted_ca && *trusted_ca) env.push_back(std::string("CABIN_TRUSTED_CA=") + trusted_ca);
   return env;
 }
 

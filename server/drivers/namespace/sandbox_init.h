@@ -15,8 +15,10 @@ struct InitFds {
   int report = -1;   // write end: the payload's raw wait status (4 bytes) before PID 1 exits
 };
 
-// The payload's environment: nothing of cabind's but the agent secret.
-std::vector<std::string> payload_environment(const char* agent_secret);
+// The payload's environment: nothing of cabind's but the agent secret and the certificates the
+// sandbox trusts (CABIN_TRUSTED_CA, PEM).
+std::vector<std::string> payload_environment(const char* agent_secret,
+                                             const char* trusted_ca = nullptr);
 
 // Runs as PID 1 of the new namespaces; never returns. Exits kSetupFailedStatus when a setup step
 // fails, after writing the step to stderr.

@@ -214,6 +214,10 @@ TEST_CASE("payload environment carries nothing but the basics and the secret") {
   CHECK(contains(env, "CABIN_AGENT_SECRET=s3cret"));
   CHECK(env.size() == 6);
   CHECK(payload_environment(nullptr).size() == 5);
+  auto with_ca = payload_environment("s3cret", "-----BEGIN CERTIFICATE-----\n");
+  CHECK(contains(with_ca, "CABIN_TRUSTED_CA=-----BEGIN CERTIFICATE-----\n"));
+  CHECK(with_ca.size() == 7);
+  CHECK(payload_environment("s3cret", "").size() == 6);
 }
 
 TEST_CASE("driver builds the launcher argv for the agent") {

@@ -13,13 +13,21 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "server/egress/proxy.h"
+#include "server/egress/session_ca.h"
 #include "tests/unit/run_sync.h"
 
 using namespace cabin::egress;
@@ -141,6 +149,57 @@ struct SilentDns {
   int queries = 0;
 };
 
+// An HTTPS site on 127.0.0.1 with a certificate for site.test from a CA of its own (as the
+// operator's --extra-ca-file would name it). Keeps each request it got; answers 200 with
+// "ok <n>" on the same connection until the client ends it.
+struct TlsSite {
+  explicit TlsSite(net::io_context& io)
+      : acceptor(io, {kLoopback, 0}), ca(*SessionCa::create("site-ca")) {
+    net::co_spawn(io, run(), net::detached);
+  }
+  net::awaitable<void> run() {
+    boost::system::error_code ec;
+    for (;;) {
+      auto s = std::make_shared<tcp::socket>(
+          co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec)));
+      if (ec) co_return;
+      net::co_spawn(acceptor.get_executor(), serve(s), net::detached);
+    }
+  }
+  net::awaitable<void> serve(std::shared_ptr<tcp::socket> s) {
+    namespace http = boost::beast::http;
+    auto ctx = *ca->server_context("site.test");
+    net::ssl::stream<tcp::socket&> tls(*s, *ctx);
+    boost::system::error_code ec;
+    co_await tls.async_handshake(net::ssl::stream_base::server,
+                                 net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return;
+    boost::beast::flat_buffer buf;
+    for (;;) {
+      http::request<http::string_body> req;
+      co_await http::async_read(tls, buf, req, net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      requests.push_back(req);
+      http::response<http::string_body> res{http::status::ok, 11};
+      res.body() = "ok " + std::to_string(requests.size());
+      res.prepare_payload();
+      co_await http::async_write(tls, res, net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+    }
+  }
+  uint16_t port() const { return acceptor.local_endpoint().port(); }
+  // The CA's certificate in a file, as --extra-ca-file takes it.
+  std::filesystem::path ca_file() {
+    auto p = std::filesystem::temp_directory_path() /
+             ("cabin-test-ca-" + std::to_string(::getpid()) + ".pem");
+    std::ofstream(p) << ca->certificate_pem();
+    return p;
+  }
+  tcp::acceptor acceptor;
+  std::shared_ptr<SessionCa> ca;
+  std::vector<boost::beast::http::request<boost::beast::http::string_body>> requests;
+};
+
 struct Fixture {
   Fixture() : echo(io), web(io), dns(io) {}
 
@@ -162,7 +221,8 @@ struct Fixture {
   }
   std::shared_ptr<const Policy> policy(const std::string& text) {
     std::string t = text;
-    for (auto [key, port] : {std::pair{"ECHO", echo.port()}, std::pair{"WEB", web.port()}}) {
+    for (auto [key, port] : {std::pair{"ECHO", echo.port()}, std::pair{"WEB", web.port()},
+                             std::pair{"TLS", tls_port}}) {
       for (size_t at; (at = t.find(key)) != std::string::npos;)
         t.replace(at, strlen(key), std::to_string(port));
     }
@@ -211,6 +271,7 @@ struct Fixture {
   SilentDns dns;
   std::shared_ptr<EgressProxy> proxy;
   uint16_t proxy_port = 0;
+  uint16_t tls_port = 0;  // a TlsSite's, for "TLS" in policies
   std::vector<EgressRecord> records;
 };
 
@@ -416,4 +477,177 @@ TEST_CASE(
   CHECK(f.records[0].allowed);
   CHECK(f.records[0].bytes_down == 12);
   CHECK(f.records[0].bytes_up == 0);
+}
+
+namespace {
+
+namespace http = boost::beast::http;
+
+// A session whose secrets are bound to site.test; the proxy trusts the site's CA.
+struct SecretsFixture : Fixture {
+  SecretsFixture() : site(io) {
+    tls_port = site.port();
+    const std::string policy = R"({"mode": "allowlist",
+      "allow": [{"host": "site.test", "ports": [TLS]}, {"host": "other.test", "ports": [WEB]}],
+      "secrets": [{"name": "gh", "value": "ghp_real&=\"", "hosts": ["site.test"],
+                   "header": "Authorization", "format": "Bearer {value}"},
+                  {"name": "other", "value": "other_real", "hosts": ["elsewhere.test"]}]})";
+    start(policy);
+    ca = *SessionCa::create("ses_test");
+    const auto file = site.ca_file();
+    proxy->set_tls(ca, *upstream_tls_context(file));
+    std::filesystem::remove(file);
+    for (const auto& sec : proxy->policy()->secrets) placeholders[sec.name] = sec.placeholder;
+    client_ctx.set_verify_mode(net::ssl::verify_peer);
+    const std::string& pem = ca->certificate_pem();
+    client_ctx.add_certificate_authority(net::buffer(pem));
+  }
+
+  // A tunnel to site.test with the sandbox's TLS on it (trusting the session's CA only).
+  struct Tunnel {
+    tcp::socket s;
+    std::unique_ptr<net::ssl::stream<tcp::socket&>> tls;
+    boost::beast::flat_buffer buf;
+  };
+  net::awaitable<void> open(Tunnel& t, std::string sni = "site.test") {
+    boost::system::error_code ec;
+    const std::string line = connect_line("site.test:" + std::to_string(tls_port));
+    co_await net::async_write(t.s, net::buffer(line), net::redirect_error(net::use_awaitable, ec));
+    std::string head;
+    co_await net::async_read_until(t.s, net::dynamic_buffer(head), "\r\n\r\n",
+                                   net::redirect_error(net::use_awaitable, ec));
+    REQUIRE(head.rfind("HTTP/1.1 200", 0) == 0);
+    t.tls = std::make_unique<net::ssl::stream<tcp::socket&>>(t.s, client_ctx);
+    SSL_set_tlsext_host_name(t.tls->native_handle(), sni.c_str());
+    SSL_set1_host(t.tls->native_handle(), sni.c_str());
+    co_await t.tls->async_handshake(net::ssl::stream_base::client,
+                                    net::redirect_error(net::use_awaitable, ec));
+    handshake = ec;
+  }
+  net::awaitable<http::response<http::string_body>> ask(Tunnel& t,
+                                                        http::request<http::string_body> req) {
+    boost::system::error_code ec;
+    req.prepare_payload();
+    co_await http::async_write(*t.tls, req, net::redirect_error(net::use_awaitable, ec));
+    http::response<http::string_body> res;
+    co_await http::async_read(*t.tls, t.buf, res, net::redirect_error(net::use_awaitable, ec));
+    if (ec) res.result(599);
+    co_return res;
+  }
+  http::request<http::string_body> request(http::verb v, std::string target) {
+    http::request<http::string_body> r{v, target, 11};
+    r.set(http::field::host, "site.test:" + std::to_string(tls_port));
+    return r;
+  }
+
+  TlsSite site;
+  std::shared_ptr<SessionCa> ca;
+  net::ssl::context client_ctx{net::ssl::context::tls_client};
+  std::map<std::string, std::string> placeholders;
+  boost::system::error_code handshake;
+};
+
+}  // namespace
+
+TEST_CASE("egress secrets: the bound host gets the value in its header, fields and form") {
+  SecretsFixture f;
+  SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
+  t.s.connect({kLoopback, f.proxy_port});
+  run_sync(f.io, f.open(t));
+  REQUIRE_FALSE(f.handshake);  // the sandbox's TLS ends at the proxy, with the session's CA
+
+  auto post = f.request(http::verb::post, "/login?key=" + f.placeholders["gh"]);
+  post.set("X-Token", "token " + f.placeholders["gh"]);
+  post.set(http::field::content_type, "application/x-www-form-urlencoded");
+  post.body() = "user=a&pass=" + f.placeholders["gh"];
+  auto res = run_sync(f.io, f.ask(t, post));
+  CHECK(res.result_int() == 200);
+  CHECK(res.body() == "ok 1");
+  // The same tunnel goes on: a JSON body, escaped as JSON.
+  auto json = f.request(http::verb::put, "/api");
+  json.set(http::field::content_type, "application/json");
+  json.body() = R"({"token":")" + f.placeholders["gh"] + R"("})";
+  res = run_sync(f.io, f.ask(t, json));
+  CHECK(res.body() == "ok 2");
+
+  REQUIRE(f.site.requests.size() == 2);
+  const auto& got = f.site.requests[0];
+  CHECK(got[http::field::authorization] == "Bearer ghp_real&=\"");
+  CHECK(got["X-Token"] == "token ghp_real&=\"");
+  CHECK(got.body() == "user=a&pass=ghp_real%26%3D%22");
+  CHECK(got.target() == "/login?key=ghp_real%26%3D%22");
+  CHECK(f.site.requests[1].body() == R"({"token":"ghp_real&=\""})");
+  for (const auto& r : f.site.requests) {
+    CHECK(r.body().find("cabin_secret_") == std::string::npos);
+  }
+
+  t.tls.reset();
+  t.s.close();
+  f.wait_records(3);  // two requests, then the tunnel
+  CHECK(f.records[0].kind == "http");
+  CHECK(f.records[0].method == "POST");
+  CHECK(f.records[0].status == 200);
+  CHECK(f.records[0].secrets == std::vector<std::string>{"gh"});
+  CHECK(f.records[0].bytes_up > post.body().size());
+  CHECK(f.records[1].method == "PUT");
+  CHECK(f.records[2].kind == "connect");
+  CHECK(f.records[2].secrets == std::vector<std::string>{"gh"});
+  CHECK(f.records[2].reason == "intercepted for secrets: 2 requests");
+  for (const auto& r : f.records) {
+    CHECK(nlohmann::json(record_json(r)).dump().find("ghp_real") == std::string::npos);
+  }
+}
+
+TEST_CASE("egress secrets: a placeholder bound elsewhere, or in plain HTTP, is refused") {
+  SecretsFixture f;
+  SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
+  t.s.connect({kLoopback, f.proxy_port});
+  run_sync(f.io, f.open(t));
+  REQUIRE_FALSE(f.handshake);
+  auto get = f.request(http::verb::get, "/?q=" + f.placeholders["other"]);
+  auto res = run_sync(f.io, f.ask(t, get));
+  CHECK(res.result_int() == 403);
+  CHECK(res.body().find("secret other") != std::string::npos);
+  CHECK(f.site.requests.empty());
+
+  // Plain HTTP to another allowed host: no placeholder leaves, bound or not.
+  auto c = f.connect();
+  f.send(c, "POST http://other.test:" + std::to_string(f.web.port()) +
+                "/ HTTP/1.1\r\nHost: other.test:" + std::to_string(f.web.port()) +
+                "\r\nContent-Length: " + std::to_string(f.placeholders["gh"].size()) + "\r\n\r\n" +
+                f.placeholders["gh"]);
+  f.read(c);
+  CHECK(c.got.rfind("HTTP/1.1 403", 0) == 0);
+  CHECK(c.got.find("secret gh, which is bound to other hosts") != std::string::npos);
+  CHECK(f.web.heads.empty());
+  f.wait_records(3);  // the request in the tunnel, the tunnel, the plain request
+  CHECK(f.records[0].status == 403);
+  CHECK(f.records[1].kind == "connect");
+  CHECK(f.records[2].kind == "http");
+}
+
+TEST_CASE("egress secrets: a request for another host in the tunnel is refused") {
+  SecretsFixture f;
+  SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
+  t.s.connect({kLoopback, f.proxy_port});
+  run_sync(f.io, f.open(t));
+  REQUIRE_FALSE(f.handshake);
+  auto get = f.request(http::verb::get, "/");
+  get.set(http::field::host, "other.test");
+  auto res = run_sync(f.io, f.ask(t, get));
+  CHECK(res.result_int() == 421);
+  CHECK(f.site.requests.empty());
+}
+
+TEST_CASE("egress secrets: a site the proxy cannot verify gets no secret") {
+  SecretsFixture f;
+  f.proxy->set_tls(f.ca, *upstream_tls_context({}));  // the system's roots only
+  SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
+  t.s.connect({kLoopback, f.proxy_port});
+  run_sync(f.io, f.open(t));
+  REQUIRE_FALSE(f.handshake);
+  auto res = run_sync(f.io, f.ask(t, f.request(http::verb::get, "/")));
+  CHECK(res.result_int() == 502);
+  CHECK(res.body().find("its certificate is not trusted") != std::string::npos);
+  CHECK(f.site.requests.empty());
 }

@@ -1,0 +1,50 @@
+// One connection from the sandbox to the egress proxy, shared by proxy.cpp and intercept.cpp.
+#pragma once
+
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "server/egress/proxy.h"
+
+namespace cabin::egress {
+
+int64_t unix_ms();
+// The proxy's own answer: the reason in the body and in X-Cabin-Egress, for a person reading
+// curl's output or Chromium's net log; the connection closes after it.
+std::string proxy_refusal(int status, std::string_view reason);
+
+struct EgressProxy::Conn {
+  explicit Conn(net::ip::tcp::socket c)
+      : client(std::move(c)), upstream(client.get_executor()), idle(client.get_executor()) {}
+  net::ip::tcp::socket client;
+  net::ip::tcp::socket upstream;
+  net::steady_timer idle;
+  std::optional<ProxyTarget> target;
+  std::optional<IpAddress> address;
+  std::chrono::steady_clock::time_point last_active = std::chrono::steady_clock::now();
+  uint64_t up = 0, down = 0;
+  std::string closed_by_proxy;  // why the proxy ended it, if it did
+  bool open = true;
+
+  void touch() { last_active = std::chrono::steady_clock::now(); }
+  void close(std::string why) {
+    if (closed_by_proxy.empty()) closed_by_proxy = std::move(why);
+    finish();
+  }
+  void finish() {
+    open = false;
+    boost::system::error_code ec;
+    client.close(ec);
+    upstream.close(ec);
+    idle.cancel();
+  }
+};
+
+}  // namespace cabin::egress

@@ -1,0 +1,112 @@
+#include "server/egress/secrets.h"
+
+#include <algorithm>
+#include <boost/beast/core/string.hpp>
+
+namespace cabin::egress {
+
+namespace {
+
+std::string encode(std::string_view value, BodyKind kind) {
+  std::string out;
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  switch (kind) {
+    case BodyKind::kUrlEncoded:
+      for (unsigned char c : value) {
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '-' || c == '.' || c == '_' || c == '~') {
+          out += static_cast<char>(c);
+        } else {
+          out += '%';
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        }
+      }
+      return out;
+    case BodyKind::kJson:
+      // A value has no control bytes (the policy refuses them): quotes and backslashes only.
+      for (char c : value) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+      return out;
+    case BodyKind::kText:
+    case BodyKind::kOpaque:
+      break;
+  }
+  return std::string(value);
+}
+
+}  // namespace
+
+bool bound_to(const Secret& s, const Host& host) {
+  if (host.is_ip()) return false;
+  return std::any_of(s.hosts.begin(), s.hosts.end(),
+                     [&](const HostPattern& h) { return h.matches(host.name); });
+}
+
+bool secret_bound(const Policy& p, std::string_view name, const Host& host) {
+  return std::any_of(p.secrets.begin(), p.secrets.end(),
+                     [&](const Secret& s) { return s.name == name && bound_to(s, host); });
+}
+
+bool any_secret_bound(const Policy& p, const Host& host) {
+  return std::any_of(p.secrets.begin(), p.secrets.end(),
+                     [&](const Secret& s) { return bound_to(s, host); });
+}
+
+BodyKind body_kind(std::string_view content_type) {
+  const auto semi = content_type.find(';');
+  std::string_view type = content_type.substr(0, semi);
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
+  while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) type.remove_prefix(1);
+  namespace beast = boost::beast;
+  if (beast::iequals(type, "application/x-www-form-urlencoded")) return BodyKind::kUrlEncoded;
+  if (beast::iequals(type, "application/json") ||
+      (type.size() > 5 && beast::iequals(type.substr(type.size() - 5), "+json"))) {
+    return BodyKind::kJson;
+  }
+  if (beast::iequals(type, "multipart/form-data") ||
+      (type.size() >= 5 && beast::iequals(type.substr(0, 5), "text/"))) {
+    return BodyKind::kText;
+  }
+  return BodyKind::kOpaque;
+}
+
+std::string placeholder_in(const Policy& p, const Host& host, std::string_view text,
+                           bool bound_ok) {
+  if (text.find(kPlaceholderPrefix) == std::string_view::npos) return {};
+  for (const auto& s : p.secrets) {
+    if (bound_ok && bound_to(s, host)) continue;
+    if (text.find(s.placeholder) != std::string_view::npos) return s.name;
+  }
+  return {};
+}
+
+void replace_placeholders(const Policy& p, const Host& host, std::string& text, BodyKind kind,
+                          std::vector<std::string>& used) {
+  if (text.find(kPlaceholderPrefix) == std::string::npos) return;
+  for (const auto& s : p.secrets) {
+    if (!bound_to(s, host)) continue;
+    size_t at = text.find(s.placeholder);
+    if (at == std::string::npos) continue;
+    const std::string value = encode(s.value, kind);
+    while (at != std::string::npos) {
+      text.replace(at, s.placeholder.size(), value);
+      at = text.find(s.placeholder, at + value.size());
+    }
+    if (std::find(used.begin(), used.end(), s.name) == used.end()) used.push_back(s.name);
+  }
+}
+
+std::string header_value(const Secret& s) {
+  std::string out = s.format;
+  static constexpr std::string_view kValue = "{value}";
+  for (size_t at = out.find(kValue); at != std::string::npos;
+       at = out.find(kValue, at + s.value.size())) {
+    out.replace(at, kValue.size(), s.value);
+  }
+  return out;
+}
+
+}  // namespace cabin::egress

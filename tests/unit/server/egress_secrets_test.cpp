@@ -1,0 +1,140 @@
+// Secrets on their way out (placeholders found, replaced and encoded) and the session's CA.
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "server/egress/secrets.h"
+#include "server/egress/session_ca.h"
+
+using namespace cabin::egress;
+
+namespace {
+
+Policy secrets_policy() {
+  auto p = parse_policy(nlohmann::json::parse(R"({"mode": "allowlist",
+      "allow": [{"host": "*.example.test"}],
+      "secrets": [{"name": "a", "value": "v a+b", "hosts": ["api.example.test"]},
+                  {"name": "b", "value": "vb", "hosts": ["*.other.test"],
+                   "header": "X-Key", "format": "k={value};{value}"}]})"));
+  REQUIRE(p);
+  return *p;
+}
+
+Host name_host(const char* n) { return *canonical_host(n); }
+
+X509* pem_certificate(const std::string& pem) {
+  BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  X509* x = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("secrets: which hosts a secret is bound to") {
+  const Policy p = secrets_policy();
+  CHECK(bound_to(p.secrets[0], name_host("api.example.test")));
+  CHECK(bound_to(p.secrets[0], name_host("API.example.test.")));
+  CHECK_FALSE(bound_to(p.secrets[0], name_host("www.example.test")));
+  CHECK(bound_to(p.secrets[1], name_host("x.y.other.test")));
+  CHECK_FALSE(bound_to(p.secrets[1], name_host("other.test")));
+  CHECK_FALSE(bound_to(p.secrets[0], name_host("127.0.0.1")));
+  CHECK(any_secret_bound(p, name_host("api.example.test")));
+  CHECK_FALSE(any_secret_bound(p, name_host("www.example.test")));
+  CHECK(secret_bound(p, "b", name_host("a.other.test")));
+  CHECK_FALSE(secret_bound(p, "a", name_host("a.other.test")));
+}
+
+TEST_CASE("secrets: placeholders found, and replaced as the body's type needs") {
+  const Policy p = secrets_policy();
+  const std::string pa = p.secrets[0].placeholder, pb = p.secrets[1].placeholder;
+  REQUIRE(pa.rfind("cabin_secret_", 0) == 0);
+  REQUIRE(pa.size() == 13 + 32);
+  const Host api = name_host("api.example.test");
+  CHECK(placeholder_in(p, api, "x" + pa, true).empty());
+  CHECK(placeholder_in(p, api, "x" + pa, false) == "a");
+  CHECK(placeholder_in(p, api, pb, true) == "b");
+  CHECK(placeholder_in(p, api, "cabin_secret_", false).empty());
+
+  std::vector<std::string> used;
+  std::string form = "u=1&p=" + pa + "&q=" + pa;
+  replace_placeholders(p, api, form, BodyKind::kUrlEncoded, used);
+  CHECK(form == "u=1&p=v%20a%2Bb&q=v%20a%2Bb");
+  CHECK(used == std::vector<std::string>{"a"});
+  std::string json = "{\"k\":\"" + pa + "\",\"o\":\"" + pb + "\"}";
+  replace_placeholders(p, api, json, BodyKind::kJson, used);
+  CHECK(json == "{\"k\":\"v a+b\",\"o\":\"" + pb + "\"}");  // b is not bound here: left
+  CHECK(used.size() == 1);
+
+  CHECK(body_kind("application/x-www-form-urlencoded; charset=utf-8") == BodyKind::kUrlEncoded);
+  CHECK(body_kind("Application/JSON") == BodyKind::kJson);
+  CHECK(body_kind("application/vnd.api+json") == BodyKind::kJson);
+  CHECK(body_kind("multipart/form-data; boundary=x") == BodyKind::kText);
+  CHECK(body_kind("text/plain") == BodyKind::kText);
+  CHECK(body_kind("image/png") == BodyKind::kOpaque);
+  CHECK(body_kind("") == BodyKind::kOpaque);
+  CHECK(header_value(p.secrets[1]) == "k=vb;vb");
+  CHECK(header_value(p.secrets[0]) == "v a+b");
+}
+
+TEST_CASE("session CA: leaves for a host verify against it, and only for that host") {
+  auto ca = SessionCa::create("ses_x");
+  REQUIRE(ca);
+  const std::string& pem = (*ca)->certificate_pem();
+  REQUIRE(pem.rfind("-----BEGIN CERTIFICATE-----", 0) == 0);
+  auto ctx = (*ca)->server_context("site.test");
+  REQUIRE(ctx);
+  auto again = (*ca)->server_context("site.test");
+  REQUIRE(again);
+  CHECK(ctx->get() == again->get());  // made once
+
+  X509* root = pem_certificate(pem);
+  REQUIRE(root);
+  X509* leaf = SSL_CTX_get0_certificate((*ctx)->native_handle());
+  REQUIRE(leaf);
+  X509_STORE* store = X509_STORE_new();
+  X509_STORE_add_cert(store, root);
+  X509_STORE_CTX* vctx = X509_STORE_CTX_new();
+  X509_STORE_CTX_init(vctx, store, leaf, nullptr);
+  X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(vctx);
+  X509_VERIFY_PARAM_set1_host(param, "site.test", 0);
+  X509_STORE_CTX_set_purpose(vctx, X509_PURPOSE_SSL_SERVER);
+  CHECK(X509_verify_cert(vctx) == 1);
+  X509_STORE_CTX_cleanup(vctx);
+  X509_STORE_CTX_init(vctx, store, leaf, nullptr);
+  X509_VERIFY_PARAM_set1_host(X509_STORE_CTX_get0_param(vctx), "other.test", 0);
+  CHECK(X509_verify_cert(vctx) != 1);
+  X509_STORE_CTX_free(vctx);
+  X509_STORE_free(store);
+  X509_free(root);
+
+  // Another session's CA does not vouch for this one's leaves.
+  auto other = SessionCa::create("ses_y");
+  REQUIRE(other);
+  CHECK((*other)->certificate_pem() != pem);
+}
+
+TEST_CASE("read_ca_pem: certificates only") {
+  auto ca = SessionCa::create("ses_z");
+  REQUIRE(ca);
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto good = dir / ("cabin-ca-good-" + std::to_string(::getpid()) + ".pem");
+  const auto bad = dir / ("cabin-ca-bad-" + std::to_string(::getpid()) + ".pem");
+  std::ofstream(good) << "junk\n" << (*ca)->certificate_pem();
+  std::ofstream(bad) << "not a certificate\n";
+  auto r = read_ca_pem(good);
+  REQUIRE(r);
+  CHECK(*r == (*ca)->certificate_pem());
+  CHECK_FALSE(read_ca_pem(bad));
+  CHECK_FALSE(read_ca_pem(dir / "cabin-no-such-file.pem"));
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
