@@ -111,7 +111,7 @@ std::string tls_failure(HostTls& s, const boost::system::error_code& ec) {
   return ec.message();
 }
 
-// `from` to `to` until either ends (a WebSocket after 101).
+// `from` to `to` until either ends (a WebSocket after 101), after what `pending` holds.
 template <typename From, typename To>
 net::awaitable<void> pump_tls(std::shared_ptr<EgressProxy::Conn> c, From& from,
                               beast::flat_buffer& pending, To& to) {
@@ -120,15 +120,8 @@ net::awaitable<void> pump_tls(std::shared_ptr<EgressProxy::Conn> c, From& from,
     co_await net::async_write(to, pending.data(), net::redirect_error(net::use_awaitable, ec));
     pending.consume(pending.size());
   }
-  std::vector<char> buf(preview::kRelayChunk);
-  while (!ec) {
-    const size_t n = co_await from.async_read_some(net::buffer(buf),
-                                                   net::redirect_error(net::use_awaitable, ec));
-    if (ec) break;
-    c->touch();
-    co_await net::async_write(to, net::buffer(buf.data(), n),
-                              net::redirect_error(net::use_awaitable, ec));
-  }
+  uint64_t moved = 0;  // counted below the TLS
+  if (!ec) co_await copy_counted(c, from, to, moved);
   c->finish();
 }
 
@@ -190,6 +183,7 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
   std::vector<char> chunk(preview::kRelayChunk);
   uint64_t requests = 0;
   std::vector<std::string> used_in_tunnel;
+  std::optional<EgressRecord> refusal;
   for (; c->open; ++requests) {
     const uint64_t received_before = sandbox.received(), sent_before = sandbox.sent();
     http::request_parser<http::empty_body> hp;
@@ -214,11 +208,14 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
       r.bytes_up = sandbox.received() - received_before;
       r.bytes_down = sandbox.sent() - sent_before;
     };
-    // Every answer that ends the tunnel: the record says why, the sandbox reads it.
+    // Every answer that ends the tunnel: the record says why, the sandbox reads it (after the
+    // loop).
     auto refused = [&](int status, std::string why) {
       r.allowed = status >= 500;  // allowed, but the host failed
       r.status = status;
       r.reason = std::move(why);
+      settle();
+      refusal = std::move(r);
     };
     // The request must be for the tunnel's own host, and one the policy allows by method too.
     const auto& head_in = hp.get();
@@ -226,18 +223,12 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     if (!named || !(*named == want) || head_in.count(http::field::host) != 1) {
       refused(421, "a request in the tunnel to " + want.to_string() + " is for " +
                        std::string(head_in[http::field::host]));
-      co_await refuse_in_tunnel(c, down, r);
-      settle();
-      emit(r);
       break;
     }
     const Decision d = check_host(*policy_, boundary_, host, want.port, r.method);
     r.rule = d.rule;
     if (!d.allowed) {
       refused(403, d.reason);
-      co_await refuse_in_tunnel(c, down, r);
-      settle();
-      emit(r);
       break;
     }
     // A body up to kMaxRewrittenBody is read whole (searched, and rewritten if it is text);
@@ -253,9 +244,6 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
         if (ec == http::error::body_limit) {
           refused(413, "a chunked request body to a host with secrets is larger than " +
                            std::to_string(kMaxRewrittenBody) + " bytes");
-          co_await refuse_in_tunnel(c, down, r);
-          settle();
-          emit(r);
           break;
         }
         if (ec) break;
@@ -276,9 +264,6 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     if (!foreign.empty()) {
       refused(403, "the request carries the placeholder of secret " + foreign +
                        ", which is bound to other hosts");
-      co_await refuse_in_tunnel(c, down, r);
-      settle();
-      emit(r);
       break;
     }
 
@@ -328,9 +313,6 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     }
     if (ec) {
       refused(502, "sending the request to " + host.name + ": " + ec.message());
-      co_await refuse_in_tunnel(c, down, r);
-      settle();
-      emit(r);
       break;
     }
     r.allowed = true;
@@ -340,9 +322,6 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     ec = co_await preview::read_answer_head(up, from_host, answer, r.method == "HEAD");
     if (ec) {
       refused(502, "the answer of " + host.name + ": " + ec.message());
-      co_await refuse_in_tunnel(c, down, r);
-      settle();
-      emit(r);
       break;
     }
     const auto& a = answer->get();
@@ -397,6 +376,10 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     if (ec) r.reason = "relaying the answer: " + ec.message();
     emit(r);
     if (ec || !answer_keep_alive) break;
+  }
+  if (refusal) {
+    co_await refuse_in_tunnel(c, down, *refusal);
+    emit(*refusal);
   }
   c->up = sandbox.received();
   c->down = sandbox.sent();

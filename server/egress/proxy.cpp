@@ -33,8 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr size_t kChunk = 64 * 1024;
-
 std::string_view status_text(int status) {
   switch (status) {
     case 400:
@@ -403,27 +401,6 @@ net::awaitable<bool> EgressProxy::dial(std::shared_ptr<Conn> c, const ProxyTarge
 
 namespace {
 
-// Upstream to client, as it comes; counts into `c->down`.
-// `from` to `to` until either fails or ends, counting into `moved`; each transfer is activity.
-// Returns what ended it (eof: `from` ended).
-net::awaitable<boost::system::error_code> copy_counted(std::shared_ptr<EgressProxy::Conn> c,
-                                                       tcp::socket& from, tcp::socket& to,
-                                                       uint64_t& moved) {
-  std::vector<char> buf(kChunk);
-  boost::system::error_code ec;
-  for (;;) {
-    const size_t n = co_await from.async_read_some(net::buffer(buf),
-                                                   net::redirect_error(net::use_awaitable, ec));
-    if (ec) break;
-    c->touch();
-    co_await net::async_write(to, net::buffer(buf.data(), n),
-                              net::redirect_error(net::use_awaitable, ec));
-    if (ec) break;
-    moved += n;
-  }
-  co_return ec;
-}
-
 net::awaitable<void> copy_down(std::shared_ptr<EgressProxy::Conn> c) {
   co_await copy_counted(c, c->upstream, c->client, c->down);
   // The client learns the end; its own direction may still finish.
@@ -581,7 +558,7 @@ net::awaitable<void> EgressProxy::forward(std::shared_ptr<Conn> c, EgressRecord&
     co_return;
   }
   // The answer passes as the upstream sends it, until it closes (it was asked to).
-  std::vector<char> buf(kChunk);
+  std::vector<char> buf(64 * 1024);
   std::string status_line;
   for (;;) {
     const size_t n = co_await c->upstream.async_read_some(

@@ -5,11 +5,17 @@
 #include "common/asio.h"  // first: see there
 // clang-format on
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/egress/proxy.h"
 
@@ -46,5 +52,25 @@ struct EgressProxy::Conn {
     idle.cancel();
   }
 };
+
+// `from` to `to` until either fails or ends, counting into `moved`; each transfer is activity.
+// Returns what ended it (eof: `from` ended).
+template <typename From, typename To>
+net::awaitable<boost::system::error_code> copy_counted(std::shared_ptr<EgressProxy::Conn> c,
+                                                       From& from, To& to, uint64_t& moved) {
+  std::vector<char> buf(64 * 1024);
+  boost::system::error_code ec;
+  for (;;) {
+    const size_t n = co_await from.async_read_some(net::buffer(buf),
+                                                   net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    c->touch();
+    co_await net::async_write(to, net::buffer(buf.data(), n),
+                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) break;
+    moved += n;
+  }
+  co_return ec;
+}
 
 }  // namespace cabin::egress
