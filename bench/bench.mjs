@@ -13,6 +13,7 @@ import { chromiumVersion, pageTarget, startHostBrowser } from './host_chromium.m
 import { benchComputer, computerRows } from './computer.mjs';
 import { benchMicrovm, microvmRows } from './microvm.mjs';
 import { benchVnc, vncRows } from './vnc.mjs';
+import { benchEgress, egressRows } from './egress.mjs';
 import { benchPreview, previewRows } from './preview.mjs';
 import { benchThreads, threadsRows } from './threads.mjs';
 import { summary } from './stats.mjs';
@@ -29,7 +30,8 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress' },
+    'egress-rounds': { type: 'string' },
     'threads-rounds': { type: 'string' },
     'preview-conns': { type: 'string', default: '16' },
     'preview-ms': { type: 'string' },
@@ -43,9 +45,9 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,threads,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
-                 [--threads-rounds N]
+                 [--threads-rounds N] [--egress-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
   process.exit(0);
 }
@@ -63,6 +65,14 @@ const PREVIEW = {
   ms: Number(opt['preview-ms'] ?? (opt.quick ? 1000 : 2000)),
   bigMiB: Number(opt['preview-big'] ?? (opt.quick ? 64 : 256)),
   rounds: Number(opt['preview-rounds'] ?? (opt.quick ? 2 : 8)),
+};
+
+const EGRESS = {
+  ttfbN: opt.quick ? 50 : 200,
+  bigMiB: opt.quick ? 64 : 256,
+  rounds: Number(opt['egress-rounds'] ?? (opt.quick ? 2 : 5)),
+  injectConns: 8,
+  injectMs: opt.quick ? 1000 : 2000,
 };
 
 const THREADS = {
@@ -394,6 +404,7 @@ function table(results) {
   if (results.computer) rows.push(...computerRows(results.computer, fmt, mark));
   if (results.vnc) rows.push(...vncRows(results.vnc, fmt, mark));
   if (results.preview) rows.push(...previewRows(results.preview, fmt, mark));
+  if (results.egress) rows.push(...egressRows(results.egress, fmt, mark));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   if (results.threads) rows.push(...threadsRows(results.threads, fmt));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
@@ -452,6 +463,8 @@ async function main() {
     if (only.has('preview')) results.preview = await benchPreview(cabin, { ...PREVIEW, log });
     // Its own two cabinds, whatever --url says: the part compares their --threads.
     if (only.has('threads')) results.threads = await benchThreads({ ...THREADS, log });
+    // Its own cabind too: the part needs egress flags and a CA of its own.
+    if (only.has('egress')) results.egress = await benchEgress({ ...EGRESS, log });
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {
         n: VM_N, warmup: VM_WARMUP, width: WIDTH, height: HEIGHT, log,
