@@ -29,6 +29,11 @@ inline constexpr std::string_view kExecPath = "/agent/v1/exec";
 inline constexpr std::string_view kScreenshotPath = "/agent/v1/screenshot";
 inline constexpr std::string_view kComputerPath = "/agent/v1/computer";
 inline constexpr std::string_view kFramesPath = "/agent/v1/frames";
+// The microVM's door out: cabind keeps GETs to this waiting; the agent answers one with
+// kEgressPaired when a guest program connects to its egress port, and the connection carries
+// that program's bytes from then on.
+inline constexpr std::string_view kEgressWaitPath = "/agent/v1/egress/wait";
+inline constexpr std::string_view kEgressPaired = "HTTP/1.1 200 Paired\r\n\r\n";
 // Every request but a CONNECT's tunnelled bytes carries the session's agent secret here.
 inline constexpr std::string_view kSecretHeader = "X-Cabin-Agent-Secret";
 

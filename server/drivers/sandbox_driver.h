@@ -29,8 +29,9 @@ struct DriverInfo {
   bool available = false;  // false: create() answers kUnavailable with `unavailable_reason`
   std::string unavailable_reason;
   bool supports_pause = false;
-  // Sandboxes can reach a service cabind listens for on their loopback (listen_loopback), so
-  // their egress goes through cabind's proxy; otherwise they have no way out at all.
+  // Sandboxes reach cabind's egress proxy: a listener cabind holds on their loopback
+  // (listen_loopback), or else connections cabind keeps waiting at their agent, which hands
+  // each program's connection to one. Otherwise they have no way out at all.
   bool supports_egress = false;
 };
 
@@ -70,6 +71,9 @@ class Sandbox {
     (void)port;
     return make_error(Errc::kUnavailable, "not_supported", "no listener on the sandbox's loopback");
   }
+  // Whether programs in the sandbox reach cabind's egress proxy through the agent's door rather
+  // than a listener of cabind's (listen_loopback).
+  virtual bool egress_through_agent() const { return false; }
   virtual net::awaitable<Result<void>> pause() = 0;
   virtual net::awaitable<Result<void>> resume() = 0;
   // Idempotent; kills everything of the sandbox and removes its files, cgroups and mounts.

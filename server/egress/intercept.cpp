@@ -94,6 +94,29 @@ class SandboxStream {
 using SandboxTls = ssl::stream<SandboxStream&>;
 using HostTls = ssl::stream<tcp::socket&>;
 
+std::string tls_failure(HostTls& s, const boost::system::error_code& ec) {
+  const long verify = SSL_get_verify_result(s.native_handle());
+  if (verify != X509_V_OK) {
+    return std::string("its certificate is not trusted: ") + X509_verify_cert_error_string(verify);
+  }
+  return ec.message();
+}
+
+// The proxy's own TLS to the host on `raw`, verified for `host`: empty, or what failed.
+net::awaitable<std::string> host_handshake(HostTls& up, tcp::socket& raw, const std::string& host,
+                                           std::chrono::milliseconds timeout) {
+  SSL_set_tlsext_host_name(up.native_handle(), host.c_str());
+  SSL_set1_host(up.native_handle(), host.c_str());
+  boost::system::error_code ec;
+  {
+    Deadline deadline(raw, timeout);
+    co_await up.async_handshake(ssl::stream_base::client,
+                                net::redirect_error(net::use_awaitable, ec));
+  }
+  if (!ec) co_return std::string();
+  co_return "TLS to " + host + ": " + tls_failure(up, ec);
+}
+
 // Writes the proxy's refusal and ends the tunnel.
 net::awaitable<void> refuse_in_tunnel(std::shared_ptr<EgressProxy::Conn> c, SandboxTls& down,
                                       const EgressRecord& r) {
@@ -101,14 +124,6 @@ net::awaitable<void> refuse_in_tunnel(std::shared_ptr<EgressProxy::Conn> c, Sand
   boost::system::error_code ec;
   co_await net::async_write(down, net::buffer(text), net::redirect_error(net::use_awaitable, ec));
   c->finish();
-}
-
-std::string tls_failure(HostTls& s, const boost::system::error_code& ec) {
-  const long verify = SSL_get_verify_result(s.native_handle());
-  if (verify != X509_V_OK) {
-    return std::string("its certificate is not trusted: ") + X509_verify_cert_error_string(verify);
-  }
-  return ec.message();
 }
 
 // `from` to `to` until either ends (a WebSocket after 101), after what `pending` holds.
@@ -160,17 +175,12 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     co_return;
   }
   c->touch();
-  HostTls up(c->upstream, *upstream_tls_);
-  SSL_set_tlsext_host_name(up.native_handle(), host.name.c_str());
-  SSL_set1_host(up.native_handle(), host.name.c_str());
-  {
-    Deadline deadline(c->upstream, limits_.connect_timeout);
-    co_await up.async_handshake(ssl::stream_base::client,
-                                net::redirect_error(net::use_awaitable, ec));
-  }
-  if (ec) {
+  auto up = std::make_unique<HostTls>(c->upstream, *upstream_tls_);
+  std::string tls_error =
+      co_await host_handshake(*up, c->upstream, host.name, limits_.connect_timeout);
+  if (!tls_error.empty()) {
     rec.status = 502;
-    fail("TLS to " + host.name + ": " + tls_failure(up, ec));
+    fail(std::move(tls_error));
     const std::string text = proxy_refusal(502, rec.reason);
     boost::system::error_code wec;
     co_await net::async_write(down, net::buffer(text),
@@ -184,6 +194,7 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
   uint64_t requests = 0;
   std::vector<std::string> used_in_tunnel;
   std::optional<EgressRecord> refusal;
+  bool fresh = true;  // the host's connection has carried no request yet
   for (; c->open; ++requests) {
     const uint64_t received_before = sandbox.received(), sent_before = sandbox.sent();
     http::request_parser<http::empty_body> hp;
@@ -304,22 +315,40 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
       if (std::find(used_in_tunnel.begin(), used_in_tunnel.end(), n) == used_in_tunnel.end())
         used_in_tunnel.push_back(n);
     }
-    if (stream) {
-      ec = co_await preview::relay(down, from_sandbox, *stream, up, head, framing, chunk.data(),
-                                   &c->last_active);
-    } else {
-      const std::array<net::const_buffer, 2> out = {net::buffer(head), net::buffer(body)};
-      co_await net::async_write(up, out, net::redirect_error(net::use_awaitable, ec));
-    }
-    if (ec) {
-      refused(502, "sending the request to " + host.name + ": " + ec.message());
-      break;
-    }
-    r.allowed = true;
-
-    // The answer, as the host sends it.
     std::optional<http::response_parser<http::buffer_body>> answer;
-    ec = co_await preview::read_answer_head(up, from_host, answer, r.method == "HEAD");
+    for (bool again = true; again;) {
+      again = false;
+      if (stream) {
+        ec = co_await preview::relay(down, from_sandbox, *stream, *up, head, framing, chunk.data(),
+                                     &c->last_active);
+      } else {
+        const std::array<net::const_buffer, 2> out = {net::buffer(head), net::buffer(body)};
+        co_await net::async_write(*up, out, net::redirect_error(net::use_awaitable, ec));
+      }
+      // The answer, as the host sends it.
+      if (!ec) ec = co_await preview::read_answer_head(*up, from_host, answer, r.method == "HEAD");
+      // A host may close a kept-alive connection while the tunnel is idle, as browsers expect:
+      // a request read whole goes again, once, on a new connection.
+      if (ec && !fresh && !stream && from_host.size() == 0 && c->open) {
+        boost::system::error_code ignored;
+        c->upstream.close(ignored);
+        EgressRecord redial;
+        if (!(co_await dial(c, *c->target, redial))) {
+          refused(502, "reconnecting to " + host.name + ": " + redial.reason);
+          break;
+        }
+        up = std::make_unique<HostTls>(c->upstream, *upstream_tls_);
+        tls_error = co_await host_handshake(*up, c->upstream, host.name, limits_.connect_timeout);
+        if (!tls_error.empty()) {
+          refused(502, std::move(tls_error));
+          break;
+        }
+        fresh = again = true;
+      }
+    }
+    if (refusal) break;
+    fresh = false;
+    r.allowed = true;
     if (ec) {
       refused(502, "the answer of " + host.name + ": " + ec.message());
       break;
@@ -359,18 +388,18 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
       auto host_done = std::make_shared<net::steady_timer>(c->client.get_executor(),
                                                            net::steady_timer::time_point::max());
       auto finished = std::make_shared<bool>(false);
-      net::co_spawn(c->client.get_executor(), pump_tls(c, up, from_host, down),
+      net::co_spawn(c->client.get_executor(), pump_tls(c, *up, from_host, down),
                     [host_done, finished](std::exception_ptr) {
                       *finished = true;
                       host_done->cancel();
                     });
-      co_await pump_tls(c, down, from_sandbox, up);
+      co_await pump_tls(c, down, from_sandbox, *up);
       boost::system::error_code wait_ec;
       if (!*finished)
         co_await host_done->async_wait(net::redirect_error(net::use_awaitable, wait_ec));
       break;
     }
-    ec = co_await preview::relay(up, from_host, *answer, down, out, out_framing, chunk.data(),
+    ec = co_await preview::relay(*up, from_host, *answer, down, out, out_framing, chunk.data(),
                                  &c->last_active);
     settle();
     if (ec) r.reason = "relaying the answer: " + ec.message();

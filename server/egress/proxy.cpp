@@ -1,7 +1,9 @@
 #include "server/egress/proxy.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -17,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/agent_protocol.h"
 #include "common/deadline.h"
 #include "common/spawn.h"
 #include "server/egress/client_hello.h"
@@ -127,10 +130,46 @@ net::awaitable<void> EgressProxy::serve(tcp::acceptor listener) {
   }
 }
 
+void EgressProxy::serve_reverse(net::any_io_executor ex, Dial dial, size_t waiting) {
+  for (size_t i = 0; i < waiting; ++i) {
+    cabin::spawn(ex, wait_reverse(dial), "session " + session_id_ + ": egress door");
+  }
+}
+
+net::awaitable<void> EgressProxy::wait_reverse(Dial dial) {
+  auto self = shared_from_this();
+  auto ex = co_await net::this_coro::executor;
+  net::steady_timer backoff(ex);
+  std::chrono::milliseconds pause{0};
+  boost::system::error_code ec;
+  const uint64_t id = next_conn_++;
+  while (!stopped_) {
+    if (pause.count() > 0) {
+      backoff.expires_after(pause);
+      co_await backoff.async_wait(net::redirect_error(net::use_awaitable, ec));
+      if (stopped_) break;
+    }
+    // Each failure waits longer, up to 2 s: an agent that is not up yet, or refuses.
+    pause = std::min<std::chrono::milliseconds>(std::max(pause * 2, std::chrono::milliseconds(20)),
+                                                std::chrono::milliseconds(2000));
+    auto s = co_await dial();
+    if (!s || stopped_) continue;
+    std::array<char, agent_protocol::kEgressPaired.size()> got{};
+    waiting_[id] = &*s;
+    co_await net::async_read(*s, net::buffer(got), net::redirect_error(net::use_awaitable, ec));
+    waiting_.erase(id);
+    if (ec || stopped_ || std::string_view(got.data(), got.size()) != agent_protocol::kEgressPaired)
+      continue;
+    pause = std::chrono::milliseconds(0);
+    cabin::spawn(ex, handle(std::move(*s)), "session " + session_id_ + ": egress connection");
+  }
+}
+
 void EgressProxy::stop() {
   stopped_ = true;
   boost::system::error_code ec;
   if (listener_) listener_->close(ec);
+  for (auto& [id, s] : waiting_) s->close(ec);
   for (auto& [id, weak] : conns_) {
     if (auto c = weak.lock()) c->close("the session ended");
   }

@@ -67,6 +67,11 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
 
   // Accepts on `listener` until stop(); each connection is handled on its own.
   net::awaitable<void> serve(net::ip::tcp::acceptor listener);
+  // Where cabind has no listener in the sandbox: `waiting` connections at once, each made by
+  // `dial` (a connection to the sandbox's agent that asked to wait), taken as a client once the
+  // agent says kEgressPaired, and made again.
+  using Dial = std::function<net::awaitable<Result<net::ip::tcp::socket>>()>;
+  void serve_reverse(net::any_io_executor ex, Dial dial, size_t waiting);
   // Ends the listener and every connection.
   void stop();
 
@@ -86,6 +91,7 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
 
  private:
   net::awaitable<void> handle(net::ip::tcp::socket client);
+  net::awaitable<void> wait_reverse(Dial dial);
   net::awaitable<void> tunnel(std::shared_ptr<Conn> c, EgressRecord& rec);
   // A tunnel to a host bound to a secret: the sandbox's TLS ends here (its ClientHello is
   // `first`), each request is checked and gets its secrets, and goes on over the proxy's own
@@ -114,6 +120,7 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   std::shared_ptr<ssl::context> upstream_tls_;
   std::unique_ptr<net::ip::tcp::acceptor> listener_;
   std::map<uint64_t, std::weak_ptr<Conn>> conns_;
+  std::map<uint64_t, net::ip::tcp::socket*> waiting_;  // reverse connections not yet paired
   uint64_t next_conn_ = 0;
   bool stopped_ = false;
 };

@@ -268,6 +268,22 @@ net::awaitable<Result<AgentImage>> AgentClient::screenshot(const api::ShotQuery&
   co_return out;
 }
 
+net::awaitable<Result<drivers::AgentStream>> AgentClient::egress_wait() {
+  auto dialed = co_await sandbox_.dial_agent();
+  if (!dialed) co_return dialed.error();
+  const std::string req = "GET " + std::string(agent_protocol::kEgressWaitPath) +
+                          " HTTP/1.1\r\nHost: agent\r\n" +
+                          std::string(agent_protocol::kSecretHeader) + ": " + secret_ + "\r\n\r\n";
+  boost::system::error_code ec;
+  {
+    Deadline deadline(*dialed, std::chrono::seconds(10));
+    co_await net::async_write(*dialed, net::buffer(req),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  if (ec) co_return bad_gateway("writing to agent: " + ec.message());
+  co_return std::move(*dialed);
+}
+
 net::awaitable<Result<Tunnel>> AgentClient::frames(const std::string& agent_query) {
   const std::string target = std::string(agent_protocol::kFramesPath) + "?" + agent_query;
   co_return co_await open_stream(target);

@@ -90,6 +90,9 @@ class AgentClient {
   // Opens a stream to 127.0.0.1:port inside the sandbox: directly where the driver can, else
   // through the agent's CONNECT.
   net::awaitable<Result<Tunnel>> connect(int port);
+  // A connection that waits at the agent's egress door (kEgressWaitPath): its next bytes are
+  // kEgressPaired, then a sandbox program's connection to its proxy.
+  net::awaitable<Result<drivers::AgentStream>> egress_wait();
 
  private:
   // One request to the agent on a new connection. The answer's body may be at most

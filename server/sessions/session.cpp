@@ -49,6 +49,11 @@ net::awaitable<Result<Tunnel>> Session::open_port(int port) {
   co_return co_await agent_.connect(port);
 }
 
+net::awaitable<Result<drivers::AgentStream>> Session::egress_wait() {
+  if (ending_) co_return make_error(Errc::kUnavailable, "sandbox_ended", "the session ended");
+  co_return co_await agent_.egress_wait();
+}
+
 Result<void> Session::set_network(egress::Policy p) {
   if (!egress_) {
     return api::errors::no_egress();

@@ -69,6 +69,8 @@ class Session final {
   net::awaitable<Result<Tunnel>> open_frames(const std::string& agent_query);
   // A stream to a TCP port on the sandbox's loopback (previews).
   net::awaitable<Result<Tunnel>> open_port(int port);
+  // A connection waiting at the agent's egress door, for the proxy (a microVM's way out).
+  net::awaitable<Result<drivers::AgentStream>> egress_wait();
 
   // The egress policy in force (null: the session has no egress proxy, so no way out).
   std::shared_ptr<const egress::Policy> network() const {

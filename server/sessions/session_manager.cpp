@@ -256,8 +256,36 @@ std::filesystem::path SessionManager::network_log_path(const std::string& id) co
   return config_.logs_dir / (id + ".network.jsonl");
 }
 
+namespace {
+
+// The agents' egress doors: this many connections wait at each, so that a burst of a page's
+// connections is not served one by one.
+constexpr size_t kEgressWaiting = 8;
+
+// One connection waiting at the session's agent door, as a TCP socket (a microVM's agent is
+// reached over TCP).
+net::awaitable<Result<net::ip::tcp::socket>> egress_wait(std::weak_ptr<Session> weak) {
+  auto s = weak.lock();
+  if (!s) co_return make_error(Errc::kUnavailable, "sandbox_ended", "the session ended");
+  auto stream = co_await s->egress_wait();
+  if (!stream) co_return stream.error();
+  net::ip::tcp::socket out(stream->get_executor());
+  boost::system::error_code ec;
+  out.assign(net::ip::tcp::v4(), stream->release(), ec);
+  if (ec) co_return make_error(Errc::kBadGateway, "agent_error", ec.message());
+  co_return out;
+}
+
+}  // namespace
+
 net::awaitable<Result<void>> SessionManager::start_egress(SessionPtr s,
                                                           std::chrono::milliseconds timeout) {
+  if (s->sandbox_->egress_through_agent()) {
+    start_egress_proxy(s);
+    s->egress_->serve_reverse(
+        ex_, [weak = std::weak_ptr<Session>(s)] { return egress_wait(weak); }, kEgressWaiting);
+    co_return Result<void>{};
+  }
   // The sandbox's loopback exists once its launcher has built it: moments after create().
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Result<UniqueFd> fd = make_error(Errc::kTimeout, "start_timeout", "timed out");
@@ -279,6 +307,13 @@ net::awaitable<Result<void>> SessionManager::start_egress(SessionPtr s,
     co_return make_error(Errc::kUnavailable, "egress_failed",
                          "the egress proxy's listener: " + ec.message());
   }
+  start_egress_proxy(s);
+  cabin::spawn(ex_, s->egress_->serve(std::move(listener)),
+               "session " + s->id() + ": egress proxy");
+  co_return Result<void>{};
+}
+
+void SessionManager::start_egress_proxy(const SessionPtr& s) {
   const auto& e = config_.egress;
   auto policy = std::make_shared<const egress::Policy>(s->spec().network ? *s->spec().network
                                                                          : e.default_policy);
@@ -288,9 +323,6 @@ net::awaitable<Result<void>> SessionManager::start_egress(SessionPtr s,
       s->id(), std::move(policy), e.boundary, e.resolver, e.limits,
       [log = s->network_log_](egress::EgressRecord r) { log->append(std::move(r)); });
   s->egress_->set_tls(s->ca_, e.upstream_tls);
-  cabin::spawn(ex_, s->egress_->serve(std::move(listener)),
-               "session " + s->id() + ": egress proxy");
-  co_return Result<void>{};
 }
 
 std::optional<std::vector<std::string>> SessionManager::network_log(const std::string& id,

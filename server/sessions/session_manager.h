@@ -90,6 +90,8 @@ class SessionManager {
   void watch(SessionPtr s);
   // Starts the session's egress proxy on its sandbox's loopback, once the sandbox has one.
   net::awaitable<Result<void>> start_egress(SessionPtr s, std::chrono::milliseconds timeout);
+  // The session's proxy and log, before it gets its first connection.
+  void start_egress_proxy(const SessionPtr& s);
   std::filesystem::path network_log_path(const std::string& id) const;
   net::awaitable<void> finish(SessionPtr s, store::SessionStatus status, std::string reason);
 

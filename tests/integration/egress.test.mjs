@@ -3,88 +3,21 @@
 // allows, and a name server the test runs sees no query for any name the policy denies.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import dgram from 'node:dgram';
-import { once } from 'node:events';
-import fs from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
-import os from 'node:os';
-import path from 'node:path';
 import { after, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { removeTree, useCabind, waitFor } from './helpers.mjs';
+import { startEgressWorld } from './egress_world.mjs';
+import { useCabind, waitFor } from './helpers.mjs';
 import { exec } from './preview_helpers.mjs';
 
-// Servers on the host's loopback, and a name server that answers nothing and counts.
-const servers = {};
-const dnsQueries = [];
-const tlsRequests = [];  // what the HTTPS site received: url, headers, body
-let dns;
-let certDir;
+// Servers on the host's loopback and a counting name server, started before cabind, whose
+// flags name them.
+const world = await startEgressWorld();
+const { servers, dnsQueries, tlsRequests } = world;
+after(() => world.close());
 
-async function listen(server) {
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return server.address().port;
-}
-
-// Started before cabind, whose flags name the name server's port.
-{
-  servers.site = http.createServer((req, res) => res.end(`site.test says hello to ${req.url}`));
-  servers.other = http.createServer((req, res) => res.end('other.test'));
-  // A CA of the test's (cabind's --extra-ca-file), and a certificate for site.test and
-  // other.test it signs.
-  certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cabin-egress-'));
-  const at = (f) => path.join(certDir, f);
-  const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-  execFileSync('openssl', ['req', '-x509', ...ecKey, '-days', '2', '-subj', '/CN=Egress test CA',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign',
-    '-keyout', at('ca.key'), '-out', at('ca.pem')], { stdio: 'ignore' });
-  execFileSync('openssl', ['req', ...ecKey, '-subj', '/CN=site.test', '-keyout', at('key.pem'),
-    '-out', at('csr.pem')], { stdio: 'ignore' });
-  fs.writeFileSync(at('ext.cnf'), 'subjectAltName=DNS:site.test,DNS:other.test\n' +
-    'extendedKeyUsage=serverAuth\n');
-  execFileSync('openssl', ['x509', '-req', '-in', at('csr.pem'), '-CA', at('ca.pem'),
-    '-CAkey', at('ca.key'), '-CAcreateserial', '-days', '2', '-extfile', at('ext.cnf'),
-    '-out', at('cert.pem')], { stdio: 'ignore' });
-  servers.tls = https.createServer({
-    key: fs.readFileSync(at('key.pem')),
-    cert: fs.readFileSync(at('cert.pem')),
-  }, (req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      tlsRequests.push({ url: req.url, headers: req.headers, body: Buffer.concat(chunks).toString() });
-      if (req.url === '/form') {
-        res.setHeader('Content-Type', 'text/html');
-        res.end('<form method="post" action="/login"><input name="user" value="agent">' +
-                '<input name="pass" id="pass"><button id="go">go</button></form>');
-      } else {
-        res.end(req.url === '/login' ? 'logged in' : 'site.test over TLS');
-      }
-    });
-  });
-  for (const [name, s] of Object.entries(servers)) servers[`${name}Port`] = await listen(s);
-  dns = dgram.createSocket('udp4');
-  dns.on('message', (msg) => dnsQueries.push(msg));
-  dns.bind(0, '127.0.0.1');
-  await once(dns, 'listening');
-}
-
-after(async () => {
-  for (const s of [servers.site, servers.other, servers.tls]) s?.close();
-  dns?.close();
-  if (certDir) await removeTree(certDir);
-});
-
-const ctx = useCabind({
-  args: () => ['--egress-resolve', 'site.test=127.0.0.1', '--egress-resolve', 'other.test=127.0.0.1',
-    '--egress-resolve', 'a.b.wiki.test=127.0.0.1',
-    '--egress-allow-cidr', '127.0.0.0/8', '--egress-dns', `127.0.0.1:${dns.address().port}`,
-    '--extra-ca-file', path.join(certDir, 'ca.pem')],
-});
+const ctx = useCabind({ args: () => world.cabindArgs() });
 
 function allowSite(extra = {}) {
   return {

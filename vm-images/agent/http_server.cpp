@@ -261,6 +261,24 @@ net::awaitable<void> handle_connect(std::shared_ptr<HttpServer::Conn> sh, Stream
   co_await run_tunnel(stream.release_socket(), std::move(*upstream), std::move(prefetched));
 }
 
+// A connection cabind keeps waiting: it carries the next guest connection to the egress port.
+net::awaitable<void> handle_egress_wait(std::shared_ptr<HttpServer::Conn> sh, Stream& stream,
+                                        beast::flat_buffer& buffer) {
+  EgressDoor* door = sh->opts.egress_door;
+  auto guest = co_await door->next();
+  if (!guest) co_return;
+  boost::system::error_code ec;
+  co_await net::async_write(stream, net::buffer(agent_protocol::kEgressPaired),
+                            net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    door->give_back(std::move(*guest));  // cabind left meanwhile: the next waiter takes it
+    co_return;
+  }
+  std::string prefetched = beast::buffers_to_string(buffer.data());
+  buffer.consume(buffer.size());
+  co_await run_tunnel(stream.release_socket(), std::move(*guest), std::move(prefetched));
+}
+
 // One connection: requests in order (keep-alive), until close, error, timeout or a tunnel.
 net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
                                       generic_stream::socket socket) {
@@ -305,6 +323,11 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
     Request req = parser.release();
     if (req.method() == http::verb::connect) {
       co_await handle_connect(sh, stream, buffer, req);
+      co_return;
+    }
+    if (opts.egress_door && req.method() == http::verb::get &&
+        split_target(req.target()).first == agent_protocol::kEgressWaitPath) {
+      co_await handle_egress_wait(sh, stream, buffer);
       co_return;
     }
     if (auto [path, query] = split_target(req.target()); path == agent_protocol::kFramesPath) {

@@ -16,6 +16,7 @@
 
 #include "common/result.h"
 #include "vm-images/agent/agent_state.h"
+#include "vm-images/agent/egress_door.h"
 #include "vm-images/agent/exec.h"
 #include "vm-images/agent/requests.h"
 
@@ -33,6 +34,8 @@ struct HttpServerOptions {
   size_t max_connections = 256;
   size_t max_concurrent_execs = 32;
   ExecOptions exec;
+  // The microVM's door out (kEgressWaitPath); null: the agent has none.
+  EgressDoor* egress_door = nullptr;
 };
 
 class HttpServer {

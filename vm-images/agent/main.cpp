@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "common/agent_protocol.h"
@@ -68,6 +69,10 @@ int main(int argc, char** argv) {
   app.add_option(
       "--egress-proxy", sup.egress_proxy_port,
       "cabind's egress proxy on 127.0.0.1 (0: none): Chromium and exec'd commands use it");
+  bool egress_door = false;
+  app.add_flag("--egress-door", egress_door,
+               "listen on the egress port itself and pass each connection to cabind over this "
+               "agent's own connections (the microVM's way out)");
   std::string exec_filter = "off";
   app.add_option("--exec-filter", exec_filter,
                  "on: exec'd commands get no new namespaces (the namespace driver's sandboxes)")
@@ -141,6 +146,16 @@ int main(int argc, char** argv) {
   http.secret = std::move(secret);
   // The kernel resolves /proc/self/exe in the spawned child, which is still this binary.
   if (exec_filter == "on") http.exec.filter_helper = "/proc/self/exe";
+  // Before Chromium starts, which waits for its proxy to accept.
+  std::optional<EgressDoor> door;
+  if (egress_door && sup.egress_proxy_port != 0) {
+    door.emplace(io.get_executor(), sup.egress_proxy_port);
+    if (auto r = door->start(); !r) {
+      log->error("{}", r.error().message);
+      return 1;
+    }
+    http.egress_door = &*door;
+  }
   HttpServer server(io.get_executor(), http, state);
   if (auto r = server.start(); !r) {
     log->error("{}", r.error().message);

@@ -87,6 +87,9 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
  public:
   using ProcessSandbox::ProcessSandbox;
 
+  // The guest's agent listens on the egress port itself; QEMU spawns nothing (spawn=deny).
+  bool egress_through_agent() const override { return true; }
+
   net::awaitable<Result<AgentStream>> dial_agent() override {
     CABIN_CO_TRY(p_->check_live());
     // QEMU's user network accepts on the host side at once and only then connects in the guest;
@@ -166,6 +169,7 @@ DriverInfo MicrovmDriver::probe() {
   info.name = "microvm";
   info.isolation = "microvm";
   info.supports_pause = true;
+  info.supports_egress = true;  // through the agent's door (no listener in the guest for cabind)
   auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.qemu_path))
     return unavailable("qemu not executable: " + config_.qemu_path.string());

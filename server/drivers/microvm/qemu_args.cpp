@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/crypto.h"
 #include "server/drivers/microvm/image_manifest.h"
 #include "server/drivers/sandbox_process.h"
 
@@ -96,6 +97,11 @@ Result<std::string> guest_config_text(const SandboxSpec& spec) {
   std::string text = "secret=" + spec.agent_secret + "\n" + "width=" + std::to_string(spec.width) +
                      "\n" + "height=" + std::to_string(spec.height) + "\n";
   if (!spec.start_url.empty()) text += "start_url=" + spec.start_url + "\n";
+  if (spec.egress_proxy_port != 0) {
+    text += "egress_proxy=" + std::to_string(spec.egress_proxy_port) + "\n";
+  }
+  if (!spec.trusted_ca_pem.empty())
+    text += "trusted_ca=" + base64_encode(spec.trusted_ca_pem) + "\n";
   return text;
 }
 

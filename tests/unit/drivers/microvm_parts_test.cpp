@@ -24,6 +24,7 @@
 #include <fstream>
 #include <optional>
 
+#include "common/crypto.h"
 #include "server/drivers/microvm/image_manifest.h"
 #include "server/drivers/microvm/kvm_probe.h"
 #include "server/drivers/microvm/microvm_driver.h"
@@ -152,6 +153,13 @@ TEST_CASE("guest config carries the session, never on the command line", "[micro
   CHECK(guest_config_text(spec).value() ==
         "secret=secret_value_123\nwidth=1024\nheight=768\nstart_url=https://example.com/?a=b&c=d "
         "e\n");
+  // Egress: the port the agent's door listens on, and the certificates to trust, in one line.
+  spec.start_url.clear();
+  spec.egress_proxy_port = 3128;
+  spec.trusted_ca_pem = "-----BEGIN CERTIFICATE-----\nAB\n-----END CERTIFICATE-----\n";
+  CHECK(guest_config_text(spec).value() ==
+        "secret=secret_value_123\nwidth=1024\nheight=768\negress_proxy=3128\ntrusted_ca=" +
+            cabin::base64_encode(spec.trusted_ca_pem) + "\n");
 
   QemuLaunch l;
   l.qemu = "qemu";

@@ -163,6 +163,7 @@ struct TlsSite {
       auto s = std::make_shared<tcp::socket>(
           co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec)));
       if (ec) co_return;
+      ++connections;
       net::co_spawn(acceptor.get_executor(), serve(s), net::detached);
     }
   }
@@ -185,6 +186,7 @@ struct TlsSite {
       res.prepare_payload();
       co_await http::async_write(tls, res, net::redirect_error(net::use_awaitable, ec));
       if (ec) co_return;
+      if (close_after_each) co_return;  // as a host's idle timeout would, keep-alive said or not
     }
   }
   uint16_t port() const { return acceptor.local_endpoint().port(); }
@@ -198,6 +200,8 @@ struct TlsSite {
   tcp::acceptor acceptor;
   std::shared_ptr<SessionCa> ca;
   std::vector<boost::beast::http::request<boost::beast::http::string_body>> requests;
+  int connections = 0;
+  bool close_after_each = false;
 };
 
 struct Fixture {
@@ -650,4 +654,20 @@ TEST_CASE("egress secrets: a site the proxy cannot verify gets no secret") {
   CHECK(res.result_int() == 502);
   CHECK(res.body().find("its certificate is not trusted") != std::string::npos);
   CHECK(f.site.requests.empty());
+}
+
+TEST_CASE("egress secrets: a host that closed a kept-alive connection gets the next request anew") {
+  SecretsFixture f;
+  f.site.close_after_each = true;
+  SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
+  t.s.connect({kLoopback, f.proxy_port});
+  run_sync(f.io, f.open(t));
+  REQUIRE_FALSE(f.handshake);
+  for (int i = 1; i <= 3; ++i) {
+    auto res = run_sync(f.io, f.ask(t, f.request(http::verb::get, "/" + std::to_string(i))));
+    CHECK(res.result_int() == 200);
+    CHECK(res.body() == "ok " + std::to_string(i));
+  }
+  CHECK(f.site.connections == 3);
+  CHECK(f.site.requests.size() == 3);
 }
