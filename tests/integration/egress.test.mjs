@@ -14,7 +14,7 @@ import { exec } from './preview_helpers.mjs';
 // Servers on the host's loopback and a counting name server, started before cabind, whose
 // flags name them.
 const world = await startEgressWorld();
-const { servers, dnsQueries, tlsRequests } = world;
+const { servers, dnsQueries, tlsRequests, otherRequests } = world;
 after(() => world.close());
 
 const ctx = useCabind({ args: () => world.cabindArgs() });
@@ -289,4 +289,120 @@ test('secrets: the bound site gets the value in its header and form field; no on
   const refused = log.find((r) => r.host === 'other.test' && r.kind === 'http');
   assert.equal(refused.status, 403);
   assert.doesNotMatch(JSON.stringify(log), new RegExp(value));
+});
+
+test('Chromium\'s side doors: WebSockets, subresources, a redirect, DNS hints, WebRTC, and the sandbox\'s own localhost', async () => {
+  const sp = servers.sitePort;
+  const s = await ctx.server.createSession({ network: allowSite() });
+  // An app inside the sandbox, on its own loopback.
+  await exec(ctx.server, s.id, ['sh', '-c', 'mkdir -p /tmp/www && echo inside > /tmp/www/index.html && ' +
+    '(setsid python3 -m http.server 8123 --bind 127.0.0.1 --directory /tmp/www > /tmp/www.log 2>&1 < /dev/null &)']);
+  await waitFor(async () => (await curl(s.id, ['--noproxy', '*', 'http://127.0.0.1:8123/'])).stdout === 'inside\n',
+                { what: 'the app in the sandbox' });
+  otherRequests.length = 0;
+  const browser = await chromium.connectOverCDP(s.cdp_url);
+  try {
+    const page = browser.contexts()[0].pages()[0];
+    await page.goto(`http://site.test:${sp}/`);
+    const talk = (url) => page.evaluate((u) => new Promise((resolve) => {
+      const ws = new WebSocket(u);
+      ws.onopen = () => ws.send('hi');
+      ws.onmessage = (e) => { resolve(String(e.data)); ws.close(); };
+      ws.onerror = () => resolve('error');
+    }), url);
+    assert.equal(await talk(`ws://site.test:${sp}/`), 'echo hi');
+    assert.equal(await talk(`ws://other.test:${servers.otherPort}/`), 'error');
+
+    // A denied host's image, script and frame inside an allowed page, and hints at names.
+    await page.goto(`http://site.test:${sp}/embeds`);
+    await page.waitForSelector('#done');
+    // A redirect to a denied host: the proxy passes the 302 on, and refuses where it points.
+    const redirected = await page.goto(`http://site.test:${sp}/to-other`);
+    assert.equal(redirected.status(), 403);
+    assert.equal(new URL(page.url()).hostname, 'other.test');
+
+    // WebRTC: gathering yields no UDP candidate and no host address.
+    const candidates = await page.evaluate(() => new Promise((resolve) => {
+      const pc = new RTCPeerConnection({ iceServers: [{ urls: 'stun:other.test:3478' }] });
+      const found = [];
+      pc.onicecandidate = (e) => { if (e.candidate?.candidate) found.push(e.candidate.candidate); };
+      const done = () => { pc.close(); resolve(found); };
+      pc.onicegatheringstatechange = () => { if (pc.iceGatheringState === 'complete') done(); };
+      setTimeout(done, 10000);
+      pc.createDataChannel('x');
+      pc.createOffer().then((o) => pc.setLocalDescription(o));
+    }));
+    assert.ok(candidates.every((c) => !/ udp /i.test(c) && !/ typ host/.test(c)), JSON.stringify(candidates));
+
+    // The sandbox's own localhost is not the proxy's business.
+    const local = await page.goto('http://localhost:8123/');
+    assert.equal(local.status(), 200);
+    assert.equal((await page.textContent('body')).trim(), 'inside');
+  } finally {
+    await browser.close();
+  }
+  const log = await waitFor(async () => {
+    const l = await networkLog(s.id);
+    const other = l.filter((r) => r.host === 'other.test' && r.kind === 'http');
+    return other.length >= 4 && l;
+  }, { what: 'the refused subresources\' and redirect\'s records' });
+  const other = log.filter((r) => r.host === 'other.test' && r.kind === 'http').map((r) => r.status);
+  assert.ok(other.every((st) => st === 403), JSON.stringify(other));
+  assert.deepEqual(otherRequests, [], 'other.test was never reached');
+  assert.ok(log.some((r) => r.host === 'site.test' && r.kind === 'http' && r.status === 302));
+  assert.ok(!log.some((r) => r.host === 'localhost' || r.host === '127.0.0.1'), 'localhost went direct');
+  assert.ok(!log.some((r) => r.host === 'prefetch.denied.test' && r.decision === 'allow'));
+  assert.equal(dnsQueries.length, 0, 'no hint, prefetch or preconnect made a query');
+});
+
+test('commands: IDN, IPv6 literals, a private answer, ports, methods, Host and SNI, no way around, and mode open', async () => {
+  const sp = servers.sitePort;
+  const s = await ctx.server.createSession({ network: allowSite() });
+  const code = async (args) => (await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}', ...args])).stdout;
+  const idn = await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}', `http://bücher.test:${sp}/`]);
+  assert.equal(idn.stdout, '403', JSON.stringify(idn));
+  // NO_PROXY names the sandbox's own loopback; through the proxy it is always denied.
+  assert.equal(await code(['--noproxy', '', `http://[::1]:${sp}/`]), '403');
+  assert.equal(await code(['http://[2001:db8::1]/']), '403');
+  assert.equal(await code(['http://[fd00:ec2::254]/']), '403');
+  assert.equal(await code([`http://site.test:${servers.otherPort}/`]), '403');  // a port no rule names
+  assert.equal(await code(['-H', 'Host: other.test', `http://site.test:${sp}/`]), '400');
+  // TLS without a server name is reset.
+  const nosni = await exec(ctx.server, s.id, ['sh', '-c',
+    `echo | openssl s_client -proxy 127.0.0.1:3128 -connect site.test:${servers.tlsPort} -noservername`]);
+  assert.match(nosni.stdout, /no peer certificate available/);  // reset before the site answered
+  // No way around the proxy: UDP, and IPv6, have no route.
+  const udp = await exec(ctx.server, s.id, ['python3', '-c',
+    'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("10.0.0.1", 53))']);
+  assert.notEqual(udp.exit_code, 0);
+  assert.match(udp.stderr, /unreachable/i);
+  const v6 = await exec(ctx.server, s.id, ['python3', '-c',
+    'import socket; socket.create_connection(("2001:db8::1", 80), 2)']);
+  assert.notEqual(v6.exit_code, 0);
+
+  // Methods: GET only.
+  let put = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, {
+    mode: 'allowlist', allow: [{ host: 'site.test', ports: [sp], methods: ['GET'] }],
+  });
+  assert.equal(put.status, 200, put.text);
+  assert.equal(await code([`http://site.test:${sp}/`]), '200');
+  assert.equal(await code(['-X', 'POST', '-d', 'x', `http://site.test:${sp}/`]), '403');
+  // Mode open: any public address, and still nothing always denied or private.
+  put = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, { mode: 'open' });
+  assert.equal(put.status, 200, put.text);
+  assert.equal(await code([`http://site.test:${sp}/`]), '200');  // 127/8 is opened by --egress-allow-cidr
+  for (const url of ['http://169.254.169.254/', 'http://10.0.0.1/', 'http://private.test/',
+    'http://[::ffff:a9fe:a9fe]/']) {
+    assert.equal(await code([url]), '403', url);
+  }
+
+  const log = await waitFor(async () => {
+    const l = await networkLog(s.id);
+    return l.some((r) => r.host === 'private.test') && l;
+  }, { what: 'the records' });
+  assert.ok(log.some((r) => r.host === 'xn--bcher-kva.test' && r.decision === 'deny'), 'IDN logged as punycode');
+  assert.match(log.find((r) => r.host === 'private.test').reason, /private/);
+  assert.ok(log.some((r) => r.kind === 'connect' && /names no host \(SNI\)/.test(r.reason)), JSON.stringify(log));
+  assert.equal(log.find((r) => r.method === 'POST' && r.host === 'site.test').status, 403);
+  assert.equal(dnsQueries.length, 0);
 });

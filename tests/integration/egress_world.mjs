@@ -11,6 +11,8 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 
+import { WebSocketServer } from 'ws';
+
 import { removeTree } from './helpers.mjs';
 
 async function listen(server) {
@@ -26,8 +28,33 @@ export async function startEgressWorld() {
   const servers = {};
   const dnsQueries = [];
   const tlsRequests = [];  // what the HTTPS site received: url, headers, body
-  servers.site = http.createServer((req, res) => res.end(`site.test says hello to ${req.url}`));
-  servers.other = http.createServer((req, res) => res.end('other.test'));
+  const otherRequests = [];  // every request other.test's HTTP server got
+  // site.test's pages: a redirect to other.test, and a page that pulls other.test's resources
+  // and hints at names nobody may look up.
+  servers.site = http.createServer((req, res) => {
+    if (req.url === '/to-other') {
+      res.writeHead(302, { Location: `http://other.test:${servers.otherPort}/landed` });
+      res.end();
+    } else if (req.url === '/embeds') {
+      const o = `http://other.test:${servers.otherPort}`;
+      res.setHeader('Content-Type', 'text/html');
+      res.end('<link rel="dns-prefetch" href="//prefetch.denied.test">' +
+              '<link rel="preconnect" href="https://preconnect.denied.test">' +
+              `<img src="${o}/img.png"><script src="${o}/s.js"></script>` +
+              `<iframe src="${o}/frame"></iframe><p id="done">embeds</p>`);
+    } else {
+      res.end(`site.test says hello to ${req.url}`);
+    }
+  });
+  servers.other = http.createServer((req, res) => {
+    otherRequests.push(req.url);
+    res.end('other.test');
+  });
+  // WebSocket echo on site.test's and other.test's ports.
+  for (const s of [servers.site, servers.other]) {
+    const wss = new WebSocketServer({ server: s });
+    wss.on('connection', (ws) => ws.on('message', (m) => ws.send(`echo ${m}`)));
+  }
   const certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cabin-egress-'));
   const at = (f) => path.join(certDir, f);
   const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
@@ -67,8 +94,11 @@ export async function startEgressWorld() {
     servers,
     dnsQueries,
     tlsRequests,
+    otherRequests,
     cabindArgs: () => [
       ...['site.test', 'other.test', 'vault.test', 'a.b.wiki.test'].flatMap((n) => ['--egress-resolve', `${n}=127.0.0.1`]),
+      // A name whose only address is private, as a rebinding name would answer.
+      '--egress-resolve', 'private.test=10.20.30.40',
       '--egress-allow-cidr', '127.0.0.0/8', '--egress-dns', `127.0.0.1:${dns.address().port}`,
       '--extra-ca-file', at('ca.pem')],
     close: async () => {
