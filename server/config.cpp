@@ -18,6 +18,7 @@
 
 #include "server/egress/host.h"
 #include "server/egress/proxy_request.h"
+#include "server/egress/upstream.h"
 
 namespace cabin {
 namespace {
@@ -231,6 +232,9 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "IP:PORT of the name server the egress proxy asks (default: /etc/resolv.conf's)");
   app.add_option("--egress-resolve", c.egress_resolve,
                  "NAME=IP: the egress proxy takes NAME to be IP without asking DNS (repeatable)");
+  app.add_option("--egress-upstream-proxy", c.egress_upstream_proxy,
+                 "http://[user:pass@]host:port or socks5://[user:pass@]host:port: allowed egress "
+                 "goes on through it, unless a session's policy names its own");
   app.add_option("--extra-ca-file", c.extra_ca_file,
                  "PEM CA certificates that every sandbox trusts, and the egress proxy when it "
                  "verifies hosts itself (a corporate proxy, test upstreams)");
@@ -264,6 +268,10 @@ ParsedConfig parse_config(int argc, char** argv) {
     if (eq == std::string::npos || !name || name->is_ip() || ec) {
       return usage("--egress-resolve: expected NAME=IP, got \"" + pin + "\"");
     }
+  }
+  if (!c.egress_upstream_proxy.empty()) {
+    if (auto r = egress::parse_upstream_proxy(c.egress_upstream_proxy); !r)
+      return usage("--egress-upstream-proxy: " + r.error().message);
   }
   for (const auto& cidr : c.egress_allow_cidrs) {
     if (auto r = egress::parse_cidr(cidr); !r)

@@ -63,6 +63,7 @@ struct ServerConfig {
   std::string egress_dns;                       // IP:PORT; empty: /etc/resolv.conf's servers
   std::vector<std::string> egress_resolve;      // NAME=IP: answered without DNS
   std::vector<std::string> egress_allow_cidrs;  // opened despite the always-denied set
+  std::string egress_upstream_proxy;            // http:// or socks5:// URL; empty: none
   std::filesystem::path extra_ca_file;          // a CA sandboxes and the proxy's own TLS trust too
 };
 

@@ -202,6 +202,10 @@ int main(int argc, char** argv) {
       }
       e.extra_ca_pem = std::move(*pem);
     }
+    if (!cfg.egress_upstream_proxy.empty()) {
+      e.upstream_proxy = *egress::parse_upstream_proxy(cfg.egress_upstream_proxy);
+      log->info("egress: allowed traffic goes on through {}", e.upstream_proxy->to_string());
+    }
     auto upstream = egress::upstream_tls_context(cfg.extra_ca_file);
     if (!upstream) {
       log->error("{}", upstream.error().message);

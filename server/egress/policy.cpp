@@ -243,7 +243,9 @@ Result<HostPattern> parse_host_pattern(std::string_view text) {
 Result<Policy> parse_policy(const json& v, std::string_view field_name, const Policy* previous) {
   const std::string field(field_name);
   if (!v.is_object()) return invalid_field(field, "must be an object {mode, allow, deny, secrets}");
-  if (auto r = reject_unknown(v, {"mode", "allow", "deny", "secrets"}, field + "."); !r) {
+  if (auto r =
+          reject_unknown(v, {"mode", "allow", "deny", "secrets", "upstream_proxy"}, field + ".");
+      !r) {
     return r.error();
   }
   Policy p;
@@ -273,6 +275,13 @@ Result<Policy> parse_policy(const json& v, std::string_view field_name, const Po
   }
   if (p.mode != Mode::kAllowlist && !p.allow.empty()) {
     return invalid_field(field + ".allow", "only an allowlist has allow rules");
+  }
+  if (auto it = v.find("upstream_proxy"); it != v.end()) {
+    auto text = read_string(*it, field + ".upstream_proxy", kMaxUpstreamUrl);
+    if (!text) return text.error();
+    auto up = parse_upstream_proxy(*text);
+    if (!up) return invalid_field(field + ".upstream_proxy", up.error().message);
+    p.upstream = std::move(*up);
   }
   if (auto it = v.find("secrets"); it != v.end()) {
     const std::string f = field + ".secrets";
@@ -305,6 +314,7 @@ json policy_json(const Policy& p) {
             {"allow", json::array()},
             {"deny", json::array()},
             {"secrets", json::array()}};
+  if (p.upstream) j["upstream_proxy"] = p.upstream->to_string();  // never its credentials
   for (const auto& r : p.allow) j["allow"].push_back(rule_json(r));
   for (const auto& r : p.deny) j["deny"].push_back(rule_json(r));
   for (const auto& s : p.secrets) {

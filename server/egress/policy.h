@@ -13,6 +13,7 @@
 
 #include "common/result.h"
 #include "server/egress/host.h"
+#include "server/egress/upstream.h"
 
 namespace cabin::egress {
 
@@ -57,6 +58,8 @@ struct Policy {
   std::vector<Rule> allow;
   std::vector<Rule> deny;
   std::vector<Secret> secrets;
+  // Allowed traffic goes on through this proxy (else the server's, if any).
+  std::optional<UpstreamProxy> upstream;
 };
 
 inline constexpr size_t kMaxRules = 256;  // each of allow and deny

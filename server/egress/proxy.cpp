@@ -387,6 +387,35 @@ net::awaitable<bool> EgressProxy::dial(std::shared_ptr<Conn> c, const ProxyTarge
     }
     addresses = std::move(*r);
   }
+  // Through an upstream proxy: the session's, else the server's.
+  const UpstreamProxy* via = policy_->upstream   ? &*policy_->upstream
+                             : default_upstream_ ? &*default_upstream_
+                                                 : nullptr;
+  std::optional<tcp::endpoint> via_at;
+  if (via) {
+    IpAddress at;
+    if (via->at.host.is_ip()) {
+      at = *via->at.host.ip;
+    } else {
+      auto r = co_await resolver_->resolve(via->at.host.name);
+      if (!r || r->empty()) {
+        rec.status = 502;
+        rec.reason = "cannot resolve the upstream proxy " + via->to_string();
+        co_return false;
+      }
+      at = r->front();
+    }
+    // A session's own proxy is a destination like any other: never the host's private side.
+    if (policy_->upstream) {
+      if (auto why = always_denied(at, boundary_); !why.empty()) {
+        rec.status = 403;
+        rec.reason =
+            "the upstream proxy " + via->to_string() + " is at a " + std::string(why) + " address";
+        co_return false;
+      }
+    }
+    via_at = tcp::endpoint(at, via->at.port);
+  }
   std::string denial, failure;
   for (const auto& a : addresses) {
     auto d = check_address(*policy_, boundary_, a, target.authority.port);
@@ -400,15 +429,24 @@ net::awaitable<bool> EgressProxy::dial(std::shared_ptr<Conn> c, const ProxyTarge
     tcp::socket s(ex);
     boost::system::error_code ec;
     bool timed_out = false;
-    {
-      Deadline deadline(s, limits_.connect_timeout);
-      const tcp::endpoint to(a, target.authority.port);
-      co_await s.async_connect(to, net::redirect_error(net::use_awaitable, ec));
-      timed_out = deadline.expired();
-    }
     Host shown;
     shown.ip = a;
     const std::string where = shown.to_string() + ":" + std::to_string(target.authority.port);
+    std::string refused_by_upstream;
+    {
+      Deadline deadline(s, limits_.connect_timeout);
+      const tcp::endpoint to = via_at ? *via_at : tcp::endpoint(a, target.authority.port);
+      co_await s.async_connect(to, net::redirect_error(net::use_awaitable, ec));
+      // The upstream proxy is asked for the address checked here, never the name.
+      if (!ec && via)
+        refused_by_upstream = co_await upstream_handshake(s, *via, a, target.authority.port);
+      timed_out = deadline.expired();
+    }
+    if (!ec && !refused_by_upstream.empty()) {
+      failure = "the upstream proxy " + via->to_string() + " did not open " + where + ": " +
+                (timed_out ? "no answer in time" : refused_by_upstream);
+      continue;
+    }
     if (ec) {
       failure =
           "cannot connect to " + where + ": " +

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   // What tunnels to hosts bound to a secret need: the session's CA, which signs the certificates
   // the sandbox sees, and the context the proxy verifies the real hosts with. Without them such a
   // tunnel is refused.
+  // The server's upstream proxy, for sessions whose policy names none.
+  void set_default_upstream(std::optional<UpstreamProxy> p) { default_upstream_ = std::move(p); }
   void set_tls(std::shared_ptr<SessionCa> ca, std::shared_ptr<ssl::context> upstream) {
     ca_ = std::move(ca);
     upstream_tls_ = std::move(upstream);
@@ -116,6 +119,7 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   std::shared_ptr<const Resolver> resolver_;
   ProxyLimits limits_;
   Sink sink_;
+  std::optional<UpstreamProxy> default_upstream_;
   std::shared_ptr<SessionCa> ca_;
   std::shared_ptr<ssl::context> upstream_tls_;
   std::unique_ptr<net::ip::tcp::acceptor> listener_;

@@ -323,6 +323,7 @@ void SessionManager::start_egress_proxy(const SessionPtr& s) {
       s->id(), std::move(policy), e.boundary, e.resolver, e.limits,
       [log = s->network_log_](egress::EgressRecord r) { log->append(std::move(r)); });
   s->egress_->set_tls(s->ca_, e.upstream_tls);
+  s->egress_->set_default_upstream(e.upstream_proxy);
 }
 
 std::optional<std::vector<std::string>> SessionManager::network_log(const std::string& id,

@@ -40,6 +40,7 @@ struct EgressConfig {
   // How the proxy verifies hosts it talks TLS to (secrets); null: secrets cannot be injected.
   std::shared_ptr<egress::ssl::context> upstream_tls;
   std::string extra_ca_pem;  // --extra-ca-file: trusted in every sandbox too
+  std::optional<egress::UpstreamProxy> upstream_proxy;  // --egress-upstream-proxy
 };
 
 struct ManagerConfig {

@@ -2,13 +2,17 @@
 // test servers on the host's loopback only through cabind's proxy, as the session's policy
 // allows, and a name server the test runs sees no query for any name the policy denies.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { after, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
 import { startEgressWorld } from './egress_world.mjs';
-import { useCabind, waitFor } from './helpers.mjs';
+import { freePort, removeTree, useCabind, waitFor } from './helpers.mjs';
 import { exec } from './preview_helpers.mjs';
 
 // Servers on the host's loopback and a counting name server, started before cabind, whose
@@ -405,4 +409,43 @@ test('commands: IDN, IPv6 literals, a private answer, ports, methods, Host and S
   assert.ok(log.some((r) => r.kind === 'connect' && /names no host \(SNI\)/.test(r.reason)), JSON.stringify(log));
   assert.equal(log.find((r) => r.method === 'POST' && r.host === 'site.test').status, 403);
   assert.equal(dnsQueries.length, 0);
+});
+
+test('an upstream proxy (Debian\'s squid) carries allowed traffic, asked for the checked address', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cabin-squid-'));
+  fs.chmodSync(dir, 0o777);  // squid drops to its own user
+  const port = await freePort();
+  fs.writeFileSync(path.join(dir, 'squid.conf'), [
+    `http_port 127.0.0.1:${port}`, 'http_access allow all', 'cache deny all',
+    `access_log stdio:${dir}/access.log`, `cache_log ${dir}/cache.log`,
+    `pid_filename ${dir}/squid.pid`, `coredump_dir ${dir}`, 'workers 1',
+    'shutdown_lifetime 0 seconds', ''].join('\n'));
+  const squid = spawn('/usr/sbin/squid', ['-N', '-f', path.join(dir, 'squid.conf')], { stdio: 'ignore' });
+  try {
+    await waitFor(() => new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+      c.on('error', () => resolve(false));
+    }), { timeoutMs: 30000, what: 'squid to listen' });
+    const s = await ctx.server.createSession({
+      network: { ...allowSite(), upstream_proxy: `http://127.0.0.1:${port}` },
+    });
+    assert.equal(s.network.upstream_proxy, `http://127.0.0.1:${port}`);
+    const tls = await curl(s.id, [`https://site.test:${servers.tlsPort}/`]);
+    assert.equal(tls.stdout, 'site.test over TLS', JSON.stringify(tls));
+    const plain = await curl(s.id, [`http://site.test:${servers.sitePort}/via`]);
+    assert.equal(plain.stdout, 'site.test says hello to /via');
+    // Denied names never reach it.
+    const denied = await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}', `http://other.test:${servers.otherPort}/`]);
+    assert.equal(denied.stdout, '403');
+    const seen = await waitFor(() => {
+      const text = fs.existsSync(path.join(dir, 'access.log')) && fs.readFileSync(path.join(dir, 'access.log'), 'utf8');
+      return text && text.split('\n').filter((l) => /CONNECT/.test(l)).length >= 2 && text;
+    }, { what: 'squid\'s access log' });
+    assert.match(seen, new RegExp(`CONNECT 127\\.0\\.0\\.1:${servers.tlsPort} `));
+    assert.match(seen, new RegExp(`CONNECT 127\\.0\\.0\\.1:${servers.sitePort} `));
+    assert.doesNotMatch(seen, /site\.test|other\.test/);
+  } finally {
+    squid.kill('SIGKILL');
+    await removeTree(dir);
+  }
 });

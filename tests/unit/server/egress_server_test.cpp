@@ -28,6 +28,7 @@
 
 #include "server/egress/proxy.h"
 #include "server/egress/session_ca.h"
+#include "server/egress/upstream.h"
 #include "tests/unit/run_sync.h"
 
 using namespace cabin::egress;
@@ -670,4 +671,206 @@ TEST_CASE("egress secrets: a host that closed a kept-alive connection gets the n
   }
   CHECK(f.site.connections == 3);
   CHECK(f.site.requests.size() == 3);
+}
+
+namespace {
+
+// A small upstream proxy on 127.0.0.1: SOCKS5 (no credentials, or user "u" with password "p")
+// or HTTP CONNECT (with "Proxy-Authorization: Basic dTpw" when it wants credentials). It keeps
+// what it was asked for, connects there, and pumps.
+struct TinyUpstream {
+  TinyUpstream(net::io_context& io, bool socks, bool want_credentials)
+      : acceptor(io, {kLoopback, 0}), socks(socks), want(want_credentials) {
+    net::co_spawn(io, run(), net::detached);
+  }
+  net::awaitable<void> run() {
+    boost::system::error_code ec;
+    for (;;) {
+      auto s = std::make_shared<tcp::socket>(
+          co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec)));
+      if (ec) co_return;
+      net::co_spawn(acceptor.get_executor(), serve(s), net::detached);
+    }
+  }
+  static net::awaitable<std::string> read_n(tcp::socket& s, size_t n) {
+    std::string out(n, '\0');
+    boost::system::error_code ec;
+    co_await net::async_read(s, net::buffer(out), net::redirect_error(net::use_awaitable, ec));
+    if (ec) out.clear();
+    co_return out;
+  }
+  net::awaitable<void> serve(std::shared_ptr<tcp::socket> s) {
+    boost::system::error_code ec;
+    tcp::endpoint to;
+    if (socks) {
+      auto hello = co_await read_n(*s, 2);
+      if (hello.size() != 2) co_return;
+      auto methods = co_await read_n(*s, static_cast<uint8_t>(hello[1]));
+      const bool pw = methods.find('\x02') != std::string::npos;
+      if (want && !pw) {
+        co_await net::async_write(*s, net::buffer(std::string("\x05\xff", 2)),
+                                  net::redirect_error(net::use_awaitable, ec));
+        co_return;
+      }
+      co_await net::async_write(*s, net::buffer(std::string(want ? "\x05\x02" : "\x05\x00", 2)),
+                                net::redirect_error(net::use_awaitable, ec));
+      if (want) {
+        auto head = co_await read_n(*s, 2);
+        auto user = co_await read_n(*s, static_cast<uint8_t>(head[1]));
+        auto plen = co_await read_n(*s, 1);
+        auto pass = co_await read_n(*s, static_cast<uint8_t>(plen[0]));
+        credentials = user + ":" + pass;
+        const bool good = credentials == "u:p";
+        co_await net::async_write(*s, net::buffer(std::string(good ? "\x01\x00" : "\x01\x01", 2)),
+                                  net::redirect_error(net::use_awaitable, ec));
+        if (!good) co_return;
+      }
+      auto req = co_await read_n(*s, 4);
+      if (req.size() != 4 || req[3] != '\x01') co_return;
+      auto addr = co_await read_n(*s, 6);
+      net::ip::address_v4::bytes_type b;
+      std::memcpy(b.data(), addr.data(), 4);
+      to = tcp::endpoint(net::ip::address_v4(b),
+                         static_cast<uint16_t>(static_cast<uint8_t>(addr[4]) << 8 |
+                                               static_cast<uint8_t>(addr[5])));
+      asked.push_back(to.address().to_string() + ":" + std::to_string(to.port()));
+    } else {
+      std::string head;
+      co_await net::async_read_until(*s, net::dynamic_buffer(head), "\r\n\r\n",
+                                     net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      const std::string target = head.substr(8, head.find(' ', 8) - 8);
+      asked.push_back(target);
+      if (want && head.find("\r\nProxy-Authorization: Basic dTpw\r\n") == std::string::npos) {
+        co_await net::async_write(*s, net::buffer(std::string("HTTP/1.1 407 No\r\n\r\n")),
+                                  net::redirect_error(net::use_awaitable, ec));
+        co_return;
+      }
+      const size_t colon = target.rfind(':');
+      to = tcp::endpoint(net::ip::make_address(target.substr(0, colon)),
+                         static_cast<uint16_t>(std::stoi(target.substr(colon + 1))));
+    }
+    tcp::socket up(s->get_executor());
+    co_await up.async_connect(to, net::redirect_error(net::use_awaitable, ec));
+    const std::string ok = socks ? std::string("\x05\x00\x00\x01\x7f\x00\x00\x01\x00\x00", 10)
+                                 : std::string("HTTP/1.1 200 OK\r\n\r\n");
+    co_await net::async_write(*s, net::buffer(ok), net::redirect_error(net::use_awaitable, ec));
+    // One way each: enough for the echo tests.
+    std::array<char, 4096> buf;
+    for (;;) {
+      const size_t n = co_await s->async_read_some(net::buffer(buf),
+                                                   net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      co_await net::async_write(up, net::buffer(buf.data(), n),
+                                net::redirect_error(net::use_awaitable, ec));
+      const size_t m = co_await up.async_read_some(net::buffer(buf),
+                                                   net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return;
+      co_await net::async_write(*s, net::buffer(buf.data(), m),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+  }
+  uint16_t port() const { return acceptor.local_endpoint().port(); }
+  tcp::acceptor acceptor;
+  bool socks, want;
+  std::vector<std::string> asked;
+  std::string credentials;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "egress upstream: allowed tunnels go on through SOCKS5 or HTTP CONNECT, asking for the checked "
+    "address") {
+  for (const bool socks : {true, false}) {
+    for (const bool creds : {false, true}) {
+      INFO("socks " << socks << ", credentials " << creds);
+      Fixture f;
+      TinyUpstream up(f.io, socks, creds);
+      const std::string url = std::string(socks ? "socks5://" : "http://") + (creds ? "u:p@" : "") +
+                              "127.0.0.1:" + std::to_string(up.port());
+      f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [ECHO]}],
+                  "upstream_proxy": ")" +
+              url + R"("})");
+      auto c = f.connect();
+      f.send(c, f.connect_line("site.test:" + std::to_string(f.echo.port())));
+      f.read(c, "\r\n\r\n");
+      REQUIRE(c.got == "HTTP/1.1 200 Connection Established\r\n\r\n");
+      const std::string hello = client_hello("site.test");
+      f.send(c, hello);
+      c.got.clear();
+      f.read(c, hello);
+      CHECK(c.got == hello);
+      REQUIRE(up.asked.size() == 1);
+      CHECK(up.asked[0] == "127.0.0.1:" + std::to_string(f.echo.port()));  // never the name
+      if (socks && creds) CHECK(up.credentials == "u:p");
+      // The policy's answer names the proxy, never its credentials.
+      CHECK(policy_json(*f.proxy->policy())["upstream_proxy"] ==
+            std::string(socks ? "socks5://" : "http://") +
+                "127.0.0.1:" + std::to_string(up.port()));
+    }
+  }
+}
+
+TEST_CASE(
+    "egress upstream: a proxy that refuses is a 502 that says why, and a session may not name a "
+    "private one") {
+  Fixture f;
+  TinyUpstream up(f.io, true, true);
+  f.start(R"({"mode": "allowlist", "allow": [{"host": "site.test", "ports": [ECHO]}],
+              "upstream_proxy": "socks5://u:wrong@127.0.0.1:)" +
+          std::to_string(up.port()) + R"("})");
+  auto c = f.connect();
+  f.send(c, f.connect_line("site.test:" + std::to_string(f.echo.port())));
+  f.read(c);
+  CHECK(c.got.rfind("HTTP/1.1 502", 0) == 0);
+  CHECK(c.got.find("refused the credentials") != std::string::npos);
+  CHECK(f.echo.received == 0);
+
+  // Without the operator's 127.0.0.0/8, a session may not name a proxy on loopback.
+  Fixture g;
+  g.start(R"({"mode": "open"})");
+  g.proxy->set_policy(g.policy(R"({"mode": "open", "upstream_proxy": "http://10.1.2.3:3128"})"));
+  auto d = g.connect();
+  g.send(d, g.connect_line("site.test:" + std::to_string(g.echo.port())));
+  g.read(d);
+  CHECK(d.got.rfind("HTTP/1.1 403", 0) == 0);
+  CHECK(d.got.find("the upstream proxy http://10.1.2.3:3128 is at a private address") !=
+        std::string::npos);
+}
+
+TEST_CASE("parse_upstream_proxy and the replies it reads") {
+  auto p = parse_upstream_proxy("socks5://us%40er:p%3Ass@proxy.example:1080");
+  REQUIRE(p);
+  CHECK(p->kind == UpstreamProxy::Kind::kSocks5);
+  CHECK(p->user == "us@er");
+  CHECK(p->password == "p:ss");
+  CHECK(p->to_string() == "socks5://proxy.example:1080");
+  CHECK(parse_upstream_proxy("http://[2001:db8::1]:3128/")->to_string() ==
+        "http://[2001:db8::1]:3128");
+  for (const char* bad : {"ftp://a:1", "http://a", "socks5://:p@a:1", "http://a:0", "http://a:1/x",
+                          "socks5://u:%zz@a:1"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_upstream_proxy(bad));
+  }
+  using S = UpstreamReply::Status;
+  CHECK(parse_connect_reply("HTTP/1.1 200 OK\r\n").status == S::kNeedMore);
+  CHECK(parse_connect_reply("HTTP/1.1 200 OK\r\n\r\nrest").size == 19);
+  CHECK(parse_connect_reply("HTTP/1.1 407 Auth\r\n\r\n").error == "it answered 407 Auth");
+  CHECK(parse_connect_reply("SSH-2.0").status == S::kRefused);
+  CHECK(parse_connect_reply(std::string(kMaxUpstreamReply, 'H').replace(0, 5, "HTTP/")).status ==
+        S::kRefused);
+  CHECK(parse_socks5_method(std::string("\x05\x00", 2), false).status == S::kOk);
+  CHECK(parse_socks5_method(std::string("\x05\x02", 2), false).status == S::kRefused);
+  CHECK(parse_socks5_method(std::string("\x05\x02", 2), true).status == S::kOk);
+  CHECK(parse_socks5_auth(std::string("\x01\x01", 2)).status == S::kRefused);
+  CHECK(parse_socks5_connect(std::string("\x05\x00\x00\x01\x01\x02\x03\x04\x00", 9)).status ==
+        S::kNeedMore);
+  CHECK(parse_socks5_connect(std::string("\x05\x00\x00\x01\x01\x02\x03\x04\x00\x50", 10)).size ==
+        10);
+  CHECK(parse_socks5_connect(std::string("\x05\x00\x00\x03\x03"
+                                         "abc\x00\x50",
+                                         10))
+            .size == 10);
+  CHECK(parse_socks5_connect(std::string("\x05\x05\x00\x01\x00", 5)).error == "connection refused");
 }

@@ -106,6 +106,7 @@ const std::map<std::string, std::string> kNeverAnswered = {
     // The egress policy's parsers: invalid_request names the field and carries the message.
     {"invalid_host", "a field of a network policy"},
     {"invalid_cidr", "a field of a network policy"},
+    {"invalid_upstream_proxy", "a field of a network policy"},
     // The egress proxy answers the sandbox itself, in its own words.
     {"bad_proxy_request", "the egress proxy's refusal"},
     {"dns_failed", "the egress proxy's refusal"},
