@@ -449,3 +449,44 @@ test('an upstream proxy (Debian\'s squid) carries allowed traffic, asked for the
     await removeTree(dir);
   }
 });
+
+test('300 connections at once are capped at 256 and the proxy lives on; a head that drips is cut off at 10 s', async () => {
+  const s = await ctx.server.createSession({ network: allowSite() });
+  // From inside the sandbox: 300 connections held open, each sending the start of a head.
+  const script = `
+import select, socket, time
+held = []
+t0 = time.time()
+for i in range(300):
+    c = socket.create_connection(("127.0.0.1", 3128), 5)
+    c.sendall(b"CONNECT site.test:${servers.sitePort} HTTP/1.1\\r\\n")
+    held.append(c)
+refused, pending, deadline = 0, list(held), time.time() + 3
+while pending and time.time() < deadline:
+    ready, _, _ = select.select(pending, [], [], 0.2)
+    for c in ready:
+        if c.recv(64).startswith(b"HTTP/1.1 503"):
+            refused += 1
+        pending.remove(c)
+print(refused)
+held[0].settimeout(30)
+try:
+    while held[0].recv(64):
+        pass
+except OSError:
+    pass
+print(round(time.time() - t0, 1))
+`;
+  const r = await exec(ctx.server, s.id, ['python3', '-c', script], { timeout_ms: 90000 });
+  assert.equal(r.exit_code, 0, JSON.stringify(r));
+  const [refused, cutAfter] = r.stdout.trim().split('\n').map(Number);
+  // 300 - 256, and as many more as Chromium's own connections hold places.
+  assert.ok(refused >= 44 && refused < 64, r.stdout);
+  assert.ok(cutAfter >= 9 && cutAfter < 20, `the dripping head was cut after ${cutAfter} s`);
+  // The proxy serves the next request as ever.
+  const ok = await curl(s.id, [`http://site.test:${servers.sitePort}/after`]);
+  assert.equal(ok.stdout, 'site.test says hello to /after');
+  const log = await networkLog(s.id);
+  assert.ok(log.filter((x) => x.status === 503).length >= 44);
+  assert.ok(log.some((x) => /no whole request head within 10000 ms/.test(x.reason)));
+});
