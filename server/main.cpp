@@ -129,6 +129,9 @@ int main(int argc, char** argv) {
     nc.run_dir = cfg.run_dir;
     nc.agent_path = cfg.bin_dir / "cabin-agent";
     nc.launcher_path = cfg.bin_dir / "cabin-sandbox";
+    if (std::filesystem::exists(cfg.bin_dir / "chromium-policy.json", ec)) {
+      nc.chromium_policy = cfg.bin_dir / "chromium-policy.json";
+    }
     nc.chromium_sandbox = cfg.chromium_sandbox;
     nc.cpus = cfg.sandbox_cpus;
     drivers["namespace"] = std::make_unique<drivers::NamespaceDriver>(nc, ioc.get_executor());

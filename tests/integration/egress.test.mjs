@@ -80,6 +80,25 @@ test('Chromium reaches an allowed host through cabind, and a denied one is refus
   assert.equal(dnsQueries.length, 0);
 });
 
+test('Chromium runs under cabind\'s managed policy: the proxy fixed, no DNS of its own, no prediction', async () => {
+  const s = await ctx.server.createSession({ network: allowSite() });
+  const file = await exec(ctx.server, s.id, ['cat', '/etc/chromium/policies/managed/cabin.json']);
+  assert.equal(JSON.parse(file.stdout).ProxySettings.ProxyServer, 'http://127.0.0.1:3128');
+  // Read-only, like the rest of /etc.
+  const write = await exec(ctx.server, s.id, ['sh', '-c', 'echo {} > /etc/chromium/policies/managed/cabin.json']);
+  assert.notEqual(write.exit_code, 0);
+  const browser = await chromium.connectOverCDP(s.cdp_url);
+  try {
+    const page = browser.contexts()[0].pages()[0];
+    await page.goto('chrome://policy');
+    for (const name of ['ProxySettings', 'DnsOverHttpsMode', 'NetworkPredictionOptions', 'WebRtcIPHandling']) {
+      await page.getByText(name, { exact: true }).first().waitFor();
+    }
+  } finally {
+    await browser.close();
+  }
+});
+
 test('exec\'d commands get the proxy; TLS must name the tunnel\'s host; nothing goes around', async () => {
   // other.test is allowed on the TLS port only, for the fronting probe below.
   const policy = allowSite();

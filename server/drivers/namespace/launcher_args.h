@@ -14,6 +14,8 @@ namespace cabin::nsbox {
 // Fixed paths inside every sandbox.
 inline constexpr char kSandboxAgentPath[] = "/opt/cabin/bin/cabin-agent";
 inline constexpr char kSandboxHome[] = "/home/cabin";
+// Where Chromium on Linux reads managed (enterprise) policies.
+inline constexpr char kSandboxChromiumPolicyPath[] = "/etc/chromium/policies/managed/cabin.json";
 inline constexpr char kAgentSocketName[] = "agent.sock";  // in the host's <run-dir>/<id>/
 // The descriptor the payload finds the agent's listening socket on (made and bound by cabind).
 inline constexpr int kAgentListenFd = 3;
@@ -36,6 +38,9 @@ struct LauncherArgs {
   // binds in a host dir the sandbox never sees. -1: none (probe).
   int agent_fd = -1;
   std::string agent;    // host binary bound read-only at kSandboxAgentPath; empty: none
+  // Host file bound read-only as Chromium's managed policy (kSandboxChromiumPolicyPath); empty:
+  // none.
+  std::string chromium_policy;
   // Host ids for inside-root and inside-1000; only used (and required) when the launcher is root.
   std::optional<HostIds> map_root;
   std::optional<HostIds> map_user;

@@ -170,7 +170,8 @@ constexpr EtcEntry kHostEtc[] = {
     {"/etc/alternatives", "targets of /usr/bin links such as x-www-browser and python"},
     {"/etc/localtime", "the time zone"},
     {"/etc/timezone", "the time zone's name"},
-    {"/etc/chromium", "Chromium's master_preferences"},
+    {"/etc/chromium/master_preferences",
+     "Chromium's first-run preferences (not the host's policies)"},
     {"/etc/chromium.d", "flags the Debian chromium wrapper script reads"},
     {"/etc/os-release", "the distribution, read by Chromium and tools"},
     {"/etc/mime.types", "file types for downloads and uploads"},
@@ -193,6 +194,11 @@ std::vector<MountEntry> sandbox_mounts(const MountPlan& plan) {
   };
   for (const auto& e : kHostEtc) {
     t.push_back({MountKind::kHostEntry, e.path, e.path, MS_NOSUID | MS_NODEV, "", false, e.why});
+  }
+  if (!plan.chromium_policy_source.empty()) {
+    t.push_back({MountKind::kBindFileRo, plan.chromium_policy_source, kSandboxChromiumPolicyPath,
+                 MS_NOSUID | MS_NODEV | MS_NOEXEC, "", false,
+                 "Chromium's managed policy: the proxy fixed, no DNS of its own, no prediction"});
   }
   t.push_back({MountKind::kRemountRo, "", "/etc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "", false,
                "nothing may add files to /etc"});

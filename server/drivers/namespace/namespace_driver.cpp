@@ -245,6 +245,9 @@ std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& co
   a.id = spec.session_id;
   a.agent_fd = nsbox::kAgentListenFd;  // spawn_launcher's pass_fd lands there
   if (config.payload_override.empty()) a.agent = config.agent_path.string();
+  if (config.payload_override.empty() && spec.egress_proxy_port != 0) {
+    a.chromium_policy = config.chromium_policy.string();
+  }
   if (host_root) {
     a.map_root = nsbox::HostIds{config.sandbox_root_uid, config.sandbox_root_gid};
     a.map_user = nsbox::HostIds{config.sandbox_uid, config.sandbox_gid};

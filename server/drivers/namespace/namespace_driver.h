@@ -22,6 +22,9 @@ struct NamespaceDriverConfig {
   // through a descriptor, so the path's length is not limited.
   std::filesystem::path run_dir = "/run/cabin";
   std::filesystem::path agent_path;     // host path of cabin-agent
+  // Chromium's managed policy for sandboxes with egress (vm-images/chromium-policy.json); empty:
+  // none.
+  std::filesystem::path chromium_policy;
   std::filesystem::path launcher_path;  // host path of cabin-sandbox
   // When cabind runs as root: the host ids of the sandbox user (uid 1000 inside) and of the
   // sandbox's root (only PID 1 uses it, while it builds the sandbox). Both must be unused on the

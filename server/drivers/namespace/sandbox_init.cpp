@@ -137,6 +137,7 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
   // Opened in our own mount namespace (a descriptor from the launcher's would name the host's
   // mounts, which bind refuses) and with the host uid we started with, before anything hides them.
   UniqueFd agent = open_path(args.agent, 0, "open agent");
+  UniqueFd policy = open_path(args.chromium_policy, 0, "open chromium policy");
 
   if (::setresgid(maps.setup_gid, maps.setup_gid, maps.setup_gid) != 0)
     fail_errno("setresgid setup");
@@ -153,6 +154,7 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
 
   MountPlan plan;
   if (agent.valid()) plan.agent_source = "/proc/self/fd/" + std::to_string(agent.get());
+  if (policy.valid()) plan.chromium_policy_source = "/proc/self/fd/" + std::to_string(policy.get());
   plan.tmpfs_bytes = args.tmpfs_bytes;
   std::vector<std::string> warnings;
   check(build_and_enter_root(sandbox_mounts(plan), kNewRoot, &warnings), "mounts");
@@ -160,6 +162,7 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
     std::fprintf(stderr, "cabin-sandbox[%s]: warning: optional mount: %s\n", args.id.c_str(),
                  w.c_str());
   agent.reset();
+  policy.reset();
 
   check(bring_up_loopback(), "loopback");
   check(install_seccomp(seccomp_denylist()), "seccomp");

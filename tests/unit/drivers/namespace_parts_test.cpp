@@ -32,6 +32,7 @@ TEST_CASE("launcher argv round-trips through the parser") {
   a.id = "s_1";
   a.agent_fd = 3;
   a.agent = "/opt/bin/cabin-agent";
+  a.chromium_policy = "/opt/bin/chromium-policy.json";
   a.map_root = HostIds{600000, 600001};
   a.map_user = HostIds{601000, 601001};
   a.cgroup_procs = {"/sys/fs/cgroup/memory/cabin/s_1/cgroup.procs",
@@ -45,6 +46,7 @@ TEST_CASE("launcher argv round-trips through the parser") {
   CHECK(back->id == a.id);
   CHECK(back->agent_fd == 3);
   CHECK(back->agent == a.agent);
+  CHECK(back->chromium_policy == a.chromium_policy);
   CHECK(back->map_root->uid == 600000);
   CHECK(back->map_root->gid == 600001);
   CHECK(back->map_user->uid == 601000);
@@ -164,6 +166,7 @@ TEST_CASE("seccomp denylist is sane") {
 TEST_CASE("mount table: read-only system dirs, private writable dirs, each with a reason") {
   MountPlan plan;
   plan.agent_source = "/proc/self/fd/6";
+  plan.chromium_policy_source = "/proc/self/fd/7";
   auto table = sandbox_mounts(plan);
   std::set<std::string> targets;
   size_t dev_ro_at = 0;
@@ -188,8 +191,21 @@ TEST_CASE("mount table: read-only system dirs, private writable dirs, each with 
   CHECK(find("/etc/ld.so.cache").kind == MountKind::kHostEntry);
   for (const char* hidden : {"/etc/shadow", "/etc/gshadow", "/etc/ssl/private", "/etc/ssl"})
     CHECK(targets.count(hidden) == 0);
+  // The host's own Chromium policies stay hidden; the sandbox gets cabind's, before /etc is
+  // made read-only.
+  CHECK(targets.count("/etc/chromium") == 0);
+  CHECK(find("/etc/chromium/master_preferences").kind == MountKind::kHostEntry);
+  size_t policy_at = 0, etc_ro_at = 0;
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (table[i].target == kSandboxChromiumPolicyPath) policy_at = i;
+    if (table[i].kind == MountKind::kRemountRo && table[i].target == "/etc") etc_ro_at = i;
+  }
+  CHECK(table[policy_at].kind == MountKind::kBindFileRo);
+  CHECK(table[policy_at].source == "/proc/self/fd/7");
+  CHECK((policy_at > 0 && policy_at < etc_ro_at));
   for (const auto& e : table) {
-    if (e.target.rfind("/etc/", 0) == 0) CHECK(e.source == e.target);
+    if (e.target.rfind("/etc/", 0) == 0 && e.target != kSandboxChromiumPolicyPath)
+      CHECK(e.source == e.target);
   }
   CHECK(find("/proc").kind == MountKind::kProc);
   CHECK(find("/tmp").kind == MountKind::kTmpfs);
