@@ -126,6 +126,9 @@ describe('egress from a microVM', { timeout: BOOT_MS + 240000 }, () => {
         `printf 'GET / HTTP/1.0\\r\\n\\r\\n' | ${BUSYBOX} nc -w 3 ${host} ${sp}`]);
       assert.doesNotMatch(r.stdout, /HTTP\//, `${host}:${sp}: ${JSON.stringify(r)}`);
     }
+    // Chromium's managed policy is in the image.
+    const policy = await exec(s.id, [BUSYBOX, 'cat', '/etc/chromium/policies/managed/cabin.json']);
+    assert.equal(JSON.parse(policy.stdout).ProxySettings.ProxyServer, 'http://127.0.0.1:3128');
     const lookup = await exec(s.id, [BUSYBOX, 'nslookup', 'site.test']);
     assert.notEqual(lookup.exit_code, 0, JSON.stringify(lookup));
     // The value is in no environment or file of the guest's (it goes in encoded, so that the
