@@ -75,7 +75,7 @@ const std::vector<std::string_view>& token_scopes(Auth auth) {
   return none;
 }
 
-Result<std::string> percent_decode(std::string_view s) {
+Result<std::string> percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
@@ -89,7 +89,7 @@ Result<std::string> percent_decode(std::string_view s) {
       }
       out.push_back(static_cast<char>(hi * 16 + lo));
       i += 2;
-    } else if (s[i] == '+') {
+    } else if (s[i] == '+' && plus_is_space) {
       out.push_back(' ');
     } else {
       out.push_back(s[i]);

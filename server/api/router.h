@@ -74,7 +74,8 @@ inline constexpr size_t kMaxQueryParams = 16;
 // Errors: 404 unknown path or invalid id, 405 known path with another method, 400 bad query.
 Result<Route> route(std::string_view method, std::string_view target);
 
-// Percent-decoding of one query component; '+' is a space. Fails on bad escapes.
-Result<std::string> percent_decode(std::string_view s);
+// Percent-decoding of one query component; '+' is a space unless `plus_is_space` is false (a
+// URL's userinfo). Fails on bad escapes.
+Result<std::string> percent_decode(std::string_view s, bool plus_is_space = true);
 
 }  // namespace cabin::api

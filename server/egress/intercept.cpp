@@ -181,10 +181,7 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
   if (!tls_error.empty()) {
     rec.status = 502;
     fail(std::move(tls_error));
-    const std::string text = proxy_refusal(502, rec.reason);
-    boost::system::error_code wec;
-    co_await net::async_write(down, net::buffer(text),
-                              net::redirect_error(net::use_awaitable, wec));
+    co_await refuse_in_tunnel(c, down, rec);
     co_return;
   }
   c->touch();
@@ -266,12 +263,7 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
                                       : stream ? stream->get().base()
                                                : hp.get().base();
     std::string body = whole ? std::move(whole->get().body()) : std::string();
-    std::string foreign = placeholder_in(*policy_, host, body, true);
-    if (foreign.empty()) foreign = placeholder_in(*policy_, host, h.target(), true);
-    for (const auto& f : h) {
-      if (!foreign.empty()) break;
-      foreign = placeholder_in(*policy_, host, f.value(), true);
-    }
+    const std::string foreign = placeholder_in_request(*policy_, host, h, body, true);
     if (!foreign.empty()) {
       refused(403, "the request carries the placeholder of secret " + foreign +
                        ", which is bound to other hosts");
@@ -294,8 +286,7 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     for (const auto& s : policy_->secrets) {
       if (!bound_to(s, host) || h.find(s.header) != h.end()) continue;
       head.append(s.header).append(": ").append(header_value(s)).append("\r\n");
-      if (std::find(r.secrets.begin(), r.secrets.end(), s.name) == r.secrets.end())
-        r.secrets.push_back(s.name);
+      add_name(r.secrets, s.name);
     }
     if (upgrade)
       head += "Connection: Upgrade\r\nUpgrade: " + std::string(h[http::field::upgrade]) + "\r\n";
@@ -311,10 +302,7 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     const bool keep_alive = h.version() >= 11 ? !hop.contains("close") : hop.contains("keep-alive");
     if (!keep_alive && !upgrade) head += "Connection: close\r\n";
     head += "\r\n";
-    for (const auto& n : r.secrets) {
-      if (std::find(used_in_tunnel.begin(), used_in_tunnel.end(), n) == used_in_tunnel.end())
-        used_in_tunnel.push_back(n);
-    }
+    for (const auto& n : r.secrets) add_name(used_in_tunnel, n);
     std::optional<http::response_parser<http::buffer_body>> answer;
     for (bool again = true; again;) {
       again = false;
@@ -385,18 +373,10 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
       emit(r);
       if (ec) break;
       // Both ways until either ends; the host's direction on its own coroutine.
-      auto host_done = std::make_shared<net::steady_timer>(c->client.get_executor(),
-                                                           net::steady_timer::time_point::max());
-      auto finished = std::make_shared<bool>(false);
-      net::co_spawn(c->client.get_executor(), pump_tls(c, *up, from_host, down),
-                    [host_done, finished](std::exception_ptr) {
-                      *finished = true;
-                      host_done->cancel();
-                    });
+      Beside from_the_host(c->client.get_executor());
+      from_the_host.start(pump_tls(c, *up, from_host, down));
       co_await pump_tls(c, down, from_sandbox, *up);
-      boost::system::error_code wait_ec;
-      if (!*finished)
-        co_await host_done->async_wait(net::redirect_error(net::use_awaitable, wait_ec));
+      co_await from_the_host.wait();
       break;
     }
     ec = co_await preview::relay(*up, from_host, *answer, down, out, out_framing, chunk.data(),

@@ -334,13 +334,8 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     co_return;
   }
   // Secrets travel only inside the proxy's own TLS: a placeholder in plain HTTP goes nowhere.
-  std::string carried = placeholder_in(*policy_, target->authority.host, req.body(), false);
-  if (carried.empty())
-    carried = placeholder_in(*policy_, target->authority.host, req.target(), false);
-  for (const auto& f : req) {
-    if (!carried.empty()) break;
-    carried = placeholder_in(*policy_, target->authority.host, f.value(), false);
-  }
+  const std::string carried =
+      placeholder_in_request(*policy_, target->authority.host, req, req.body(), false);
   if (!carried.empty()) {
     rec.allowed = false;
     rec.status = 403;
@@ -509,26 +504,12 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
   rec.status = 200;
   if (ec) co_return;
   // Bytes from upstream flow from the start: a protocol where the server speaks first works.
-  // Set when the downstream direction has ended; the timer wakes a wait already begun.
-  struct Down {
-    explicit Down(const net::any_io_executor& ex)
-        : timer(ex, net::steady_timer::time_point::max()) {}
-    net::steady_timer timer;
-    bool done = false;
-  };
-  auto down = std::make_shared<Down>(c->client.get_executor());
-  const Authority& want = c->target->authority;
   // A host bound to a secret is reached only through the proxy's own TLS: no byte of it flows
   // to the sandbox as it comes.
+  const Authority& want = c->target->authority;
   const bool intercepted = any_secret_bound(*policy_, want.host);
-  if (intercepted) {
-    down->done = true;
-  } else {
-    net::co_spawn(c->client.get_executor(), copy_down(c), [down](std::exception_ptr) {
-      down->done = true;
-      down->timer.cancel();
-    });
-  }
+  Beside down(c->client.get_executor());
+  if (!intercepted) down.start(copy_down(c));
 
   // The client's first bytes, before any go upstream: TLS must name the tunnel's host, HTTP
   // must carry its Host. On 80 and 443, nothing else may pass.
@@ -602,14 +583,10 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
     } else {
       c->finish();  // a reset ends both directions
     }
-    boost::system::error_code wait_ec;
-    if (!down->done)
-      co_await down->timer.async_wait(net::redirect_error(net::use_awaitable, wait_ec));
+    co_await down.wait();
   } else {
     c->finish();  // a reset, not an answer: the client's TLS or HTTP is under way
-    boost::system::error_code wait_ec;
-    if (!down->done)
-      co_await down->timer.async_wait(net::redirect_error(net::use_awaitable, wait_ec));
+    co_await down.wait();
   }
   rec.bytes_up = c->up;
   rec.bytes_down = c->down;
@@ -635,7 +612,7 @@ net::awaitable<void> EgressProxy::forward(std::shared_ptr<Conn> c, EgressRecord&
     co_return;
   }
   // The answer passes as the upstream sends it, until it closes (it was asked to).
-  std::vector<char> buf(64 * 1024);
+  std::vector<char> buf(kCopyChunk);
   std::string status_line;
   for (;;) {
     const size_t n = co_await c->upstream.async_read_some(

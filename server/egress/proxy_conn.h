@@ -6,6 +6,7 @@
 // clang-format on
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -53,12 +54,43 @@ struct EgressProxy::Conn {
   }
 };
 
+inline constexpr size_t kCopyChunk = 64 * 1024;
+
+// A coroutine run beside the caller's, on the same executor, that the caller can wait for: the
+// other direction of a two-way copy.
+class Beside {
+ public:
+  explicit Beside(const net::any_io_executor& ex) : state_(std::make_shared<State>(ex)) {}
+  void start(net::awaitable<void> a) {
+    state_->done = false;
+    net::co_spawn(state_->timer.get_executor(), std::move(a), [st = state_](std::exception_ptr) {
+      st->done = true;
+      st->timer.cancel();
+    });
+  }
+  // Returns at once if nothing was started or it has ended.
+  net::awaitable<void> wait() {
+    boost::system::error_code ec;
+    if (!state_->done)
+      co_await state_->timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+
+ private:
+  struct State {
+    explicit State(const net::any_io_executor& ex)
+        : timer(ex, net::steady_timer::time_point::max()) {}
+    net::steady_timer timer;  // cancelled when it ends, which wakes a wait already begun
+    bool done = true;
+  };
+  std::shared_ptr<State> state_;
+};
+
 // `from` to `to` until either fails or ends, counting into `moved`; each transfer is activity.
 // Returns what ended it (eof: `from` ended).
 template <typename From, typename To>
 net::awaitable<boost::system::error_code> copy_counted(std::shared_ptr<EgressProxy::Conn> c,
                                                        From& from, To& to, uint64_t& moved) {
-  std::vector<char> buf(64 * 1024);
+  std::vector<char> buf(kCopyChunk);
   boost::system::error_code ec;
   for (;;) {
     const size_t n = co_await from.async_read_some(net::buffer(buf),

@@ -83,6 +83,22 @@ std::string placeholder_in(const Policy& p, const Host& host, std::string_view t
   return {};
 }
 
+std::string placeholder_in_request(const Policy& p, const Host& host,
+                                   const boost::beast::http::fields& fields,
+                                   std::string_view target, std::string_view body, bool bound_ok) {
+  std::string found = placeholder_in(p, host, body, bound_ok);
+  if (found.empty()) found = placeholder_in(p, host, target, bound_ok);
+  for (const auto& f : fields) {
+    if (!found.empty()) break;
+    found = placeholder_in(p, host, f.value(), bound_ok);
+  }
+  return found;
+}
+
+void add_name(std::vector<std::string>& names, const std::string& name) {
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+}
+
 void replace_placeholders(const Policy& p, const Host& host, std::string& text, BodyKind kind,
                           std::vector<std::string>& used) {
   if (text.find(kPlaceholderPrefix) == std::string::npos) return;
@@ -95,7 +111,7 @@ void replace_placeholders(const Policy& p, const Host& host, std::string& text, 
       text.replace(at, s.placeholder.size(), value);
       at = text.find(s.placeholder, at + value.size());
     }
-    if (std::find(used.begin(), used.end(), s.name) == used.end()) used.push_back(s.name);
+    add_name(used, s.name);
   }
 }
 

@@ -3,6 +3,7 @@
 // No I/O here; the proxy reads and writes the messages.
 #pragma once
 
+#include <boost/beast/http/fields.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,19 @@ BodyKind body_kind(std::string_view content_type);
 // The first secret whose placeholder is in `text` and that is not bound to `host` (with
 // `bound_ok`), or any secret whose placeholder is in it (without): its name, or empty.
 std::string placeholder_in(const Policy& p, const Host& host, std::string_view text, bool bound_ok);
+
+// placeholder_in over a whole request: its body, its target, then its fields.
+std::string placeholder_in_request(const Policy& p, const Host& host,
+                                   const boost::beast::http::fields& fields,
+                                   std::string_view target, std::string_view body, bool bound_ok);
+template <typename Header>
+std::string placeholder_in_request(const Policy& p, const Host& host, const Header& h,
+                                   std::string_view body, bool bound_ok) {
+  return placeholder_in_request(p, host, h, h.target(), body, bound_ok);
+}
+
+// Adds `name` to `names` unless it is there (the secrets a request or tunnel used).
+void add_name(std::vector<std::string>& names, const std::string& name);
 
 // Replaces each placeholder of a secret bound to `host` in `text` by the value, written as
 // `kind` needs it (percent-encoded, JSON-escaped, or as it is); adds each secret it used to

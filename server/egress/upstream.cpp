@@ -8,6 +8,7 @@
 #include <boost/beast/core/string.hpp>
 
 #include "common/crypto.h"
+#include "server/api/router.h"
 
 namespace cabin::egress {
 
@@ -15,28 +16,6 @@ namespace {
 
 Error bad_upstream(const std::string& why) {
   return make_error(Errc::kInvalidArgument, "invalid_upstream_proxy", why);
-}
-
-std::optional<std::string> percent_decode(std::string_view in) {
-  std::string out;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out += in[i];
-      continue;
-    }
-    if (i + 2 >= in.size()) return std::nullopt;
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return -1;
-    };
-    const int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
 }
 
 UpstreamReply need_more() { return {}; }
@@ -121,9 +100,9 @@ Result<UpstreamProxy> parse_upstream_proxy(std::string_view url) {
     const std::string_view userinfo = url.substr(0, at);
     url.remove_prefix(at + 1);
     const size_t colon = userinfo.find(':');
-    auto user = percent_decode(userinfo.substr(0, colon));
-    auto pass = percent_decode(colon == std::string_view::npos ? std::string_view()
-                                                               : userinfo.substr(colon + 1));
+    auto user = api::percent_decode(userinfo.substr(0, colon), false);
+    auto pass = api::percent_decode(
+        colon == std::string_view::npos ? std::string_view() : userinfo.substr(colon + 1), false);
     if (!user || !pass || user->empty()) return bad_upstream("bad user:password");
     if (user->size() > 255 || pass->size() > 255) {
       return bad_upstream("a user or password longer than 255 bytes");

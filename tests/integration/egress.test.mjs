@@ -9,16 +9,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { chromium } from 'playwright-core';
-
-import { startEgressWorld } from './egress_world.mjs';
+import { hostAddress, ICMP_PROBE, startEgressWorld, withPage } from './egress_world.mjs';
 import { freePort, removeTree, useCabind, waitFor } from './helpers.mjs';
 import { exec } from './preview_helpers.mjs';
 
 // Servers on the host's loopback and a counting name server, started before cabind, whose
 // flags name them.
 const world = await startEgressWorld();
-const { servers, dnsQueries, tlsRequests, otherRequests } = world;
+const { servers, dnsQueries, servedQueries, tlsRequests, otherRequests, innerRequests } = world;
 after(() => world.close());
 
 const ctx = useCabind({ args: () => world.cabindArgs() });
@@ -44,9 +42,7 @@ async function networkLog(id, since = 0) {
 test('Chromium reaches an allowed host through cabind, and a denied one is refused and logged', async () => {
   const s = await ctx.server.createSession({ network: allowSite() });
   assert.equal(s.network.mode, 'allowlist');
-  const browser = await chromium.connectOverCDP(s.cdp_url);
-  try {
-    const page = browser.contexts()[0].pages()[0];
+  await withPage(s.cdp_url, async (page) => {
     const ok = await page.goto(`http://site.test:${servers.sitePort}/a?b=1`);
     assert.equal(ok.status(), 200);
     assert.equal(await page.textContent('body'), 'site.test says hello to /a?b=1');
@@ -56,9 +52,7 @@ test('Chromium reaches an allowed host through cabind, and a denied one is refus
     // HTTPS goes through CONNECT; a refused tunnel is a navigation error.
     await assert.rejects(page.goto(`https://other.test:${servers.tlsPort}/`),
                          /ERR_TUNNEL_CONNECTION_FAILED/);
-  } finally {
-    await browser.close();
-  }
+  });
   // A record comes when its exchange has ended, which may be after the page loaded.
   const log = await waitFor(async () => {
     const l = await networkLog(s.id);
@@ -87,16 +81,12 @@ test('Chromium runs under cabind\'s managed policy: the proxy fixed, no DNS of i
   // Read-only, like the rest of /etc.
   const write = await exec(ctx.server, s.id, ['sh', '-c', 'echo {} > /etc/chromium/policies/managed/cabin.json']);
   assert.notEqual(write.exit_code, 0);
-  const browser = await chromium.connectOverCDP(s.cdp_url);
-  try {
-    const page = browser.contexts()[0].pages()[0];
+  await withPage(s.cdp_url, async (page) => {
     await page.goto('chrome://policy');
     for (const name of ['ProxySettings', 'DnsOverHttpsMode', 'NetworkPredictionOptions', 'WebRtcIPHandling']) {
       await page.getByText(name, { exact: true }).first().waitFor();
     }
-  } finally {
-    await browser.close();
-  }
+  });
 });
 
 test('exec\'d commands get the proxy; TLS must name the tunnel\'s host; nothing goes around', async () => {
@@ -216,17 +206,13 @@ test('Playwright opens an allowed HTTPS site its operator\'s CA vouches for; ano
   const s = await ctx.server.createSession({
     network: { mode: 'allowlist', allow: [{ host: 'site.test', ports: [servers.tlsPort] }] },
   });
-  const browser = await chromium.connectOverCDP(s.cdp_url);
-  try {
-    const page = browser.contexts()[0].pages()[0];
+  await withPage(s.cdp_url, async (page) => {
     const ok = await page.goto(`https://site.test:${servers.tlsPort}/`);
     assert.equal(ok.status(), 200);
     assert.equal(await page.textContent('body'), 'site.test over TLS');
     await assert.rejects(page.goto(`https://other.test:${servers.tlsPort}/`),
                          /ERR_TUNNEL_CONNECTION_FAILED/);
-  } finally {
-    await browser.close();
-  }
+  });
   // A tunnel's record comes when it ends: Chromium keeps site.test's open for its next request.
   const log = await waitFor(async () => {
     const l = await networkLog(s.id);
@@ -255,19 +241,14 @@ test('secrets: the bound site gets the value in its header and form field; no on
   assert.match(placeholder, /^cabin_secret_/);
   tlsRequests.length = 0;
 
-  const browser = await chromium.connectOverCDP(s.cdp_url);
-  let dom;
-  try {
-    const page = browser.contexts()[0].pages()[0];
+  const dom = await withPage(s.cdp_url, async (page) => {
     await page.goto(`https://site.test:${servers.tlsPort}/form`);
     // What an agent does: it types the placeholder it was given.
     await page.fill('#pass', placeholder);
     await Promise.all([page.waitForURL(/\/login$/), page.click('#go')]);
     assert.equal(await page.textContent('body'), 'logged in');
-    dom = await page.content();
-  } finally {
-    await browser.close();
-  }
+    return page.content();
+  });
   const login = tlsRequests.find((r) => r.url === '/login');
   assert.ok(login, JSON.stringify(tlsRequests));
   assert.equal(login.body, `user=agent&pass=${value}`);
@@ -323,9 +304,7 @@ test('Chromium\'s side doors: WebSockets, subresources, a redirect, DNS hints, W
   await waitFor(async () => (await curl(s.id, ['--noproxy', '*', 'http://127.0.0.1:8123/'])).stdout === 'inside\n',
                 { what: 'the app in the sandbox' });
   otherRequests.length = 0;
-  const browser = await chromium.connectOverCDP(s.cdp_url);
-  try {
-    const page = browser.contexts()[0].pages()[0];
+  await withPage(s.cdp_url, async (page) => {
     await page.goto(`http://site.test:${sp}/`);
     const talk = (url) => page.evaluate((u) => new Promise((resolve) => {
       const ws = new WebSocket(u);
@@ -361,9 +340,7 @@ test('Chromium\'s side doors: WebSockets, subresources, a redirect, DNS hints, W
     const local = await page.goto('http://localhost:8123/');
     assert.equal(local.status(), 200);
     assert.equal((await page.textContent('body')).trim(), 'inside');
-  } finally {
-    await browser.close();
-  }
+  });
   const log = await waitFor(async () => {
     const l = await networkLog(s.id);
     const other = l.filter((r) => r.host === 'other.test' && r.kind === 'http');
@@ -402,6 +379,12 @@ test('commands: IDN, IPv6 literals, a private answer, ports, methods, Host and S
   const v6 = await exec(ctx.server, s.id, ['python3', '-c',
     'import socket; socket.create_connection(("2001:db8::1", 80), 2)']);
   assert.notEqual(v6.exit_code, 0);
+  // Nor ICMP, not even to the host's own address: no socket for it, or no route.
+  const icmp = await exec(ctx.server, s.id, ['python3', '-c', ICMP_PROBE, hostAddress()]);
+  assert.equal(icmp.exit_code, 0, JSON.stringify(icmp));
+  const icmpOutcomes = icmp.stdout.trim().split('\n');
+  assert.equal(icmpOutcomes.length, 2, icmp.stdout);
+  for (const o of icmpOutcomes) assert.match(o, /^(ENETUNREACH|EPERM|EACCES)$/, icmp.stdout);
 
   // Methods: GET only.
   let put = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, {
@@ -413,7 +396,7 @@ test('commands: IDN, IPv6 literals, a private answer, ports, methods, Host and S
   // Mode open: any public address, and still nothing always denied or private.
   put = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, { mode: 'open' });
   assert.equal(put.status, 200, put.text);
-  assert.equal(await code([`http://site.test:${sp}/`]), '200');  // 127/8 is opened by --egress-allow-cidr
+  assert.equal(await code([`http://site.test:${sp}/`]), '200');  // 127.0.0.1 is opened by --egress-allow-cidr
   for (const url of ['http://169.254.169.254/', 'http://10.0.0.1/', 'http://private.test/',
     'http://[::ffff:a9fe:a9fe]/']) {
     assert.equal(await code([url]), '403', url);
@@ -427,6 +410,49 @@ test('commands: IDN, IPv6 literals, a private answer, ports, methods, Host and S
   assert.match(log.find((r) => r.host === 'private.test').reason, /private/);
   assert.ok(log.some((r) => r.kind === 'connect' && /names no host \(SNI\)/.test(r.reason)), JSON.stringify(log));
   assert.equal(log.find((r) => r.method === 'POST' && r.host === 'site.test').status, 403);
+  assert.equal(dnsQueries.length, 0);
+});
+
+test('DNS rebinding: each connection is checked on the answer it dials, from Chromium and from commands', async () => {
+  const sp = servers.sitePort;
+  const s = await ctx.server.createSession({ network: {
+    mode: 'allowlist',
+    allow: [{ host: 'rebind.test', ports: [sp] }, { host: 'mixed.test', ports: [sp] }],
+  } });
+  // The first answer is the site's: the page loads. Every later one is the inner address: the
+  // page's own script asks its origin again and the proxy refuses, though the name is allowed.
+  await withPage(s.cdp_url, async (page) => {
+    const first = await page.goto(`http://rebind.test:${sp}/first`);
+    assert.equal(first.status(), 200);
+    assert.equal(await page.textContent('body'), 'site.test says hello to /first');
+    const again = await page.evaluate(() => fetch('/second', { cache: 'no-store' })
+      .then(async (r) => `${r.status} ${await r.text()}`));
+    assert.match(again, /^403 /);
+  });
+  const code = async (args) => (await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}', ...args])).stdout;
+  assert.equal(await code([`http://rebind.test:${sp}/third`]), '403');
+  // A tunnel is checked the same way, before anything is dialled.
+  const tunnel = await curl(s.id, ['-p', `http://rebind.test:${sp}/fourth`]);
+  assert.notEqual(tunnel.exit_code, 0);
+  assert.match(tunnel.stderr, /403/);
+  // Of an answer with a closed address first, the proxy dials only the one that passes.
+  assert.equal(await code([`http://mixed.test:${sp}/`]), '200');
+
+  const log = await waitFor(async () => {
+    const l = await networkLog(s.id);
+    return l.some((r) => r.host === 'mixed.test') && l;
+  }, { what: 'the records' });
+  const rebound = log.filter((r) => r.host === 'rebind.test');
+  assert.equal(rebound.find((r) => r.decision === 'allow').address, '127.0.0.1');
+  const refused = rebound.filter((r) => r.decision === 'deny');
+  assert.ok(refused.length >= 3, JSON.stringify(rebound));
+  for (const r of refused) assert.match(r.reason, /resolved to 127\.0\.0\.2:\d+, a loopback address/);
+  assert.ok(refused.some((r) => r.kind === 'connect'), JSON.stringify(refused));
+  assert.equal(log.find((r) => r.host === 'mixed.test').address, '127.0.0.1');
+  assert.deepEqual(innerRequests, [], 'nothing reached the inner address');
+  // No answer was reused past its TTL of 0: every request asked afresh.
+  const asked = servedQueries.filter((q) => q.name === 'rebind.test' && q.type === 1).length;
+  assert.ok(asked >= rebound.length, `${asked} queries for ${rebound.length} requests`);
   assert.equal(dnsQueries.length, 0);
 });
 

@@ -6,13 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 
-import { chromium } from 'playwright-core';
-
-import { startEgressWorld } from './egress_world.mjs';
+import { hostAddress, startEgressWorld, withPage } from './egress_world.mjs';
 import { useCabind, waitFor, withDeadline } from './helpers.mjs';
 
 const world = await startEgressWorld();
-const { servers, dnsQueries, tlsRequests } = world;
+const { servers, dnsQueries, tlsRequests, innerRequests } = world;
 after(() => world.close());
 const ctx = useCabind({ args: () => world.cabindArgs() });
 const BOOT_MS = 240000;
@@ -50,6 +48,7 @@ describe('egress from a microVM', { timeout: BOOT_MS + 240000 }, () => {
         mode: 'allowlist',
         allow: [{ host: 'site.test', ports: [servers.sitePort, servers.tlsPort] },
                 { host: '*.wiki.test', ports: [servers.sitePort] },
+                { host: 'rebind.test', ports: [servers.sitePort] },
                 { host: 'vault.test', ports: [servers.tlsPort] }],
         secrets: [{ name: 'vault', value, hosts: ['vault.test'], format: 'Bearer {value}' }],
       },
@@ -62,9 +61,7 @@ describe('egress from a microVM', { timeout: BOOT_MS + 240000 }, () => {
   test('the guest\'s Chromium reaches what the policy allows, and nothing else', async () => {
     assert.equal(s.driver, 'microvm');
     assert.equal(s.network.mode, 'allowlist');
-    const browser = await chromium.connectOverCDP(s.cdp_url);
-    try {
-      const page = browser.contexts()[0].pages()[0];
+    await withPage(s.cdp_url, async (page, browser) => {
       const status = async (url) => (await page.goto(url)).status();
       const sp = servers.sitePort;
       assert.equal(await status(`http://site.test:${sp}/a`), 200);
@@ -103,9 +100,7 @@ describe('egress from a microVM', { timeout: BOOT_MS + 240000 }, () => {
       assert.equal(login.body, `user=agent&pass=${value}`);
       assert.equal(login.headers.authorization, `Bearer ${value}`);
       assert.doesNotMatch(await page.content(), new RegExp(value));
-    } finally {
-      await browser.close();
-    }
+    });
   });
 
   test('commands in the guest get the proxy, and no route, resolver or secret of their own', async () => {
@@ -120,6 +115,15 @@ describe('egress from a microVM', { timeout: BOOT_MS + 240000 }, () => {
       `http://site.test:${sp}/?k=${s.network.secrets[0].placeholder}`]) {
       assert.match(await proxied(s.id, url), /^HTTP\/1\.1 403 /, url);
     }
+    // A name that rebinds to an address the guest may not reach: checked again on each request.
+    assert.match(await proxied(s.id, `http://rebind.test:${sp}/first`), /^HTTP\/1\.1 200 /);
+    assert.match(await proxied(s.id, `http://rebind.test:${sp}/again`),
+                 /^HTTP\/1\.1 403 [^]*127\.0\.0\.2/);
+    assert.deepEqual(innerRequests, []);
+    // ICMP, even to the host's own address: QEMU's restricted network drops it.
+    const ping = await exec(s.id, [BUSYBOX, 'ping', '-c', '2', '-w', '4', hostAddress()]);
+    assert.notEqual(ping.exit_code, 0, JSON.stringify(ping));
+    assert.doesNotMatch(ping.stdout, /bytes from/);
     // The host's side of QEMU's network, and the guest's own loopback: nothing answers.
     for (const host of ['10.0.2.2', '127.0.0.1']) {
       const r = await exec(s.id, [BUSYBOX, 'sh', '-c',

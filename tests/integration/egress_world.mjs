@@ -1,7 +1,8 @@
 // The world an egress test's sandbox looks out on: HTTP and HTTPS servers on the host's loopback
 // (reached by the names cabindArgs() pins), a CA of the test's that vouches for the HTTPS one
-// (cabind's --extra-ca-file), and a UDP name server that answers nothing and counts what it is
-// asked.
+// (cabind's --extra-ca-file), and a UDP name server that answers only the names of SERVED_NAMES
+// and keeps every other query it is asked (dnsQueries: a name the policy denied must never be
+// among them).
 import { execFileSync } from 'node:child_process';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
@@ -11,9 +12,96 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 
+import { chromium } from 'playwright-core';
 import { WebSocketServer } from 'ws';
 
 import { removeTree } from './helpers.mjs';
+
+// Runs `fn(page, browser)` on a session's first page through Playwright over its cdp_url, and
+// lets go of the browser after, whatever happened.
+export async function withPage(cdpUrl, fn) {
+  const browser = await chromium.connectOverCDP(cdpUrl);
+  try {
+    return await fn(browser.contexts()[0].pages()[0], browser);
+  } finally {
+    await browser.close();
+  }
+}
+
+// What the name server answers, by name: the nth A query gets the nth list of addresses (the
+// last repeats); AAAA gets none. rebind.test first answers the site's address and then the inner
+// one, as a rebinding attacker's server does with a TTL of 0; mixed.test answers both at once,
+// the inner one first.
+// cabind may reach 127.0.0.1 only (--egress-allow-cidr): 127.0.0.2 is as closed to sandboxes as
+// any private address, and a server there counts what gets through.
+const INNER_ADDRESS = '127.0.0.2';
+export const SERVED_NAMES = {
+  'rebind.test': [['127.0.0.1'], [INNER_ADDRESS]],
+  'mixed.test': [[INNER_ADDRESS, '127.0.0.1']],
+};
+
+// The question of a DNS query: its id, name (lowercase) and type; null if it is not one.
+function dnsQuestion(msg) {
+  if (msg.length < 17 || msg.readUInt16BE(4) !== 1) return null;
+  const labels = [];
+  let at = 12;
+  while (at < msg.length && msg[at] !== 0) {
+    const n = msg[at];
+    if (n > 63 || at + 1 + n > msg.length) return null;
+    labels.push(msg.subarray(at + 1, at + 1 + n).toString('latin1'));
+    at += 1 + n;
+  }
+  if (at + 5 > msg.length) return null;
+  return { id: msg.readUInt16BE(0), name: labels.join('.').toLowerCase(), type: msg.readUInt16BE(at + 1),
+           question: msg.subarray(12, at + 5) };
+}
+
+// The answer to `q`: its question echoed, and one A record (TTL 0) for each address.
+function dnsAnswer(q, addresses) {
+  const head = Buffer.alloc(12);
+  head.writeUInt16BE(q.id, 0);
+  head.writeUInt16BE(0x8180, 2);  // a response, recursion desired and available, no error
+  head.writeUInt16BE(1, 4);
+  head.writeUInt16BE(addresses.length, 6);
+  const records = addresses.map((a) => {
+    const r = Buffer.alloc(16);
+    r.writeUInt16BE(0xc00c, 0);  // the name: a pointer to the question's
+    r.writeUInt16BE(1, 2);
+    r.writeUInt16BE(1, 4);
+    r.writeUInt32BE(0, 6);
+    r.writeUInt16BE(4, 10);
+    a.split('.').forEach((b, i) => { r[12 + i] = Number(b); });
+    return r;
+  });
+  return Buffer.concat([head, q.question, ...records]);
+}
+
+// The host's own first non-loopback IPv4 address: a sandbox must have no way to it, and a probe
+// aimed there stays on this machine whatever happens.
+export function hostAddress() {
+  for (const list of Object.values(os.networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  throw new Error('this machine has no IPv4 address but loopback');
+}
+
+// Sends an ICMP echo to argv[1] on a raw socket and on a ping socket, and prints for each what
+// happened: the errno's name, or "sent" (a route) and then "reply" if one came back.
+export const ICMP_PROBE = `
+import errno, socket, sys
+for kind in (socket.SOCK_RAW, socket.SOCK_DGRAM):
+    try:
+        s = socket.socket(socket.AF_INET, kind, socket.IPPROTO_ICMP)
+        s.settimeout(2)
+        s.sendto(b"\\x08\\x00\\xf7\\xff\\x00\\x00\\x00\\x00", (sys.argv[1], 0))
+        print("sent")
+        s.recv(64)
+        print("reply")
+    except socket.timeout:
+        print("no reply")
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, str(e.errno)))
+`;
 
 async function listen(server) {
   server.listen(0, '127.0.0.1');
@@ -26,9 +114,11 @@ export const TLS_NAMES = ['site.test', 'other.test', 'vault.test'];
 
 export async function startEgressWorld() {
   const servers = {};
-  const dnsQueries = [];
+  const dnsQueries = [];  // queries for names the server does not serve
+  const servedQueries = [];  // {name, type} of those it answered
   const tlsRequests = [];  // what the HTTPS site received: url, headers, body
   const otherRequests = [];  // every request other.test's HTTP server got
+  const innerRequests = [];  // every request that reached the inner address
   // site.test's pages: a redirect to other.test, and a page that pulls other.test's resources
   // and hints at names nobody may look up.
   servers.site = http.createServer((req, res) => {
@@ -86,23 +176,48 @@ export async function startEgressWorld() {
     });
   });
   for (const [name, s] of Object.entries(servers)) servers[`${name}Port`] = await listen(s);
+  // On the site's port, as a rebound name would point there.
+  const inner = http.createServer((req, res) => {
+    innerRequests.push(req.url);
+    res.end('inner');
+  });
+  inner.listen(servers.sitePort, INNER_ADDRESS);
+  await once(inner, 'listening');
   const dns = dgram.createSocket('udp4');
-  dns.on('message', (msg) => dnsQueries.push(msg));
+  const asked = new Map();  // name -> A queries so far
+  dns.on('message', (msg, from) => {
+    const q = dnsQuestion(msg);
+    const answers = q && SERVED_NAMES[q.name];
+    if (!answers) {
+      dnsQueries.push(msg);
+      return;
+    }
+    servedQueries.push({ name: q.name, type: q.type });
+    let addresses = [];
+    if (q.type === 1) {
+      const n = asked.get(q.name) ?? 0;
+      asked.set(q.name, n + 1);
+      addresses = answers[Math.min(n, answers.length - 1)];
+    }
+    dns.send(dnsAnswer(q, addresses), from.port, from.address);
+  });
   dns.bind(0, '127.0.0.1');
   await once(dns, 'listening');
   return {
     servers,
     dnsQueries,
+    servedQueries,
     tlsRequests,
     otherRequests,
+    innerRequests,
     cabindArgs: () => [
       ...['site.test', 'other.test', 'vault.test', 'a.b.wiki.test'].flatMap((n) => ['--egress-resolve', `${n}=127.0.0.1`]),
       // A name whose only address is private, as a rebinding name would answer.
       '--egress-resolve', 'private.test=10.20.30.40',
-      '--egress-allow-cidr', '127.0.0.0/8', '--egress-dns', `127.0.0.1:${dns.address().port}`,
+      '--egress-allow-cidr', '127.0.0.1/32', '--egress-dns', `127.0.0.1:${dns.address().port}`,
       '--extra-ca-file', at('ca.pem')],
     close: async () => {
-      for (const s of [servers.site, servers.other, servers.tls]) s.close();
+      for (const s of [servers.site, servers.other, servers.tls, inner]) s.close();
       dns.close();
       await removeTree(certDir);
     },

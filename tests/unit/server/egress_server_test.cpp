@@ -55,19 +55,25 @@ std::string client_hello(const std::string& sni) {
   return bytes;
 }
 
+// Accepts on `a` until it closes; each connection gets a coroutine of its own, `serve(socket)`.
+template <typename Serve>
+net::awaitable<void> accept_each(tcp::acceptor& a, Serve serve) {
+  boost::system::error_code ec;
+  for (;;) {
+    auto s = std::make_shared<tcp::socket>(
+        co_await a.async_accept(net::redirect_error(net::use_awaitable, ec)));
+    if (ec) co_return;
+    net::co_spawn(a.get_executor(), serve(s), net::detached);
+  }
+}
+
 // Echoes every byte it gets; counts them.
 struct EchoServer {
   explicit EchoServer(net::io_context& io) : acceptor(io, {kLoopback, 0}) {
     net::co_spawn(io, run(), net::detached);
   }
   net::awaitable<void> run() {
-    boost::system::error_code ec;
-    for (;;) {
-      auto s = std::make_shared<tcp::socket>(
-          co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec)));
-      if (ec) co_return;
-      net::co_spawn(acceptor.get_executor(), echo(s), net::detached);
-    }
+    return accept_each(acceptor, [this](std::shared_ptr<tcp::socket> s) { return echo(s); });
   }
   net::awaitable<void> echo(std::shared_ptr<tcp::socket> s) {
     std::array<char, 4096> buf;
@@ -159,14 +165,10 @@ struct TlsSite {
     net::co_spawn(io, run(), net::detached);
   }
   net::awaitable<void> run() {
-    boost::system::error_code ec;
-    for (;;) {
-      auto s = std::make_shared<tcp::socket>(
-          co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec)));
-      if (ec) co_return;
+    return accept_each(acceptor, [this](std::shared_ptr<tcp::socket> s) {
       ++connections;
-      net::co_spawn(acceptor.get_executor(), serve(s), net::detached);
-    }
+      return serve(s);
+    });
   }
   net::awaitable<void> serve(std::shared_ptr<tcp::socket> s) {
     namespace http = boost::beast::http;
@@ -684,13 +686,7 @@ struct TinyUpstream {
     net::co_spawn(io, run(), net::detached);
   }
   net::awaitable<void> run() {
-    boost::system::error_code ec;
-    for (;;) {
-      auto s = std::make_shared<tcp::socket>(
-          co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec)));
-      if (ec) co_return;
-      net::co_spawn(acceptor.get_executor(), serve(s), net::detached);
-    }
+    return accept_each(acceptor, [this](std::shared_ptr<tcp::socket> s) { return serve(s); });
   }
   static net::awaitable<std::string> read_n(tcp::socket& s, size_t n) {
     std::string out(n, '\0');
@@ -846,6 +842,7 @@ TEST_CASE("parse_upstream_proxy and the replies it reads") {
   CHECK(p->user == "us@er");
   CHECK(p->password == "p:ss");
   CHECK(p->to_string() == "socks5://proxy.example:1080");
+  CHECK(parse_upstream_proxy("http://a+b:c@h:1")->user == "a+b");  // no '+' for a space here
   CHECK(parse_upstream_proxy("http://[2001:db8::1]:3128/")->to_string() ==
         "http://[2001:db8::1]:3128");
   for (const char* bad : {"ftp://a:1", "http://a", "socks5://:p@a:1", "http://a:0", "http://a:1/x",
