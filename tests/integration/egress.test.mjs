@@ -33,6 +33,16 @@ async function curl(id, args) {
   return exec(ctx.server, id, ['curl', '-sS', '--max-time', '10', ...args]);
 }
 
+// Sends argv[1] as it is, as an absolute-form GET, to the proxy, and prints the answer's head.
+const RAW_PROXY_GET = `
+import socket, sys
+url = sys.argv[1]
+host = url.split("/")[2]
+s = socket.create_connection(("127.0.0.1", 3128), 5)
+s.sendall(("GET %s HTTP/1.1\\r\\nHost: %s\\r\\nConnection: close\\r\\n\\r\\n" % (url, host)).encode())
+print(s.recv(4096).decode(errors="replace").split("\\r\\n\\r\\n")[0])
+`;
+
 async function networkLog(id, since = 0) {
   const r = await ctx.server.api('GET', `/v1/sessions/${id}/network/log?since=${since}`);
   assert.equal(r.status, 200, r.text);
@@ -183,13 +193,20 @@ test('addresses in every disguise, wildcard apexes and look-alikes are refused; 
     const r = await curl(s.id, ['-o', '/dev/null', '-w', '%{http_code}', url]);
     assert.equal(r.stdout, want, `${url}: ${JSON.stringify(r)}`);
   }
+  // An address in every form inet_aton reads is one, and needs a cidr rule too. curl would
+  // rewrite these forms, so the requests are written by hand.
+  const forms = ['0x7f.1', '2130706433', '0177.0.0.1'];
+  for (const host of forms) {
+    const r = await exec(ctx.server, s.id, ['python3', '-c', RAW_PROXY_GET, `http://${host}:${port}/`]);
+    assert.match(r.stdout, /^HTTP\/1\.1 403 /, `${host}: ${JSON.stringify(r)}`);
+  }
   // One record per probe, beside whatever Chromium asked for meanwhile.
   const hosts = ['site.test', 'a.b.wiki.test', 'wiki.test', 'evilwiki.test', 'wiki.test.evil.test',
                  '[::ffff:127.0.0.1]', '169.254.169.254', '[::ffff:169.254.169.254]',
-                 '[64:ff9b::a9fe:a9fe]', '10.0.0.1'];
+                 '[64:ff9b::a9fe:a9fe]', '10.0.0.1', ...forms.map(() => '127.0.0.1')];
   const log = await waitFor(async () => {
     const l = (await networkLog(s.id)).filter((r) => hosts.includes(r.host));
-    return l.length >= probes.length && l;
+    return l.length >= probes.length + forms.length && l;
   }, { what: 'a record per probe' });
   const http = log.filter((r) => r.kind === 'http');
   assert.deepEqual(http.map((r) => r.host), hosts);  // in order, each logged canonical
