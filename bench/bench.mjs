@@ -15,6 +15,7 @@ import { benchMicrovm, microvmRows } from './microvm.mjs';
 import { benchVnc, vncRows } from './vnc.mjs';
 import { benchEgress, egressRows } from './egress.mjs';
 import { benchPreview, previewRows } from './preview.mjs';
+import { benchPause, pauseRows } from './pause.mjs';
 import { benchThreads, threadsRows } from './threads.mjs';
 import { summary } from './stats.mjs';
 
@@ -30,7 +31,7 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress,pause' },
     'egress-rounds': { type: 'string' },
     'threads-rounds': { type: 'string' },
     'preview-conns': { type: 'string', default: '16' },
@@ -45,7 +46,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--threads-rounds N] [--egress-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
@@ -405,6 +406,7 @@ function table(results) {
   if (results.vnc) rows.push(...vncRows(results.vnc, fmt, mark));
   if (results.preview) rows.push(...previewRows(results.preview, fmt, mark));
   if (results.egress) rows.push(...egressRows(results.egress, fmt, mark));
+  if (results.pause) rows.push(...pauseRows(results.pause, fmt));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   if (results.threads) rows.push(...threadsRows(results.threads, fmt));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
@@ -465,6 +467,7 @@ async function main() {
     if (only.has('threads')) results.threads = await benchThreads({ ...THREADS, log });
     // Its own cabind too: the part needs egress flags and a CA of its own.
     if (only.has('egress')) results.egress = await benchEgress({ ...EGRESS, log });
+    if (only.has('pause')) results.pause = await benchPause(cabin, { rounds: opt.quick ? 10 : 50, log });
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {
         n: VM_N, warmup: VM_WARMUP, width: WIDTH, height: HEIGHT, log,

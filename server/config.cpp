@@ -168,6 +168,10 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{31} * 86400))->capture_default_str();
   app.add_option("--max-timeout-s", c.max_timeout_s, "longest session lifetime allowed")
       ->check(CLI::Range(int64_t{1}, int64_t{31} * 86400))->capture_default_str();
+  app.add_option("--default-idle-timeout-s", c.default_idle_timeout_s,
+                 "a session with no client, viewer or request for this long ends (0: never)")
+      ->check(CLI::Range(int64_t{0}, int64_t{31} * 86400))
+      ->capture_default_str();
   app.add_option("--cdp-token-ttl-s", c.cdp_token_ttl_s, "lifetime of cdp_url tokens")
       ->check(CLI::Range(int64_t{10}, int64_t{86400}))->capture_default_str();
   app.add_option("--max-token-ttl-s", c.max_token_ttl_s,

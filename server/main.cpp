@@ -34,6 +34,7 @@
 #include "server/http/server.h"
 #include "server/http/static_files.h"
 #include "server/http/tls.h"
+#include "server/metrics/metrics.h"
 #include "server/preview/preview_proxy.h"
 #include "server/preview/previews.h"
 #include "server/sessions/session_manager.h"
@@ -218,6 +219,12 @@ int main(int argc, char** argv) {
     log->info("egress: sessions without a network policy get mode {}", cfg.default_network);
   }
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
+  // Read off the manager where scrapes are answered, on this thread.
+  metrics::registry().on_scrape([&manager](metrics::Registry& r) {
+    std::vector<std::pair<metrics::LabelValues, double>> live;
+    for (const auto& [key, n] : manager.counts()) live.push_back({{key.first, key.second}, n});
+    r.replace("cabin_sessions", std::move(live));
+  });
 
   // TLS, or plain HTTP only where nothing beyond this host can reach it.
   std::shared_ptr<net::ssl::context> tls;
@@ -305,6 +312,7 @@ int main(int argc, char** argv) {
   net::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code, int sig) {
     log->info("signal {}: shutting down", sig);
+    manager.set_draining();
     server.stop();
     hup.cancel();
     cabin::spawn(

@@ -33,6 +33,8 @@ constexpr std::array kCatalogue{
     ErrorKind{"preview_not_found", Errc::kNotFound},
     ErrorKind{"method_not_allowed", Errc::kMethodNotAllowed},
     ErrorKind{"too_many_previews", Errc::kConflict},
+    ErrorKind{"session_paused", Errc::kConflict},
+    ErrorKind{"cannot_pause", Errc::kConflict},
     ErrorKind{"body_too_large", Errc::kTooLarge},
     ErrorKind{"uri_too_long", Errc::kUriTooLong},
     ErrorKind{"unknown_host", Errc::kMisdirected},
@@ -49,6 +51,8 @@ constexpr std::array kCatalogue{
     ErrorKind{"driver_unavailable", Errc::kUnavailable},
     ErrorKind{"sandbox_unavailable", Errc::kUnavailable},
     ErrorKind{"capacity", Errc::kUnavailable},
+    ErrorKind{"draining", Errc::kUnavailable},
+    ErrorKind{"not_ready", Errc::kUnavailable},
     ErrorKind{"sandbox_ended", Errc::kUnavailable},
     ErrorKind{"agent_not_ready", Errc::kUnavailable},
     ErrorKind{"cgroups_failed", Errc::kUnavailable},
@@ -99,6 +103,13 @@ Error cross_origin() {
 }
 Error not_found_file() { return CABIN_ERROR("not_found", "no such file"); }
 Error not_found_endpoint() { return CABIN_ERROR("not_found", "no such endpoint"); }
+Error session_paused() {
+  return CABIN_ERROR("session_paused",
+                     "the session is paused: POST /v1/sessions/{id}/resume continues it");
+}
+
+Error cannot_pause(std::string message) { return CABIN_ERROR("cannot_pause", std::move(message)); }
+
 Error no_egress() {
   return CABIN_ERROR("no_egress",
                      "the session's driver gives its sandbox no way out, so it has no network "

@@ -40,6 +40,9 @@ Error session_not_found();
 // A session that has ended (`why`: its end reason) or, with an empty `why`, is ending.
 Error session_ended(std::string_view why);
 Error preview_not_found(std::string message);
+// 409
+Error session_paused();                   // what needs its sandbox to run
+Error cannot_pause(std::string message);  // not now, or not on this driver
 // 413, 414, 421, 431
 Error body_too_large(std::string_view limit);
 Error uri_too_long(std::string_view limit);

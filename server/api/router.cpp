@@ -125,6 +125,8 @@ Result<Route> route(std::string_view method, std::string_view target) {
 
   const size_t n = seg.size();
   if (n == 1 && seg[0] == "healthz") return want("GET", RouteId::kHealthz, Auth::kNone);
+  if (n == 1 && seg[0] == "readyz") return want("GET", RouteId::kReadyz, Auth::kNone);
+  if (n == 1 && seg[0] == "metrics") return want("GET", RouteId::kMetrics, Auth::kApiKey);
   if (n == 0) return want("GET", RouteId::kConsolePage, Auth::kNone);
   if (seg[0] == "ui") {
     if (n != 2 || !valid_asset_name(seg[1])) return not_found();
@@ -146,9 +148,13 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 3) {
     if (method == "GET") return want("GET", RouteId::kGetSession, Auth::kApiKey);
     if (method == "DELETE") return want("DELETE", RouteId::kDeleteSession, Auth::kApiKey);
-    return method_not_allowed("GET or DELETE");
+    if (method == "PATCH") return want("PATCH", RouteId::kPatchSession, Auth::kApiKey);
+    return method_not_allowed("GET, PATCH or DELETE");
   }
   std::string_view sub = seg[3];
+  if (n == 4 && sub == "keepalive") return want("POST", RouteId::kKeepalive, Auth::kApiKey);
+  if (n == 4 && sub == "pause") return want("POST", RouteId::kPause, Auth::kApiKey);
+  if (n == 4 && sub == "resume") return want("POST", RouteId::kResume, Auth::kApiKey);
   if (n == 4 && sub == "exec") return want("POST", RouteId::kExec, Auth::kApiKey);
   if (n == 4 && sub == "computer") return want("POST", RouteId::kComputer, Auth::kApiKey);
   if (n == 4 && sub == "screenshot") return want("GET", RouteId::kScreenshot, Auth::kApiKey);

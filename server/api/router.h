@@ -12,11 +12,17 @@ namespace cabin::api {
 
 enum class RouteId {
   kHealthz,
+  kReadyz,   // GET: whether creates are taken
+  kMetrics,  // GET /metrics: Prometheus text
   kInfo,
   kCreateSession,
   kListSessions,
   kGetSession,
   kDeleteSession,
+  kPatchSession,  // PATCH: the session's timers
+  kKeepalive,     // POST /keepalive: the idle time starts again
+  kPause,         // POST /pause: freeze the sandbox
+  kResume,        // POST /resume
   kExec,
   kComputer,     // POST: one action or a batch, any vocabulary
   kScreenshot,   // GET: image bytes

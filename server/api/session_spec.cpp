@@ -1,5 +1,7 @@
 #include "server/api/session_spec.h"
 
+#include <algorithm>
+
 #include "common/json_fields.h"
 
 namespace cabin::api {
@@ -23,14 +25,30 @@ bool allowed_url(std::string_view url) {
 
 }  // namespace
 
+std::string_view wait_until_name(WaitUntil w) {
+  switch (w) {
+    case WaitUntil::kCommit:
+      return "commit";
+    case WaitUntil::kLoad:
+      return "load";
+    case WaitUntil::kNetworkIdle:
+      return "networkidle";
+  }
+  return "load";
+}
+
+std::string_view on_idle_name(OnIdle o) { return o == OnIdle::kPause ? "pause" : "delete"; }
+
 Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& limits) {
   SessionSpec spec;
   spec.timeout_s = limits.default_timeout_s;
+  spec.idle_timeout_s = std::min(limits.default_idle_timeout_s, spec.timeout_s);
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return spec;
   auto j = parse_object(body);
   if (!j) return j.error();
-  if (auto r = reject_unknown(*j, {"driver", "resolution", "display", "resources", "timeout_s",
-                                   "start_url", "network"});
+  if (auto r =
+          reject_unknown(*j, {"driver", "resolution", "display", "resources", "timeout_s",
+                              "idle_timeout_s", "on_idle", "wait_until", "start_url", "network"});
       !r) {
     return r.error();
   }
@@ -85,6 +103,36 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
     auto n = read_int(*it, "timeout_s", 1, limits.max_timeout_s);
     if (!n) return n.error();
     spec.timeout_s = *n;
+  }
+  spec.idle_timeout_s = std::min(limits.default_idle_timeout_s, spec.timeout_s);
+  if (auto it = j->find("idle_timeout_s"); it != j->end()) {
+    auto n = read_int(*it, "idle_timeout_s", 0, spec.timeout_s);
+    if (!n) return n.error();
+    spec.idle_timeout_s = *n;
+  }
+  if (auto it = j->find("on_idle"); it != j->end()) {
+    auto s = read_string(*it, "on_idle", 16);
+    if (!s) return s.error();
+    if (*s == "delete") {
+      spec.on_idle = OnIdle::kDelete;
+    } else if (*s == "pause") {
+      spec.on_idle = OnIdle::kPause;
+    } else {
+      return invalid_field("on_idle", "must be \"delete\" or \"pause\"");
+    }
+  }
+  if (auto it = j->find("wait_until"); it != j->end()) {
+    auto s = read_string(*it, "wait_until", 16);
+    if (!s) return s.error();
+    bool known = false;
+    for (auto w : {WaitUntil::kCommit, WaitUntil::kLoad, WaitUntil::kNetworkIdle}) {
+      if (*s == wait_until_name(w)) {
+        spec.wait_until = w;
+        known = true;
+      }
+    }
+    if (!known)
+      return invalid_field("wait_until", "must be \"commit\", \"load\" or \"networkidle\"");
   }
   if (auto it = j->find("start_url"); it != j->end()) {
     auto s = read_string(*it, "start_url", kMaxStartUrl);

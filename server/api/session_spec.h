@@ -21,6 +21,15 @@ struct Resources {
   uint64_t memory_mb = 0;  // 0: the server's default
 };
 
+// When POST /v1/sessions answers: the start page's navigation committed, its load event fired
+// (the default), or besides that its network has been quiet for 500 ms.
+enum class WaitUntil { kCommit, kLoad, kNetworkIdle };
+std::string_view wait_until_name(WaitUntil w);
+
+// What an idle session's timer does.
+enum class OnIdle { kDelete, kPause };
+std::string_view on_idle_name(OnIdle o);
+
 struct SessionSpec {
   std::string driver;  // empty: the server's default driver
   Resolution resolution;
@@ -28,7 +37,11 @@ struct SessionSpec {
   // it and the resolution unless a request declares its own.
   std::optional<Resolution> display;
   Resources resources;
-  int64_t timeout_s = 3600;
+  int64_t timeout_s = 3600;  // the lifetime, from creation
+  // Seconds with no one attached and no request in flight before on_idle; 0: never idle.
+  int64_t idle_timeout_s = 300;
+  OnIdle on_idle = OnIdle::kDelete;
+  WaitUntil wait_until = WaitUntil::kLoad;
   std::string start_url;  // empty: about:blank
   // What the sandbox may reach; unset: the server's default (--default-network).
   std::optional<egress::Policy> network;
@@ -37,6 +50,7 @@ struct SessionSpec {
 struct SpecLimits {
   int64_t max_timeout_s = 86400;
   int64_t default_timeout_s = 3600;
+  int64_t default_idle_timeout_s = 300;  // capped by the session's timeout_s
 };
 
 inline constexpr int kMinDimension = 200;

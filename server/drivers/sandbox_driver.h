@@ -42,6 +42,9 @@ struct SandboxSpec {
   int width = 1280;
   int height = 800;
   std::string start_url;     // empty: about:blank
+  // When the start page counts as ready: "commit", "load" or "networkidle" (empty: the agent's
+  // default, load).
+  std::string wait_until;
   uint64_t memory_bytes = 2ull << 30;
   int vcpus = 0;  // 0: the driver's default
   int pids_max = 1024;

@@ -5,6 +5,7 @@
 #include "common/json_fields.h"
 #include "server/api/errors.h"
 #include "server/auth/api_key.h"
+#include "server/metrics/metrics.h"
 
 namespace cabin::http_api {
 namespace {
@@ -51,6 +52,12 @@ Result<auth::TokenClaims> Api::check_token(std::string_view token, const std::st
 }
 
 Result<Authn> Api::authenticate(const api::Route& route, const Request& req) const {
+  auto r = authenticate_once(route, req);
+  if (!r) metrics::registry().inc("cabin_token_refusals_total", {r.error().code});
+  return r;
+}
+
+Result<Authn> Api::authenticate_once(const api::Route& route, const Request& req) const {
   if (route.auth == api::Auth::kNone) return Authn{};
   auto authz = req.find(http::field::authorization);
   if (authz != req.end()) {
@@ -122,12 +129,72 @@ std::optional<std::chrono::steady_clock::duration> Api::token_time_left(const Au
   return std::chrono::seconds(std::max<int64_t>(left, 0));
 }
 
+namespace {
+
+// Whether the route needs the session's sandbox to run: refused while it is paused, as nothing
+// in it would answer. The rest (timers, tokens, policy, records) is cabind's own.
+bool reaches_sandbox(api::RouteId id) {
+  using api::RouteId;
+  switch (id) {
+    case RouteId::kExec:
+    case RouteId::kComputer:
+    case RouteId::kScreenshot:
+    case RouteId::kJsonVersion:
+    case RouteId::kJsonList:
+    case RouteId::kCdpBrowser:
+    case RouteId::kCdpPage:
+    case RouteId::kFrames:
+    case RouteId::kFramesMjpeg:
+    case RouteId::kVnc:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether a request on the route is someone using its session: it acts on the sandbox or opens
+// a way into it. Reading the session's records (a dashboard polling them) is not, nor is
+// changing its timers.
+bool uses_session(api::RouteId id) {
+  using api::RouteId;
+  return reaches_sandbox(id) || id == RouteId::kPutNetwork || id == RouteId::kMintToken ||
+         id == RouteId::kCreatePreview;
+}
+
+}  // namespace
+
+Result<void> Api::not_paused(const api::Route& route) const {
+  if (route.session_id.empty() || !reaches_sandbox(route.id)) return {};
+  auto s = sessions_.find(route.session_id);
+  if (s && s->paused()) return api::errors::session_paused();
+  return {};
+}
+
+sessions::Session::Presence Api::presence(const api::Route& route) const {
+  if (route.session_id.empty() || !uses_session(route.id)) return {};
+  auto s = sessions_.find(route.session_id);
+  return s ? sessions::Session::Presence(s) : sessions::Session::Presence();
+}
+
 net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn,
                                      const Request& req) {
   using api::RouteId;
+  // A request for a session keeps it from being idle while it is in flight.
+  const auto present = presence(route);
+  if (auto r = not_paused(route); !r) co_return error_response(r.error());
   switch (route.id) {
     case RouteId::kHealthz:
       co_return json_response(http::status::ok, {{"status", "ok"}});
+    case RouteId::kReadyz:
+      co_return readyz();
+    case RouteId::kMetrics: {
+      Response res{http::status::ok, 11};
+      res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      res.set(http::field::cache_control, "no-store");
+      res.body() = metrics::registry().exposition();
+      res.prepare_payload();
+      co_return res;
+    }
     case RouteId::kInfo:
       co_return info();
     case RouteId::kCreateSession:
@@ -138,6 +205,13 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn
       co_return get_session(route, req);
     case RouteId::kDeleteSession:
       co_return co_await delete_session(route, req);
+    case RouteId::kPatchSession:
+      co_return patch_session(route, req);
+    case RouteId::kKeepalive:
+      co_return keepalive(route, req);
+    case RouteId::kPause:
+    case RouteId::kResume:
+      co_return co_await pause_or_resume(route, req);
     case RouteId::kExec:
       co_return co_await exec(route, req);
     case RouteId::kComputer:
@@ -190,6 +264,17 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn
 
 net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& authn, Request req,
                                          ClientStream socket, beast::flat_buffer buffer) {
+  // A client stream keeps its session from being idle while it is open.
+  const auto present = presence(route);
+  const char* kind = route.id == api::RouteId::kVnc ? "vnc"
+                     : route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg
+                         ? "frames"
+                         : "cdp";
+  const metrics::GaugeHold open("cabin_connections", {kind});
+  if (auto r = not_paused(route); !r) {
+    co_await refuse_connection(socket, error_response(r.error()));
+    co_return;
+  }
   if (auto room = token_connection_room(authn, route.session_id); !room) {
     co_await refuse_connection(socket, error_response(room.error()));
     co_return;

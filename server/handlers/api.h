@@ -61,6 +61,8 @@ class Api {
 
   // Authenticates the routed request. kNone routes always pass.
   Result<Authn> authenticate(const api::Route& route, const Request& req) const;
+  // GET /readyz: 200 while creates are taken (a driver can start sandboxes, not draining).
+  Response readyz() const;
   // Checks a token for a live session: signature, expiry, session, one of `scopes`, and the
   // session's current generation (revocation).
   Result<auth::TokenClaims> check_token(std::string_view token, const std::string& session_id,
@@ -78,6 +80,7 @@ class Api {
 
  private:
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
+  Result<Authn> authenticate_once(const api::Route& route, const Request& req) const;
   std::string base_url(const Request& req, bool websocket) const;
   std::string cdp_token(const sessions::Session& s) const;
   // A capability token for `scope`, valid for --cdp-token-ttl-s and never past the session's end.
@@ -96,6 +99,16 @@ class Api {
   Response list_sessions(const api::Route& route, const Request& req) const;
   Response get_session(const api::Route& route, const Request& req) const;
   net::awaitable<Response> delete_session(const api::Route& route, const Request& req);
+  // PATCH {timeout_s, idle_timeout_s}: the session's timers, within the server's bounds.
+  Response patch_session(const api::Route& route, const Request& req);
+  // POST /keepalive: the idle time starts again.
+  Response keepalive(const api::Route& route, const Request& req);
+  // POST /pause and /resume.
+  net::awaitable<Response> pause_or_resume(const api::Route& route, const Request& req);
+  // session_paused for a route that needs the sandbox to run while the session is paused.
+  Result<void> not_paused(const api::Route& route) const;
+  // Held for a request or a stream of the route's live session; empty for none.
+  sessions::Session::Presence presence(const api::Route& route) const;
   Response logs(const api::Route& route) const;
   Response get_network(const api::Route& route) const;
   Response put_network(const api::Route& route, const Request& req);

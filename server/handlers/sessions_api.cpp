@@ -15,13 +15,18 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
             {"resolution", {{"width", r.width}, {"height", r.height}}},
             {"start_url", r.start_url},
             {"timeout_s", r.timeout_s},
+            {"idle_timeout_s", r.idle_timeout_s},
+            {"on_idle", r.on_idle},
             {"created_at", format_rfc3339(r.created_at)},
-            {"expires_at", format_rfc3339(r.expires_at)}};
+            {"expires_at", format_rfc3339(r.expires_at)},
+            {"idle_since", nullptr}};
   if (r.ended_at != 0) {
     j["ended_at"] = format_rfc3339(r.ended_at);
     j["end_reason"] = r.end_reason;
   }
-  if (auto s = sessions_.find(r.id); s && r.status == store::SessionStatus::kRunning) {
+  // A paused session's URLs work again once it is resumed.
+  if (auto s = sessions_.find(r.id); s && (r.status == store::SessionStatus::kRunning ||
+                                           r.status == store::SessionStatus::kPaused)) {
     std::string ws = base_url(req, true) + "/v1/sessions/" + r.id;
     std::string token = cdp_token(*s);
     j["cdp_url"] = ws + "/cdp?token=" + token;
@@ -35,8 +40,22 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
   }
   if (auto s = sessions_.find(r.id)) {
     if (auto p = s->network()) j["network"] = egress::policy_json(*p);
+    j["wait_until"] = api::wait_until_name(s->spec().wait_until);
+    if (auto idle = s->idle_since()) j["idle_since"] = format_rfc3339(*idle);
   }
   return j;
+}
+
+Response Api::readyz() const {
+  if (sessions_.draining()) {
+    return error_response(
+        make_error(Errc::kUnavailable, "not_ready", "the server is shutting down"));
+  }
+  for (const auto& d : sessions_.driver_infos()) {
+    if (d.available) return json_response(http::status::ok, {{"status", "ready"}});
+  }
+  return error_response(
+      make_error(Errc::kUnavailable, "not_ready", "no driver can start a sandbox here"));
 }
 
 Response Api::info() const {
@@ -60,12 +79,14 @@ Response Api::info() const {
        {"limits",
         {{"max_timeout_s", config_.max_timeout_s},
          {"default_timeout_s", config_.default_timeout_s},
+         {"default_idle_timeout_s", config_.default_idle_timeout_s},
          {"resolution_min", api::kMinDimension},
          {"resolution_max", api::kMaxDimension}}}});
 }
 
 net::awaitable<Response> Api::create(const Request& req) {
-  api::SpecLimits limits{config_.max_timeout_s, config_.default_timeout_s};
+  api::SpecLimits limits{config_.max_timeout_s, config_.default_timeout_s,
+                         config_.default_idle_timeout_s};
   auto spec = api::parse_session_spec(req.body(), limits);
   if (!spec) co_return error_response(spec.error());
   auto s = co_await sessions_.create(*spec);
@@ -89,6 +110,50 @@ Response Api::get_session(const api::Route& route, const Request& req) const {
 
 net::awaitable<Response> Api::delete_session(const api::Route& route, const Request& req) {
   auto r = co_await sessions_.end(route.session_id, "deleted");
+  if (!r) co_return error_response(r.error());
+  co_return json_response(http::status::ok, session_json(*r, req));
+}
+
+Response Api::patch_session(const api::Route& route, const Request& req) {
+  if (!sessions_.find(route.session_id)) {
+    auto r = sessions_.record(route.session_id);
+    if (r && !store::is_live(r->status)) return error_response(session_ended_error(*r));
+    return error_response(api::errors::session_not_found());
+  }
+  auto body = parse_object(req.body());
+  if (!body) return error_response(body.error());
+  if (auto r = reject_unknown(*body, {"timeout_s", "idle_timeout_s"}); !r) {
+    return error_response(r.error());
+  }
+  std::optional<int64_t> timeout, idle;
+  if (auto it = body->find("timeout_s"); it != body->end()) {
+    auto n = read_int(*it, "timeout_s", 1, config_.max_timeout_s);
+    if (!n) return error_response(n.error());
+    timeout = *n;
+  }
+  if (auto it = body->find("idle_timeout_s"); it != body->end()) {
+    auto n = read_int(*it, "idle_timeout_s", 0, config_.max_timeout_s);
+    if (!n) return error_response(n.error());
+    idle = *n;
+  }
+  auto r = sessions_.set_timers(route.session_id, timeout, idle);
+  if (!r) return error_response(r.error());
+  return json_response(http::status::ok, session_json(*r, req));
+}
+
+Response Api::keepalive(const api::Route& route, const Request& req) {
+  auto r = sessions_.keepalive(route.session_id);
+  if (!r) return error_response(r.error());
+  return json_response(http::status::ok, session_json(*r, req));
+}
+
+net::awaitable<Response> Api::pause_or_resume(const api::Route& route, const Request& req) {
+  Result<store::SessionRecord> r = api::errors::session_not_found();
+  if (route.id == api::RouteId::kPause) {
+    r = co_await sessions_.pause(route.session_id);
+  } else {
+    r = co_await sessions_.resume(route.session_id);
+  }
   if (!r) co_return error_response(r.error());
   co_return json_response(http::status::ok, session_json(*r, req));
 }

@@ -2,6 +2,8 @@
 
 #include <boost/beast/version.hpp>
 
+#include "server/metrics/metrics.h"
+
 namespace cabin::http_api {
 
 Response json_response(http::status status, const nlohmann::json& body) {
@@ -16,6 +18,7 @@ Response json_response(http::status status, const nlohmann::json& body) {
 }
 
 Response error_response(const Error& e) {
+  metrics::registry().inc("cabin_api_errors_total", {e.code});
   const auto status = static_cast<http::status>(http_status(e.errc));
   auto res = json_response(status, {{"error", {{"code", e.code}, {"message", e.message}}}});
   if (status == http::status::unauthorized) res.set(http::field::www_authenticate, "Bearer");

@@ -21,6 +21,7 @@
 #include "common/spawn.h"
 #include "server/api/errors.h"
 #include "server/http/responses.h"
+#include "server/metrics/metrics.h"
 #include "server/preview/preview_request.h"
 #include "server/preview/proxy_head.h"
 #include "server/preview/relay.h"
@@ -334,6 +335,10 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
     co_return co_await answer(
         error_response(api::errors::preview_not_found("no live preview at this address")));
   }
+  if (session->paused()) co_return co_await answer(error_response(api::errors::session_paused()));
+  // A request to the app, or its WebSocket while it is open, is someone using the session.
+  const sessions::Session::Presence present(session);
+  const metrics::GaugeHold open("cabin_connections", {"preview"});
   if (auto refusal = check_origin(h, target, client.is_tls())) {
     co_return co_await answer(std::move(*refusal));
   }

@@ -8,6 +8,7 @@
 // clang-format on
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,7 +42,29 @@ class Session final {
         spec_(std::move(spec)),
         sandbox_(std::move(sandbox)),
         agent_(*sandbox_, std::move(agent_secret)),
-        expiry_(ex) {}
+        expiry_(ex),
+        idle_timer_(ex) {}
+
+  // Someone uses the session: a client stream (CDP, VNC or live view, frames, a preview) or an
+  // API request in flight. The session is idle only while none is held; its idle time starts
+  // when the last one goes. Holds the session weakly: it never keeps an ended one alive.
+  class Presence {
+   public:
+    Presence() = default;
+    explicit Presence(const std::shared_ptr<Session>& s);
+    Presence(Presence&& o) noexcept = default;
+    Presence& operator=(Presence&& o) noexcept;
+    Presence(const Presence&) = delete;
+    Presence& operator=(const Presence&) = delete;
+    ~Presence() { reset(); }
+    void reset();
+
+   private:
+    std::weak_ptr<Session> s_;
+  };
+  // Since when no one has used the running session (unix seconds); nullopt while someone does,
+  // or while it is not running.
+  std::optional<int64_t> idle_since() const;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -50,6 +73,8 @@ class Session final {
   const api::SessionSpec& spec() const { return spec_; }
   // Ready and not ending: streams may be opened to it.
   bool running() const { return record_.status == store::SessionStatus::kRunning && !ending_; }
+  // Frozen by POST /pause (or on_idle): its streams stay open, nothing in it runs.
+  bool paused() const { return record_.status == store::SessionStatus::kPaused && !ending_; }
   // Bumped to revoke every token of the session at once.
   uint32_t token_generation() const { return record_.token_generation; }
   // The sandbox's screen, and the size a model sees it at (the spec's display), if another.
@@ -87,7 +112,18 @@ class Session final {
   const api::SessionSpec spec_;
   drivers::SandboxPtr sandbox_;
   AgentClient agent_;
+  // Starts the idle time: now, with the timer at idle_timeout_s (none for 0). On the manager's
+  // executor, while running and no one is present.
+  void start_idle(int64_t now);
+
   net::steady_timer expiry_;
+  net::steady_timer idle_timer_;
+  int present_ = 0;                // Presences held
+  int64_t idle_since_ = 0;         // unix seconds, while present_ is 0 and running
+  bool watching_idle_ = false;     // running: the idle time counts
+  bool pausing_ = false;           // a pause or resume is under way
+  std::function<void()> on_idle_;  // the idle timer ran out with no one present
+  std::function<int64_t()> now_;   // the manager's clock
   // Filled in when the agent reports ready.
   int devtools_port_ = 0;
   std::string browser_path_;

@@ -6,10 +6,12 @@
 #include <fstream>
 
 #include "common/crypto.h"
+#include "common/json_fields.h"
 #include "common/log.h"
 #include "common/spawn.h"
 #include "server/api/errors.h"
 #include "server/api/ids.h"
+#include "server/metrics/metrics.h"
 
 namespace cabin::sessions {
 namespace {
@@ -42,6 +44,14 @@ std::vector<drivers::DriverInfo> SessionManager::driver_infos() const {
   return out;
 }
 
+std::map<std::pair<std::string, std::string>, int> SessionManager::counts() const {
+  std::map<std::pair<std::string, std::string>, int> out;
+  for (const auto& [_, s] : live_) {
+    ++out[{std::string(store::to_string(s->record().status)), s->record().driver}];
+  }
+  return out;
+}
+
 SessionPtr SessionManager::find(const std::string& id) const {
   auto it = live_.find(id);
   return it == live_.end() || it->second->ending_ ? nullptr : it->second;
@@ -62,7 +72,29 @@ std::vector<store::SessionRecord> SessionManager::list(bool include_ended) const
 }
 
 net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec& spec) {
+  const auto began = std::chrono::steady_clock::now();
   std::string driver_name = spec.driver.empty() ? config_.default_driver : spec.driver;
+  auto r = co_await create_on(spec, driver_name);
+  // Refused: nothing was started (a bad spec, a cap, a driver that cannot run here).
+  const char* outcome = r                                         ? "ready"
+                        : r.error().code == "sandbox_unavailable" ? "failed"
+                                                                  : "refused";
+  auto& m = metrics::registry();
+  const std::string driver = drivers_.count(driver_name) ? driver_name : "unknown";
+  m.inc("cabin_session_creates_total", {driver, outcome});
+  if (r) {
+    m.observe("cabin_session_create_seconds", {driver},
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  }
+  co_return r;
+}
+
+net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionSpec& spec,
+                                                             const std::string& driver_name) {
+  if (draining_) {
+    co_return make_error(Errc::kUnavailable, "draining",
+                         "the server is shutting down and takes no new sessions");
+  }
   auto d = drivers_.find(driver_name);
   if (d == drivers_.end()) {
     co_return make_error(Errc::kInvalidArgument, "unknown_driver",
@@ -72,6 +104,9 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   if (!info.available) {
     co_return make_error(Errc::kUnavailable, "driver_unavailable",
                          "driver " + driver_name + " cannot run here: " + info.unavailable_reason);
+  }
+  if (spec.on_idle == api::OnIdle::kPause && !info.supports_pause) {
+    co_return invalid_field("on_idle", "driver " + driver_name + " cannot pause sessions");
   }
   const DriverLimits limits = limits_for(driver_name);
   int starting_all = 0;
@@ -99,6 +134,8 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   rec.timeout_s = spec.timeout_s;
   rec.created_at = clock_.unix_seconds();
   rec.expires_at = rec.created_at + spec.timeout_s;
+  rec.idle_timeout_s = spec.idle_timeout_s;
+  rec.on_idle = std::string(api::on_idle_name(spec.on_idle));
   if (auto r = store_.insert(rec); !r) co_return r.error();
 
   drivers::SandboxSpec sb;
@@ -107,6 +144,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   sb.width = spec.resolution.width;
   sb.height = spec.resolution.height;
   sb.start_url = spec.start_url;
+  sb.wait_until = std::string(api::wait_until_name(spec.wait_until));
   sb.memory_bytes = spec.resources.memory_mb > 0 ? spec.resources.memory_mb << 20
                                                  : config_.memory_bytes;
   sb.vcpus = spec.resources.vcpus;
@@ -158,15 +196,127 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   s->record_.status = store::SessionStatus::kRunning;
   (void)store_.set_status(rec.id, store::SessionStatus::kRunning, "", 0);
 
-  s->expiry_.expires_after(std::chrono::seconds(rec.expires_at - clock_.unix_seconds()));
-  s->expiry_.async_wait([this, id = rec.id](boost::system::error_code ec) {
+  arm_expiry(*s);
+  s->now_ = [this] { return clock_.unix_seconds(); };
+  s->on_idle_ = [this, id = rec.id, pause = spec.on_idle == api::OnIdle::kPause] {
+    cabin::spawn(
+        ex_,
+        [this, id, pause]() -> net::awaitable<void> {
+          if (pause) {
+            if (auto r = co_await this->pause(id); !r)
+              log()->warn("session {}: not paused when idle: {}", id, r.error().message);
+          } else {
+            (void)co_await end(id, "idle");
+          }
+        },
+        "session " + id + ": idle");
+  };
+  s->watching_idle_ = true;
+  if (s->present_ == 0) s->start_idle(clock_.unix_seconds());
+  log()->info("session {}: running on {} ({}x{})", rec.id, driver_name, rec.width, rec.height);
+  co_return s;
+}
+
+void SessionManager::arm_expiry(Session& s) {
+  const auto& rec = s.record_;
+  s.expiry_.expires_after(std::chrono::seconds(rec.expires_at - clock_.unix_seconds()));
+  s.expiry_.async_wait([this, id = rec.id](boost::system::error_code ec) {
     if (ec) return;
     cabin::spawn(
         ex_, [this, id]() -> net::awaitable<void> { (void)co_await end(id, "timeout"); },
         "session " + id + ": end at its timeout");
   });
-  log()->info("session {}: running on {} ({}x{})", rec.id, driver_name, rec.width, rec.height);
-  co_return s;
+}
+
+Result<SessionPtr> SessionManager::live(const std::string& id) const {
+  if (SessionPtr s = find(id)) return s;
+  auto r = store_.get(id);
+  if (r && !store::is_live(r->status)) {
+    return api::errors::session_ended(
+        r->end_reason.empty() ? std::string(store::to_string(r->status)) : r->end_reason);
+  }
+  return api::errors::session_not_found();
+}
+
+Result<store::SessionRecord> SessionManager::keepalive(const std::string& id) {
+  auto s = live(id);
+  if (!s) return s.error();
+  if ((*s)->watching_idle_ && (*s)->present_ == 0) (*s)->start_idle(clock_.unix_seconds());
+  return (*s)->record();
+}
+
+net::awaitable<Result<store::SessionRecord>> SessionManager::pause(const std::string& id) {
+  co_return co_await set_paused(id, true);
+}
+
+net::awaitable<Result<store::SessionRecord>> SessionManager::resume(const std::string& id) {
+  co_return co_await set_paused(id, false);
+}
+
+net::awaitable<Result<store::SessionRecord>> SessionManager::set_paused(const std::string& id,
+                                                                        bool pause) {
+  auto found = live(id);
+  if (!found) co_return found.error();
+  SessionPtr s = std::move(*found);
+  if (pause ? s->paused() : s->running()) co_return s->record();  // already so
+  if (!(pause ? s->running() : s->paused()))
+    co_return api::errors::cannot_pause("the session is still starting");
+  if (s->pausing_) co_return api::errors::cannot_pause("a pause or resume is under way");
+  const char* verb = pause ? "pause" : "resume";
+  s->pausing_ = true;
+  const auto began = std::chrono::steady_clock::now();
+  Result<void> r;
+  if (pause) {
+    r = co_await s->sandbox_->pause();
+  } else {
+    r = co_await s->sandbox_->resume();
+  }
+  s->pausing_ = false;
+  metrics::registry().observe(
+      std::string("cabin_session_") + verb + "_seconds", {s->record().driver},
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  if (!r) {
+    co_return api::errors::cannot_pause(std::string("the sandbox did not ") + verb + ": " +
+                                        r.error().message);
+  }
+  if (s->ending_) co_return api::errors::session_ended("");
+  const auto status = pause ? store::SessionStatus::kPaused : store::SessionStatus::kRunning;
+  s->record_.status = status;
+  (void)store_.set_status(id, status, "", 0);
+  // A paused session is never idle; a resumed one's idle time starts again.
+  s->watching_idle_ = !pause;
+  s->idle_timer_.cancel();
+  if (!pause && s->present_ == 0) s->start_idle(clock_.unix_seconds());
+  log()->info("session {}: {}", id, pause ? "paused" : "resumed");
+  co_return s->record();
+}
+
+Result<store::SessionRecord> SessionManager::set_timers(const std::string& id,
+                                                        std::optional<int64_t> timeout_s,
+                                                        std::optional<int64_t> idle_timeout_s) {
+  SessionPtr s = find(id);
+  if (!s) return api::errors::session_not_found();
+  auto& rec = s->record_;
+  const int64_t now = clock_.unix_seconds();
+  const int64_t timeout = timeout_s.value_or(rec.timeout_s);
+  const int64_t idle = idle_timeout_s.value_or(std::min(rec.idle_timeout_s, timeout));
+  if (rec.created_at + timeout <= now) {
+    return invalid_field("timeout_s", "the session has run " +
+                                          std::to_string(now - rec.created_at) +
+                                          " s already; give more to keep it");
+  }
+  if (idle > timeout) {
+    return invalid_field("idle_timeout_s",
+                         "must be at most timeout_s (" + std::to_string(timeout) + ")");
+  }
+  if (auto r = store_.set_timers(id, timeout, rec.created_at + timeout, idle); !r) return r.error();
+  rec.timeout_s = timeout;
+  rec.expires_at = rec.created_at + timeout;
+  rec.idle_timeout_s = idle;
+  arm_expiry(*s);
+  if (s->watching_idle_ && s->present_ == 0) s->start_idle(now);
+  log()->info("session {}: timeout {} s, idle timeout {} s", id, timeout, idle);
+  return rec;
 }
 
 DriverLimits SessionManager::limits_for(const std::string& driver) const {
@@ -233,8 +383,11 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
                                             std::string reason) {
   if (s->ending_) co_return;
   s->ending_ = true;
+  const bool started = s->record_.status != store::SessionStatus::kStarting;
   s->record_.status = store::SessionStatus::kEnding;
   s->expiry_.cancel();
+  s->idle_timer_.cancel();
+  s->watching_idle_ = false;
   if (s->egress_) s->egress_->stop();
   co_await s->sandbox_->destroy();
   if (!config_.logs_dir.empty()) {
@@ -248,6 +401,9 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   rec.ended_at = clock_.unix_seconds();
   (void)store_.set_status(rec.id, status, reason, rec.ended_at);
   live_.erase(rec.id);
+  // A start that failed is counted by its create; this is the end of a session that ran.
+  if (started)
+    metrics::registry().inc("cabin_session_ends_total", {metrics::end_reason_label(reason)});
   log()->info("session {}: {} ({})", rec.id, store::to_string(status), reason);
 }
 
@@ -321,7 +477,13 @@ void SessionManager::start_egress_proxy(const SessionPtr& s) {
   // The proxy's last connections may finish after the session: they keep the log alive.
   s->egress_ = std::make_shared<egress::EgressProxy>(
       s->id(), std::move(policy), e.boundary, e.resolver, e.limits,
-      [log = s->network_log_](egress::EgressRecord r) { log->append(std::move(r)); });
+      [log = s->network_log_](egress::EgressRecord r) {
+        auto& m = metrics::registry();
+        m.inc("cabin_egress_decisions_total", {r.kind, r.allowed ? "allow" : "deny"});
+        m.inc("cabin_egress_bytes_total", {"up"}, static_cast<double>(r.bytes_up));
+        m.inc("cabin_egress_bytes_total", {"down"}, static_cast<double>(r.bytes_down));
+        log->append(std::move(r));
+      });
   s->egress_->set_tls(s->ca_, e.upstream_tls);
   s->egress_->set_default_upstream(e.upstream_proxy);
 }

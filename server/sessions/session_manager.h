@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,11 +65,31 @@ class SessionManager {
 
   // Answers once the browser's DevTools is reachable, or with the reason it could not start.
   net::awaitable<Result<SessionPtr>> create(const api::SessionSpec& spec);
+  // From now on create answers 503 draining (shutdown); /readyz says so.
+  void set_draining() { draining_ = true; }
+  bool draining() const { return draining_; }
+  // Live sessions by status and driver, for the metrics.
+  std::map<std::pair<std::string, std::string>, int> counts() const;
   // A live session, or nullptr.
   SessionPtr find(const std::string& id) const;
   // A session's record, live or ended; nullopt when unknown.
   std::optional<store::SessionRecord> record(const std::string& id) const;
   std::vector<store::SessionRecord> list(bool include_ended) const;
+  // New timers for a live session: its lifetime (from creation; it must end in the future) and
+  // its idle timeout (at most the lifetime). Unset: as they are, the idle timeout capped by a
+  // shorter lifetime. Returns the updated record.
+  Result<store::SessionRecord> set_timers(const std::string& id, std::optional<int64_t> timeout_s,
+                                          std::optional<int64_t> idle_timeout_s);
+  // Starts a live session's idle time again (never past its lifetime). kNotFound if unknown,
+  // session_ended if it has ended.
+  Result<store::SessionRecord> keepalive(const std::string& id);
+  // Freezes a running session: its sandbox stops where it is and uses no CPU, its connections
+  // stay open, its lifetime still runs, its idle time does not. Pausing a paused one answers it
+  // as it is. cannot_pause while starting, during another pause or resume, or on a driver that
+  // cannot.
+  net::awaitable<Result<store::SessionRecord>> pause(const std::string& id);
+  // Continues a paused session where it was; a running one answers as it is.
+  net::awaitable<Result<store::SessionRecord>> resume(const std::string& id);
   // Ends a live session. Returns its final record; kNotFound if unknown.
   net::awaitable<Result<store::SessionRecord>> end(const std::string& id, const std::string& reason);
   // Ends every live session at once, and returns when all are destroyed or `deadline` has
@@ -86,8 +107,15 @@ class SessionManager {
   std::optional<std::vector<std::string>> network_log(const std::string& id, uint64_t since) const;
 
  private:
+  net::awaitable<Result<SessionPtr>> create_on(const api::SessionSpec& spec,
+                                               const std::string& driver_name);
   net::awaitable<Result<void>> wait_ready(Session& s, std::chrono::milliseconds timeout);
   DriverLimits limits_for(const std::string& driver) const;
+  // The lifetime's timer, at the record's expires_at.
+  void arm_expiry(Session& s);
+  net::awaitable<Result<store::SessionRecord>> set_paused(const std::string& id, bool pause);
+  // The live session, or why there is none (not found, or ended with its reason).
+  Result<SessionPtr> live(const std::string& id) const;
   void watch(SessionPtr s);
   // Starts the session's egress proxy on its sandbox's loopback, once the sandbox has one.
   net::awaitable<Result<void>> start_egress(SessionPtr s, std::chrono::milliseconds timeout);
@@ -103,6 +131,7 @@ class SessionManager {
   const Clock& clock_;
   std::map<std::string, SessionPtr> live_;
   std::map<std::string, int> starting_;  // per driver: sandboxes being created
+  bool draining_ = false;
 };
 
 }  // namespace cabin::sessions

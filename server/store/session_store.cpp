@@ -1,5 +1,7 @@
 #include "server/store/session_store.h"
 
+#include <utility>
+
 namespace cabin::store {
 
 std::string_view to_string(SessionStatus s) {
@@ -8,6 +10,8 @@ std::string_view to_string(SessionStatus s) {
       return "starting";
     case SessionStatus::kRunning:
       return "running";
+    case SessionStatus::kPaused:
+      return "paused";
     case SessionStatus::kEnding:
       return "ending";
     case SessionStatus::kEnded:
@@ -19,8 +23,8 @@ std::string_view to_string(SessionStatus s) {
 }
 
 SessionStatus parse_status(std::string_view name) {
-  for (auto s : {SessionStatus::kStarting, SessionStatus::kRunning, SessionStatus::kEnding,
-                 SessionStatus::kEnded}) {
+  for (auto s : {SessionStatus::kStarting, SessionStatus::kRunning, SessionStatus::kPaused,
+                 SessionStatus::kEnding, SessionStatus::kEnded}) {
     if (to_string(s) == name) return s;
   }
   return SessionStatus::kFailed;
@@ -56,7 +60,7 @@ class Stmt {
 
 constexpr const char* kColumns =
     "id, driver, status, end_reason, width, height, start_url, timeout_s, created_at, "
-    "expires_at, ended_at, token_generation";
+    "expires_at, ended_at, token_generation, idle_timeout_s, on_idle";
 
 SessionRecord read_row(const Stmt& s) {
   SessionRecord r;
@@ -72,6 +76,8 @@ SessionRecord read_row(const Stmt& s) {
   r.expires_at = s.integer(9);
   r.ended_at = s.integer(10);
   r.token_generation = static_cast<uint32_t>(s.integer(11));
+  r.idle_timeout_s = s.integer(12);
+  r.on_idle = s.text(13);
   return r;
 }
 
@@ -100,9 +106,15 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
       " expires_at INTEGER NOT NULL, ended_at INTEGER NOT NULL DEFAULT 0);"
       "CREATE INDEX IF NOT EXISTS sessions_created ON sessions(created_at);");
   if (!r) return r.error();
-  // Databases of earlier versions lack the generation column.
-  if (!Stmt(db, "SELECT token_generation FROM sessions LIMIT 0").ok()) {
-    r = store->exec("ALTER TABLE sessions ADD COLUMN token_generation INTEGER NOT NULL DEFAULT 0;");
+  // Databases of earlier versions lack the newer columns.
+  for (auto [column, definition] : {std::pair{"token_generation", "INTEGER NOT NULL DEFAULT 0"},
+                                    std::pair{"idle_timeout_s", "INTEGER NOT NULL DEFAULT 0"},
+                                    std::pair{"on_idle", "TEXT NOT NULL DEFAULT 'delete'"}}) {
+    if (Stmt(db, (std::string("SELECT ") + column + " FROM sessions LIMIT 0").c_str()).ok())
+      continue;
+    r = store->exec(
+        (std::string("ALTER TABLE sessions ADD COLUMN ") + column + " " + definition + ";")
+            .c_str());
     if (!r) return r.error();
   }
   return store;
@@ -122,13 +134,13 @@ Result<void> SessionStore::exec(const char* sql) {
 
 Result<void> SessionStore::insert(const SessionRecord& r) {
   Stmt s(db_, (std::string("INSERT INTO sessions (") + kColumns +
-               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)")
+               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")
                   .c_str());
   if (!s.ok()) return db_error(db_, "prepare insert");
   s.bind(1, r.id).bind(2, r.driver).bind(3, std::string(to_string(r.status))).bind(4, r.end_reason);
   s.bind(5, int64_t{r.width}).bind(6, int64_t{r.height}).bind(7, r.start_url);
   s.bind(8, r.timeout_s).bind(9, r.created_at).bind(10, r.expires_at).bind(11, r.ended_at);
-  s.bind(12, int64_t{r.token_generation});
+  s.bind(12, int64_t{r.token_generation}).bind(13, r.idle_timeout_s).bind(14, r.on_idle);
   if (s.step() != SQLITE_DONE) return db_error(db_, "insert");
   return {};
 }
@@ -146,6 +158,16 @@ Result<void> SessionStore::set_token_generation(const std::string& id, uint32_t 
   Stmt s(db_, "UPDATE sessions SET token_generation = ?2 WHERE id = ?1");
   if (!s.ok()) return db_error(db_, "prepare update");
   s.bind(1, id).bind(2, int64_t{generation});
+  if (s.step() != SQLITE_DONE) return db_error(db_, "update");
+  return {};
+}
+
+Result<void> SessionStore::set_timers(const std::string& id, int64_t timeout_s, int64_t expires_at,
+                                      int64_t idle_timeout_s) {
+  Stmt s(db_,
+         "UPDATE sessions SET timeout_s = ?2, expires_at = ?3, idle_timeout_s = ?4 WHERE id = ?1");
+  if (!s.ok()) return db_error(db_, "prepare update");
+  s.bind(1, id).bind(2, timeout_s).bind(3, expires_at).bind(4, idle_timeout_s);
   if (s.step() != SQLITE_DONE) return db_error(db_, "update");
   return {};
 }

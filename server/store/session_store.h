@@ -15,15 +15,17 @@
 
 namespace cabin::store {
 
-// Where a session is in its life. Starting and running sessions are live; ending ones are being
-// torn down; ended and failed ones are records only. The names are the API's and the database's.
-enum class SessionStatus { kStarting, kRunning, kEnding, kEnded, kFailed };
+// Where a session is in its life. Starting, running and paused sessions are live; ending ones
+// are being torn down; ended and failed ones are records only. The names are the API's and the
+// database's.
+enum class SessionStatus { kStarting, kRunning, kPaused, kEnding, kEnded, kFailed };
 
 std::string_view to_string(SessionStatus s);
 // Unknown names (a database written by a newer cabind) read as failed.
 SessionStatus parse_status(std::string_view name);
 inline bool is_live(SessionStatus s) {
-  return s == SessionStatus::kStarting || s == SessionStatus::kRunning;
+  return s == SessionStatus::kStarting || s == SessionStatus::kRunning ||
+         s == SessionStatus::kPaused;
 }
 
 struct SessionRecord {
@@ -39,6 +41,8 @@ struct SessionRecord {
   int64_t expires_at = 0;
   int64_t ended_at = 0;    // 0 while live
   uint32_t token_generation = 0;  // bumped by revocation; tokens of older generations fail
+  int64_t idle_timeout_s = 0;     // 0: never idle
+  std::string on_idle = "delete";
 };
 
 class SessionStore {
@@ -53,6 +57,9 @@ class SessionStore {
   Result<void> set_status(const std::string& id, SessionStatus status,
                           const std::string& end_reason, int64_t ended_at);
   Result<void> set_token_generation(const std::string& id, uint32_t generation);
+  // A new lifetime (PATCH): timeout_s, the expiry it makes, and the idle timeout.
+  Result<void> set_timers(const std::string& id, int64_t timeout_s, int64_t expires_at,
+                          int64_t idle_timeout_s);
   std::optional<SessionRecord> get(const std::string& id);
   // Newest first; live ones only unless include_ended. At most `limit` rows.
   std::vector<SessionRecord> list(bool include_ended, int limit);

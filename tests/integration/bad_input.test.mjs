@@ -243,7 +243,7 @@ describe('control API input', () => {
   test('a wrong method is 405 method_not_allowed', async () => {
     for (const [m, p] of [
       ['PUT', '/v1/sessions'],
-      ['PATCH', `/v1/sessions/${FAKE_ID}`],
+      ['PUT', `/v1/sessions/${FAKE_ID}`],
       ['POST', '/healthz'],
       ['DELETE', '/v1/info'],
       ['GET', `/v1/sessions/${FAKE_ID}/exec`],

@@ -658,3 +658,14 @@ export function pixelAt(img, x, y) {
   const i = (y * img.width + x) * img.channels;
   return [img.data[i], img.data[i + 1], img.data[i + 2]];
 }
+
+// Starts a 50 ms interval in a Playwright page that counts in window.ticks, and returns the count
+// once it runs: how far the page's own timers got tells whether it was running meanwhile.
+export async function startTicking(page) {
+  await page.evaluate(() => {
+    window.ticks = 0;
+    setInterval(() => { window.ticks += 1; }, 50);
+  });
+  await page.waitForFunction(() => window.ticks > 2);
+  return page.evaluate(() => window.ticks);
+}

@@ -1,6 +1,6 @@
 // The microvm driver end to end: a real QEMU guest booted from the image vm-images/build-image
 // made, driven by Playwright and Puppeteer through cdp_url, exec inside the guest, the guest's
-// isolation, and teardown. Slow: a guest boots in tens of seconds under TCG.
+// isolation, pause and resume, and its end when idle. Slow: a guest boots in tens of seconds under TCG.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -10,7 +10,9 @@ import { after, before, describe, test } from 'node:test';
 import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 
-import { leftovers, openDescriptors, useCabind, waitFor, waitForNoLeftovers, withDeadline } from './helpers.mjs';
+import {
+  leftovers, openDescriptors, startTicking, useCabind, waitFor, waitForNoLeftovers, withDeadline,
+} from './helpers.mjs';
 import { wsViewer } from './rfb_client.mjs';
 
 const ctx = useCabind();
@@ -172,13 +174,46 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
     assert.deepEqual(r.stdout.trim().split('\n'), ['closed', 'closed', 'closed', 'unresolved']);
   });
 
-  test('DELETE stops QEMU and leaves nothing behind', async () => {
+  test('pause stops the guest where it is; resumed, it goes on with the same CDP connection', async () => {
+    const browser = await chromium.connectOverCDP(s.cdp_url);
+    try {
+      const page = browser.contexts()[0].pages()[0];
+      const at = await startTicking(page);
+      const p = await ctx.server.api('POST', `/v1/sessions/${s.id}/pause`);
+      assert.equal(p.status, 200, p.text);
+      assert.equal(p.json.status, 'paused');
+      // Only time shows that nothing runs: running, the page would tick 30 times meanwhile.
+      await new Promise((r) => setTimeout(r, 1500));
+      const refused = await ctx.server.api('POST', `/v1/sessions/${s.id}/exec`, { argv: ['true'] });
+      assert.equal(refused.status, 409, refused.text);
+      assert.equal(refused.json.error.code, 'session_paused');
+      const r = await ctx.server.api('POST', `/v1/sessions/${s.id}/resume`);
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.json.status, 'running');
+      const ticks = await page.evaluate(() => window.ticks);
+      assert.ok(ticks - at < 15, `${ticks - at} ticks of 50 ms while paused`);
+      assert.equal((await exec(s.id, ['echo', 'back'])).stdout, 'back\n');
+    } finally {
+      await browser.close();
+    }
+  });
+
+  test('no one using it, it ends at its idle timeout: QEMU stops and nothing is left', async () => {
     const id = s.id;
     const runDir = `${ctx.server.runDir}-vm`;
     assert.ok(leftovers(id, runDir).length > 0, 'the session has a run dir while live');
+    const p = await ctx.server.api('PATCH', `/v1/sessions/${id}`, { idle_timeout_s: 1 });
+    assert.equal(p.status, 200, p.text);
+    const ended = await waitFor(async () => {
+      const g = await ctx.server.api('GET', `/v1/sessions/${id}`);
+      return g.json.status === 'ended' && g.json;
+    }, { timeoutMs: 30000, what: 'the idle microVM to end' });
+    assert.equal(ended.end_reason, 'idle');
+    // DELETE of an ended session answers its record again.
     const r = await ctx.server.api('DELETE', `/v1/sessions/${id}`);
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.status, 'ended');
+    assert.equal(r.json.end_reason, 'idle');
     s = null;
     await waitForNoLeftovers(id, runDir);
     await waitFor(() => qemuProcessesOf(id).length === 0, { what: 'QEMU to exit' });

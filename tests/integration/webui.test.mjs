@@ -572,6 +572,21 @@ describe('the live view in Chromium', () => {
     assert.deepEqual(log.filter((e) => e.type === 'keydown').map((e) => e.key), ['.']);
   });
 
+  test('a paused session shows as paused, and as connected again once it is resumed', async () => {
+    const page = await openViewer(s.live_view_url);
+    const pause = await ctx.server.api('POST', `/v1/sessions/${s.id}/pause`);
+    assert.equal(pause.status, 200, pause.text);
+    try {
+      await page.waitForSelector('#conn-state[data-state=paused]', { timeout: 10000 });
+      assert.match(await page.textContent('#conn-state'), /Paused/);
+    } finally {
+      const resume = await ctx.server.api('POST', `/v1/sessions/${s.id}/resume`);
+      assert.equal(resume.status, 200, resume.text);
+    }
+    await page.waitForSelector('#conn-state[data-state=connected]', { timeout: 10000 });
+    await page.close();
+  });
+
   test('a dropped connection reconnects by itself', async () => {
     // The viewer reaches cabind through a TCP relay that the test can cut, as a network would.
     const relay = await tcpRelay(ctx.server.port);

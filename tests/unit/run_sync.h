@@ -63,4 +63,13 @@ void run_until(net::io_context& io, Done done,
   REQUIRE(done());
 }
 
+// Runs `io` for `d`: what happens, or does not, meanwhile.
+inline void run_for(net::io_context& io, std::chrono::milliseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+    io.restart();
+    io.run_one_until(until);
+  }
+}
+
 }  // namespace cabin::testing

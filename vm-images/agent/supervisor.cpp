@@ -20,6 +20,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "common/log.h"
@@ -121,9 +122,8 @@ net::awaitable<nlohmann::json> first_page(net::any_io_executor ex, uint16_t port
 // True once the first page target has left about:blank, i.e. the start URL's navigation has
 // committed. A client that attaches while that first navigation is still in flight can wait
 // forever for the page's main world (seen with Playwright on slow guests), so "ready" waits.
-net::awaitable<bool> start_page_committed(net::any_io_executor ex, uint16_t port) {
-  auto page = co_await first_page(ex, port);
-  co_return page.is_object() && page.value("url", "about:blank") != "about:blank";
+bool start_page_committed(const nlohmann::json& page) {
+  return page.is_object() && page.value("url", "about:blank") != "about:blank";
 }
 
 // One CDP call on `ws`: its result, or a discarded value on an error or a failed connection.
@@ -168,6 +168,90 @@ net::awaitable<void> cdp_close(websocket::stream<beast::tcp_stream>& ws) {
   boost::system::error_code ec;
   co_await ws.async_close(websocket::close_code::normal,
                           net::redirect_error(net::use_awaitable, ec));
+}
+
+// The value a page's `expression` evaluates to, awaited if it is a promise; discarded on any
+// failure.
+nlohmann::json evaluate_result(const nlohmann::json& answer) {
+  if (!answer.is_object() || answer.contains("exceptionDetails"))
+    return nlohmann::json::value_t::discarded;
+  auto r = answer.find("result");
+  if (r == answer.end() || !r->is_object() || !r->contains("value")) {
+    return nlohmann::json::value_t::discarded;
+  }
+  return (*r)["value"];
+}
+
+// True once the start page has got as far as `wait`. kLoad: its document's readyState is
+// "complete", which it becomes in the task that fires the load event, so that the page's load
+// handlers have run. kNetworkIdle: besides, no request of the page's has been in flight for
+// kNetworkQuiet, watched from Network.enable on (what Playwright calls networkidle). A page that
+// never goes quiet (long polling) is taken as it is after kNetworkIdleWait.
+constexpr auto kNetworkQuiet = std::chrono::milliseconds(500);
+constexpr auto kNetworkIdleWait = std::chrono::seconds(15);
+
+net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, WaitUntil wait) {
+  const auto page = co_await first_page(ex, port);
+  if (!start_page_committed(page)) co_return false;
+  if (wait == WaitUntil::kCommit) co_return true;
+  const std::string path = debugger_path(page, "/devtools/page/");
+  if (path.empty()) co_return false;
+  websocket::stream<beast::tcp_stream> ws(ex);
+  if (!co_await cdp_open(ws, port, path, std::chrono::seconds(5))) co_return false;
+  // Named, not temporaries: GCC 12 mishandles initializer lists in a co_await's arguments.
+  nlohmann::json ask_state = {{"expression", "document.readyState"}, {"returnByValue", true}};
+  const auto answer = co_await cdp_call(ws, 1, "Runtime.evaluate", std::move(ask_state));
+  const auto state = evaluate_result(answer);
+  if (state != "complete" || wait == WaitUntil::kLoad) {
+    co_await cdp_close(ws);
+    co_return state == "complete";
+  }
+  // Network idle. The page itself keeps time: each tick is a call that answers after 100 ms, and
+  // the events read meanwhile say which requests are in flight.
+  beast::get_lowest_layer(ws).expires_after(kNetworkIdleWait + std::chrono::seconds(2));
+  nlohmann::json no_params = nlohmann::json::object();
+  const auto enabled = co_await cdp_call(ws, 2, "Network.enable", std::move(no_params));
+  if (!enabled.is_object()) co_return false;
+  std::set<std::string> in_flight;
+  auto last_change = Clock::now();
+  const auto give_up = Clock::now() + kNetworkIdleWait;
+  nlohmann::json tick_params = {{"expression", "new Promise((r) => setTimeout(() => r(1), 100))"},
+                                {"awaitPromise", true},
+                                {"returnByValue", true}};
+  nlohmann::json tick_call = {{"id", 3}, {"method", "Runtime.evaluate"}};
+  tick_call["params"] = std::move(tick_params);
+  const std::string tick = tick_call.dump();
+  boost::system::error_code ec;
+  while (Clock::now() < give_up) {
+    co_await ws.async_write(net::buffer(tick), net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return false;
+    for (;;) {
+      beast::flat_buffer buf;
+      co_await ws.async_read(buf, net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return false;
+      auto m = nlohmann::json::parse(beast::buffers_to_string(buf.data()), nullptr, false);
+      if (!m.is_object()) continue;
+      if (m.value("id", 0) == 3) break;
+      const std::string method = m.value("method", "");
+      const auto params = m.value("params", nlohmann::json::object());
+      const std::string id = params.is_object() ? params.value("requestId", "") : "";
+      if (method == "Network.requestWillBeSent") {
+        in_flight.insert(id);
+        last_change = Clock::now();
+      } else if (method == "Network.loadingFinished" || method == "Network.loadingFailed") {
+        in_flight.erase(id);
+        last_change = Clock::now();
+      }
+    }
+    if (in_flight.empty() && Clock::now() - last_change >= kNetworkQuiet) {
+      co_await cdp_close(ws);
+      co_return true;
+    }
+  }
+  cabin::logger("agent")->warn("the start page's network did not go quiet within {} s",
+                               kNetworkIdleWait.count());
+  co_await cdp_close(ws);
+  co_return true;
 }
 
 // True when the browser target takes a CDP WebSocket and answers on it, as a client's will:
@@ -459,7 +543,8 @@ net::awaitable<Result<void>> Supervisor::start_children() {
     } else {
       ep = co_await query_devtools(ex_, opts_.devtools_port);
     }
-    if (ep && needs_start_page && !(co_await start_page_committed(ex_, ep->port))) ep.reset();
+    if (ep && needs_start_page && !(co_await start_page_reached(ex_, ep->port, opts_.wait_until)))
+      ep.reset();
     if (ep && opts_.probe_cdp && !(co_await browser_answers(ex_, ep->port, ep->browser_path))) {
       ep.reset();
     }

@@ -27,12 +27,17 @@ namespace cabin::agent {
 
 enum class ChromiumSandbox { kAuto, kOn, kOff };
 
+// How far the start page must have come before the agent reports ready: its navigation
+// committed, its load event fired, or besides that no request of its in flight for 500 ms.
+enum class WaitUntil { kCommit, kLoad, kNetworkIdle };
+
 struct SupervisorOptions {
   std::string xvfb = "/usr/bin/Xvfb";
   std::string chromium = "/usr/bin/chromium";
   int width = 1280;
   int height = 800;
   std::string start_url = "about:blank";
+  WaitUntil wait_until = WaitUntil::kLoad;  // about:blank waits for nothing
   // cabind's egress proxy on the sandbox's loopback (0: none). Chromium goes through it, with
   // nothing that could go around it; Chromium starts once it accepts.
   uint16_t egress_proxy_port = 0;

@@ -6,9 +6,13 @@ import RFB from '@novnc/novnc';
 
 import { $, ApiError, call, type LiveStatus } from './api';
 
-type State = 'connecting' | 'connected' | 'reconnecting' | 'error' | 'ended';
+type State = 'connecting' | 'connected' | 'reconnecting' | 'paused' | 'error' | 'ended';
 
 const MAX_BACKOFF_MS = 10000;
+// How often a connected view asks whether the session was paused or resumed meanwhile: a paused
+// sandbox sends no frames, so the picture alone cannot tell.
+const STATUS_POLL_MS = 2000;
+const PAUSED_TEXT = 'Paused: the session is frozen, and goes on where it was when resumed';
 
 const match = /^\/v1\/sessions\/(ses_[a-z0-9]{20})\/live\/?$/.exec(location.pathname);
 const sessionId = match?.[1] ?? '';
@@ -77,7 +81,7 @@ async function checkToken(): Promise<LiveStatus | null> {
   try {
     const s = await call<LiveStatus>('GET', `/v1/sessions/${sessionId}/live/status`, { token });
     if (s.status === 'starting') throw new ApiError(503, 'starting', 'the session is starting');
-    if (s.status !== 'running') {
+    if (s.status !== 'running' && s.status !== 'paused') {
       stop('ended', `The session has ended (${s.status}).`);
       return null;
     }
@@ -121,7 +125,7 @@ function connect(): void {
     if (rfb !== r) return;
     attempt = 0;
     shot.disabled = false;
-    setState('connected', canControl && controlling ? 'Connected, in control' : 'Connected');
+    setState('connected', connectedText());
   });
   r.addEventListener('securityfailure', (ev) => {
     const d = (ev as CustomEvent<{ status: number; reason?: string }>).detail;
@@ -138,6 +142,28 @@ function connect(): void {
   });
 }
 
+function connectedText(): string {
+  return canControl && controlling ? 'Connected, in control' : 'Connected';
+}
+
+// While connected: shows the session paused, or connected again once it runs.
+async function watchStatus(): Promise<void> {
+  while (!stopped) {
+    await new Promise((r) => window.setTimeout(r, STATUS_POLL_MS));
+    if (!rfb || stopped) continue;
+    let s: LiveStatus | null = null;
+    try {
+      s = await checkToken();
+    } catch {
+      continue;  // the server is unreachable for a moment; the RFB connection says more
+    }
+    if (!s || !rfb) continue;
+    const state = stateEl.dataset.state;
+    if (s.status === 'paused' && state !== 'paused') setState('paused', PAUSED_TEXT);
+    if (s.status === 'running' && state === 'paused') setState('connected', connectedText());
+  }
+}
+
 // The connection dropped: find out why, then either say so or try again with backoff.
 async function lost(securityReason: string): Promise<void> {
   setState('reconnecting', 'Connection lost; checking…');
@@ -150,6 +176,13 @@ async function lost(securityReason: string): Promise<void> {
   }
   if (securityReason && status) {
     stop('error', `The screen refused the connection: ${securityReason}.`);
+    return;
+  }
+  if (status?.status === 'paused') {
+    // Nothing to connect to until it is resumed: ask again in a while, without counting up.
+    setState('paused', PAUSED_TEXT);
+    window.clearTimeout(retryTimer);
+    retryTimer = window.setTimeout(connect, STATUS_POLL_MS);
     return;
   }
   attempt += 1;
@@ -197,15 +230,14 @@ async function start(): Promise<void> {
   canControl = status.scope === 'control';
   toggle.hidden = !canControl;
   connect();
+  void watchStatus();
 }
 
 toggle.addEventListener('click', () => {
   if (!canControl) return;
   controlling = !controlling;
   applyControl();
-  if (rfb && stateEl.dataset.state === 'connected') {
-    setState('connected', controlling ? 'Connected, in control' : 'Connected');
-  }
+  if (rfb && stateEl.dataset.state === 'connected') setState('connected', connectedText());
 });
 shot.addEventListener('click', screenshot);
 // Back online: retry now instead of waiting out the backoff.

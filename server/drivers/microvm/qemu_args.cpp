@@ -97,6 +97,10 @@ Result<std::string> guest_config_text(const SandboxSpec& spec) {
   std::string text = "secret=" + spec.agent_secret + "\n" + "width=" + std::to_string(spec.width) +
                      "\n" + "height=" + std::to_string(spec.height) + "\n";
   if (!spec.start_url.empty()) text += "start_url=" + spec.start_url + "\n";
+  if (!spec.wait_until.empty()) {
+    if (!single_line(spec.wait_until)) return invalid("wait_until must be one line");
+    text += "wait_until=" + spec.wait_until + "\n";
+  }
   if (spec.egress_proxy_port != 0) {
     text += "egress_proxy=" + std::to_string(spec.egress_proxy_port) + "\n";
   }

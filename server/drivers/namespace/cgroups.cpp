@@ -12,8 +12,9 @@
 namespace cabin::nsbox {
 namespace {
 
-// v1 controllers a sandbox joins; cpu is optional (only used for a cpu quota).
-constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu"};
+// v1 controllers a sandbox joins where the host has them; cpu is only used for a cpu quota,
+// freezer for pausing.
+constexpr const char* kV1Controllers[] = {"memory", "pids", "cpu", "freezer"};
 // v2 controllers enabled for children of the parent dirs.
 constexpr const char* kV2Controllers[] = {"memory", "pids", "cpu"};
 
@@ -162,6 +163,29 @@ std::vector<int> cgroup_pids(const fs::path& dir) {
     pos = end + 1;
   }
   return pids;
+}
+
+fs::path freezer_dir(const std::vector<fs::path>& dirs) {
+  for (const auto& d : dirs) {
+    if (path_exists(d / "cgroup.freeze") || path_exists(d / "freezer.state")) return d;
+  }
+  return {};
+}
+
+Result<void> request_freeze(const fs::path& dir, bool frozen) {
+  if (path_exists(dir / "cgroup.freeze"))
+    return write_file((dir / "cgroup.freeze").string(), frozen ? "1" : "0");
+  return write_file((dir / "freezer.state").string(), frozen ? "FROZEN" : "THAWED");
+}
+
+bool freeze_settled(const fs::path& dir, bool frozen) {
+  if (path_exists(dir / "cgroup.freeze")) {
+    auto events = read_file((dir / "cgroup.events").string());
+    return events && events->find(frozen ? "frozen 1" : "frozen 0") != std::string::npos;
+  }
+  auto state = read_file((dir / "freezer.state").string());
+  // v1 shows FREEZING until every task has stopped.
+  return state && state->rfind(frozen ? "FROZEN" : "THAWED", 0) == 0;
 }
 
 size_t kill_cgroup(const fs::path& dir) {

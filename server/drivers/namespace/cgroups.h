@@ -1,5 +1,5 @@
-// Cgroups for sandboxes: layout detection (v2 or v1 hybrid), per-sandbox dirs, limits, kill and
-// removal.
+// Cgroups for sandboxes: layout detection (v2 or v1 hybrid), per-sandbox dirs, limits, freezing,
+// kill and removal.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +61,14 @@ Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const 
 
 // Pids listed in dir/cgroup.procs.
 std::vector<int> cgroup_pids(const fs::path& dir);
+// Where a sandbox's processes are frozen: the one of its dirs with cgroup.freeze (v2), or the
+// one under the v1 freezer controller; empty when there is none (the sandbox cannot pause).
+fs::path freezer_dir(const std::vector<fs::path>& dirs);
+// Asks the kernel to freeze (or thaw) every process under `dir`; freeze_settled says when it has.
+Result<void> request_freeze(const fs::path& dir, bool frozen);
+// v2: cgroup.events says "frozen 1" (or 0); v1: freezer.state is FROZEN (or THAWED).
+bool freeze_settled(const fs::path& dir, bool frozen);
+
 // SIGKILLs every process in the cgroup (cgroup.kill where the kernel has it); returns how many
 // pids were listed.
 size_t kill_cgroup(const fs::path& dir);

@@ -105,14 +105,19 @@ class NamespaceProcess final : public SandboxProcess {
   }
 
   // The launcher answers SIGTERM by SIGKILLing PID 1 and reaping it: the pid namespace is gone
-  // and the cgroups are empty before the launcher itself exits.
+  // and the cgroups are empty before the launcher itself exits. A paused sandbox is thawed
+  // first: a frozen process takes no signal, SIGKILL included (v1).
   net::awaitable<void> ask_to_stop() override {
+    if (auto dir = nsbox::freezer_dir(cgroups_); !dir.empty())
+      (void)nsbox::request_freeze(dir, false);
     process().signal(SIGTERM);
     co_return;
   }
 
   // Anything still in the cgroups (a launcher that was SIGKILLed) is killed too.
   net::awaitable<void> clean_up() override {
+    if (auto dir = nsbox::freezer_dir(cgroups_); !dir.empty())
+      (void)nsbox::request_freeze(dir, false);
     auto empty = [&] {
       bool all = true;
       for (const auto& dir : cgroups_) {
@@ -183,13 +188,25 @@ class NamespaceSandbox final : public ProcessSandbox<NamespaceProcess> {
     co_return AgentStream(std::move(socket));
   }
 
-  net::awaitable<Result<void>> pause() override {
-    co_return make_error(Errc::kUnavailable, "not_supported",
-                         "the namespace driver cannot pause sandboxes");
-  }
-  net::awaitable<Result<void>> resume() override {
-    co_return make_error(Errc::kUnavailable, "not_supported",
-                         "the namespace driver cannot pause sandboxes");
+  // The cgroup freezer stops every process of the sandbox where it is; its connections stay open.
+  net::awaitable<Result<void>> pause() override { co_return co_await freeze(true); }
+  net::awaitable<Result<void>> resume() override { co_return co_await freeze(false); }
+
+  net::awaitable<Result<void>> freeze(bool frozen) {
+    CABIN_CO_TRY(p_->check_live());
+    const auto dir = nsbox::freezer_dir(p_->cgroups());
+    if (dir.empty()) {
+      co_return make_error(Errc::kUnavailable, "not_supported",
+                           "the host gives sandboxes no cgroup freezer");
+    }
+    CABIN_CO_TRY(nsbox::request_freeze(dir, frozen));
+    if (!co_await retry_until(
+            p_->executor(), [&] { return nsbox::freeze_settled(dir, frozen); }, 5s)) {
+      co_return make_error(
+          Errc::kUnavailable, "not_supported",
+          std::string("the sandbox did not ") + (frozen ? "freeze" : "thaw") + " within 5 s");
+    }
+    co_return Result<void>{};
   }
 
   std::string describe() const override {
@@ -230,6 +247,7 @@ std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const Sandbo
       "on",
   };
   if (!spec.start_url.empty()) argv.insert(argv.end(), {"--start-url", spec.start_url});
+  if (!spec.wait_until.empty()) argv.insert(argv.end(), {"--wait-until", spec.wait_until});
   if (spec.egress_proxy_port != 0) {
     argv.insert(argv.end(), {"--egress-proxy", std::to_string(spec.egress_proxy_port)});
   }
@@ -299,7 +317,11 @@ DriverInfo NamespaceDriver::probe() const {
   info.name = "namespace";
   info.isolation = "namespace";
   info.detail = "shares the host kernel";
-  info.supports_pause = false;
+  // Paused by the cgroup freezer: v2 has it in every cgroup, v1 as a controller of its own.
+  const auto layout = static_cast<CgroupLayout>(cgroup_layout_);
+  info.supports_pause =
+      layout == CgroupLayout::kV2 ||
+      (layout == CgroupLayout::kV1 && fs::exists(config_.cgroup_root / "freezer" / "cgroup.procs"));
   info.supports_egress = true;
   auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.launcher_path))

@@ -4,9 +4,12 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -97,6 +100,46 @@ TEST_CASE("supplementary groups beyond the primary one are named") {
   CHECK(groups_beyond(1000, {1000, 42, 4, 42}) == std::vector<uint32_t>{42, 4});
   CHECK(kept_groups_problem({}).empty());
   CHECK_THAT(kept_groups_problem({42, 4}), Catch::Contains("supplementary groups 42, 4"));
+}
+
+TEST_CASE(
+    "the freezer is v2's cgroup.freeze or v1's freezer controller, and says when it is done") {
+  const auto root = fs::temp_directory_path() / ("cabin-freezer-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  const auto mem = root / "memory" / "cabin" / "s1";
+  const auto v1 = root / "freezer" / "cabin" / "s1";
+  const auto v2 = root / "unified" / "cabin" / "s1";
+  for (const auto& d : {mem, v1, v2}) fs::create_directories(d);
+  auto put = [](const fs::path& f, const std::string& text) { std::ofstream(f) << text; };
+  // What was written last, at the start (cgroup files are written in place, not truncated).
+  auto get = [](const fs::path& f) {
+    std::ifstream in(f);
+    std::string line;
+    std::getline(in, line);
+    return line;
+  };
+  CHECK(freezer_dir({mem}).empty());
+  put(v1 / "freezer.state", "THAWED");
+  CHECK(freezer_dir({mem, v1}) == v1);
+  REQUIRE(request_freeze(v1, true));
+  CHECK(get(v1 / "freezer.state") == "FROZEN");
+  put(v1 / "freezer.state", "FREEZING\n");  // the kernel, while tasks are still stopping
+  CHECK_FALSE(freeze_settled(v1, true));
+  put(v1 / "freezer.state", "FROZEN\n");
+  CHECK(freeze_settled(v1, true));
+  CHECK_FALSE(freeze_settled(v1, false));
+
+  put(v2 / "cgroup.freeze", "0");
+  put(v2 / "cgroup.events", "populated 1\nfrozen 0\n");
+  CHECK(freezer_dir({v2}) == v2);
+  REQUIRE(request_freeze(v2, true));
+  CHECK(get(v2 / "cgroup.freeze") == "1");
+  CHECK_FALSE(freeze_settled(v2, true));
+  put(v2 / "cgroup.events", "populated 1\nfrozen 1\n");
+  CHECK(freeze_settled(v2, true));
+  REQUIRE(request_freeze(v2, false));
+  CHECK(get(v2 / "cgroup.freeze") == "0");
+  fs::remove_all(root);
 }
 
 TEST_CASE("cgroup limit files for v1 and v2") {

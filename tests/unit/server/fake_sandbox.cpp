@@ -118,11 +118,15 @@ net::awaitable<Result<drivers::AgentStream>> FakeSandbox::dial_loopback(int port
 }
 
 net::awaitable<Result<void>> FakeSandbox::pause() {
-  co_return make_error(Errc::kUnavailable, "not_supported", "fake");
+  if (s_->exited) co_return make_error(Errc::kUnavailable, "sandbox_ended", "fake ended");
+  s_->paused = true;
+  co_return Result<void>{};
 }
 
 net::awaitable<Result<void>> FakeSandbox::resume() {
-  co_return make_error(Errc::kUnavailable, "not_supported", "fake");
+  if (s_->exited) co_return make_error(Errc::kUnavailable, "sandbox_ended", "fake ended");
+  s_->paused = false;
+  co_return Result<void>{};
 }
 
 net::awaitable<void> FakeSandbox::destroy() {
@@ -152,6 +156,7 @@ drivers::DriverInfo FakeDriver::info() const {
   i.isolation = "none";
   i.detail = "fake";
   i.available = true;
+  i.supports_pause = true;
   return i;
 }
 

@@ -49,6 +49,7 @@ struct FakeSandboxState {
   std::string exit_reason;
   int destroys = 0;
   bool destroyed = false;
+  bool paused = false;  // pause() and resume() flip it; refused once the sandbox has ended
   std::chrono::milliseconds destroy_takes{0};
   std::chrono::steady_clock::time_point destroy_began, destroy_ended;
   Notifier changed;

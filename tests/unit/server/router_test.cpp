@@ -24,6 +24,8 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"GET", "/v1/sessions/", RouteId::kListSessions, Auth::kApiKey},
            {"GET", "/v1/sessions/" + kRouteSid, RouteId::kGetSession, Auth::kApiKey},
            {"DELETE", "/v1/sessions/" + kRouteSid, RouteId::kDeleteSession, Auth::kApiKey},
+           {"PATCH", "/v1/sessions/" + kRouteSid, RouteId::kPatchSession, Auth::kApiKey},
+           {"POST", "/v1/sessions/" + kRouteSid + "/keepalive", RouteId::kKeepalive, Auth::kApiKey},
            {"POST", "/v1/sessions/" + kRouteSid + "/exec", RouteId::kExec, Auth::kApiKey},
            {"POST", "/v1/sessions/" + kRouteSid + "/computer", RouteId::kComputer, Auth::kApiKey},
            {"GET", "/v1/sessions/" + kRouteSid + "/logs", RouteId::kLogs, Auth::kApiKey},

@@ -218,4 +218,95 @@ TEST_CASE("shutdown returns at its deadline when a sandbox does not stop", "[ses
   CHECK_FALSE(f.driver->sandboxes[0]->destroyed);
 }
 
+TEST_CASE("a session no one is present at ends at its idle timeout, and a presence holds it",
+          "[sessions]") {
+  Fixture f;
+  auto spec = f.spec(R"({"idle_timeout_s":1})");
+  auto made = run_sync(f.io, f.manager->create(spec));
+  REQUIRE(made.ok());
+  SessionPtr s = *made;
+  const std::string id = s->id();
+  CHECK(s->idle_since().has_value());
+  std::optional<sessions::Session::Presence> present;
+  present.emplace(s);
+  CHECK_FALSE(s->idle_since().has_value());
+  // Held past its idle timeout, it lives on.
+  cabin::testing::run_for(f.io, 1500ms);
+  CHECK(s->running());
+  present.reset();
+  CHECK(s->idle_since().has_value());
+  s.reset();
+  run_until(f.io, [&] { return f.manager->live_count() == 0; });
+  auto r = f.manager->record(id);
+  REQUIRE(r);
+  CHECK(r->end_reason == "idle");
+  CHECK(f.driver->sandboxes[0]->destroyed);
+}
+
+TEST_CASE("timers change within bounds, and the expiry moves with the lifetime", "[sessions]") {
+  Fixture f;
+  SessionPtr s = f.create_ok();
+  const auto created = s->record().created_at;
+  auto r = f.manager->set_timers(s->id(), 7200, std::nullopt);
+  REQUIRE(r.ok());
+  CHECK(r->timeout_s == 7200);
+  CHECK(r->expires_at == created + 7200);
+  CHECK(r->idle_timeout_s == 300);
+  CHECK(f.store->get(s->id())->expires_at == created + 7200);
+  r = f.manager->set_timers(s->id(), 100, std::nullopt);
+  REQUIRE(r.ok());
+  CHECK(r->idle_timeout_s == 100);  // capped by the shorter lifetime
+  auto over = f.manager->set_timers(s->id(), 100, 101);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().message.find("at most timeout_s") != std::string::npos);
+  CHECK_FALSE(f.manager->set_timers("ses_unknownunknownunkn", 10, std::nullopt).ok());
+  CHECK(f.manager->keepalive(s->id()).ok());
+}
+
+TEST_CASE("pause and resume: the status, the store and the idle time follow", "[sessions]") {
+  Fixture f;
+  auto made = run_sync(f.io, f.manager->create(f.spec(R"({"idle_timeout_s":1})")));
+  REQUIRE(made.ok());
+  SessionPtr s = *made;
+  const std::string id = s->id();
+  auto p = run_sync(f.io, f.manager->pause(id));
+  REQUIRE(p.ok());
+  CHECK(p->status == SessionStatus::kPaused);
+  CHECK(s->paused());
+  CHECK_FALSE(s->running());
+  CHECK(f.driver->sandboxes[0]->paused);
+  CHECK(f.store->get(id)->status == SessionStatus::kPaused);
+  CHECK_FALSE(s->idle_since().has_value());
+  // Paused past its idle timeout, it is not ended: a paused session is never idle.
+  cabin::testing::run_for(f.io, 1500ms);
+  CHECK(f.manager->find(id) == s);
+  CHECK(run_sync(f.io, f.manager->pause(id))->status == SessionStatus::kPaused);  // idempotent
+  auto r = run_sync(f.io, f.manager->resume(id));
+  REQUIRE(r.ok());
+  CHECK(r->status == SessionStatus::kRunning);
+  CHECK_FALSE(f.driver->sandboxes[0]->paused);
+  CHECK(s->idle_since().has_value());
+  CHECK(run_sync(f.io, f.manager->resume(id))->status == SessionStatus::kRunning);
+  s.reset();
+  run_until(f.io, [&] { return f.manager->live_count() == 0; });
+  CHECK(f.manager->record(id)->end_reason == "idle");
+  auto gone = run_sync(f.io, f.manager->pause(id));
+  REQUIRE_FALSE(gone.ok());
+  CHECK(gone.error().code == "session_ended");
+  CHECK(run_sync(f.io, f.manager->pause("ses_unknownunknownunkn")).error().code ==
+        "session_not_found");
+}
+
+TEST_CASE("on_idle pause pauses an idle session instead of ending it", "[sessions]") {
+  Fixture f;
+  auto made =
+      run_sync(f.io, f.manager->create(f.spec(R"({"idle_timeout_s":1,"on_idle":"pause"})")));
+  REQUIRE(made.ok());
+  SessionPtr s = *made;
+  run_until(
+      f.io, [&] { return s->paused(); }, 5000ms);
+  CHECK(f.manager->live_count() == 1);
+  CHECK(f.store->get(s->id())->on_idle == "pause");
+}
+
 }  // namespace

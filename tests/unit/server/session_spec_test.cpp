@@ -17,7 +17,26 @@ TEST_CASE("an empty body takes every default") {
     CHECK(s->start_url.empty());
     CHECK(s->resources.vcpus == 0);
     CHECK(s->resources.memory_mb == 0);
+    CHECK(s->idle_timeout_s == 300);
+    CHECK(s->on_idle == OnIdle::kDelete);
+    CHECK(s->wait_until == WaitUntil::kLoad);
   }
+}
+
+TEST_CASE("the idle timeout defaults to the server's, never beyond the lifetime") {
+  SpecLimits limits{86400, 3600, 900};
+  CHECK(parse_session_spec("{}", limits)->idle_timeout_s == 900);
+  CHECK(parse_session_spec(R"({"timeout_s":60})", limits)->idle_timeout_s == 60);
+  CHECK(parse_session_spec(R"({"idle_timeout_s":0})", limits)->idle_timeout_s == 0);
+  auto s = parse_session_spec(
+      R"({"timeout_s":120,"idle_timeout_s":120,"on_idle":"pause","wait_until":"networkidle"})",
+      limits);
+  REQUIRE(s);
+  CHECK(s->idle_timeout_s == 120);
+  CHECK(s->on_idle == OnIdle::kPause);
+  CHECK(s->wait_until == WaitUntil::kNetworkIdle);
+  CHECK(wait_until_name(s->wait_until) == "networkidle");
+  CHECK(parse_session_spec(R"({"wait_until":"commit"})", limits)->wait_until == WaitUntil::kCommit);
 }
 
 TEST_CASE("a full spec parses") {
@@ -78,6 +97,11 @@ TEST_CASE("invalid specs name the field and the code") {
             "resolution.width"},
            {R"({"resolution":{"width":1280}})", "invalid_request", "resolution.height"},
            {R"({"resolution":{"width":"1280","height":800}})", "invalid_request", "integer"},
+           {R"({"timeout_s":60,"idle_timeout_s":61})", "invalid_request", "idle_timeout_s"},
+           {R"({"idle_timeout_s":-1})", "invalid_request", "idle_timeout_s"},
+           {R"({"on_idle":"stop"})", "invalid_request", "on_idle"},
+           {R"({"on_idle":1})", "invalid_request", "on_idle"},
+           {R"({"wait_until":"domcontentloaded"})", "invalid_request", "wait_until"},
            {R"({"resolution":[1280,800]})", "invalid_request", "resolution"},
            {R"({"resources":{"vcpus":0}})", "invalid_request", "resources.vcpus"},
            {R"({"resources":{"vcpus":17}})", "invalid_request", "resources.vcpus"},

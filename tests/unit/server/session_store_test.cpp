@@ -49,7 +49,7 @@ TEST_CASE("the store keeps records and ends leftovers of an earlier run") {
   CHECK((*store)->list(false, 10).empty());
 }
 
-TEST_CASE("the token generation is stored, and older databases gain the column") {
+TEST_CASE("the token generation and timers are stored, and older databases gain the columns") {
   auto path = std::filesystem::temp_directory_path() /
               ("cabin-store-" + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
@@ -74,23 +74,32 @@ TEST_CASE("the token generation is stored, and older databases gain the column")
     auto old = (*store)->get("ses_aaaaaaaaaaaaaaaaaaaa");
     REQUIRE(old);
     CHECK(old->token_generation == 0);
+    CHECK(old->idle_timeout_s == 0);
+    CHECK(old->on_idle == "delete");
     REQUIRE((*store)->set_token_generation(old->id, 3));
+    REQUIRE((*store)->set_timers(old->id, 120, 121, 30));
   }
   auto reopened = SessionStore::open(path.string());
   REQUIRE(reopened);
-  CHECK((*reopened)->get("ses_aaaaaaaaaaaaaaaaaaaa")->token_generation == 3);
+  auto r = (*reopened)->get("ses_aaaaaaaaaaaaaaaaaaaa");
+  CHECK(r->token_generation == 3);
+  CHECK(r->timeout_s == 120);
+  CHECK(r->expires_at == 121);
+  CHECK(r->idle_timeout_s == 30);
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + "-wal");
   std::filesystem::remove(path.string() + "-shm");
 }
 
 TEST_CASE("session statuses keep their API names, and unknown ones read as failed", "[store]") {
-  for (auto s : {SessionStatus::kStarting, SessionStatus::kRunning, SessionStatus::kEnding,
-                 SessionStatus::kEnded, SessionStatus::kFailed}) {
+  for (auto s : {SessionStatus::kStarting, SessionStatus::kRunning, SessionStatus::kPaused,
+                 SessionStatus::kEnding, SessionStatus::kEnded, SessionStatus::kFailed}) {
     CHECK(parse_status(to_string(s)) == s);
   }
   CHECK(to_string(SessionStatus::kRunning) == "running");
-  CHECK(parse_status("paused") == SessionStatus::kFailed);
+  CHECK(to_string(SessionStatus::kPaused) == "paused");
+  CHECK(parse_status("hibernating") == SessionStatus::kFailed);
   CHECK(is_live(SessionStatus::kStarting));
+  CHECK(is_live(SessionStatus::kPaused));
   CHECK_FALSE(is_live(SessionStatus::kEnding));
 }
