@@ -218,6 +218,8 @@ int main(int argc, char** argv) {
     e.upstream_tls = std::move(*upstream);
     log->info("egress: sessions without a network policy get mode {}", cfg.default_network);
   }
+  // Before the manager: sessions that end at shutdown are recorded.
+  audit::AuditLog audit(cfg.state_dir / "audit.log");
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
   // Read off the manager where scrapes are answered, on this thread.
   metrics::registry().on_scrape([&manager](metrics::Registry& r) {
@@ -269,6 +271,8 @@ int main(int argc, char** argv) {
   auth::TokenConnections token_connections(ioc.get_executor());
   preview::Previews previews(clock);
   http_api::Api api(cfg, manager, tokens, token_connections, previews, api_key->key, ui);
+  api.use_audit(&audit);
+  manager.use_audit(&audit);
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
   http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls, conn_limits);
   const size_t threads = cfg.threads > 0 ? static_cast<size_t>(cfg.threads)

@@ -170,6 +170,119 @@ Result<void> Api::not_paused(const api::Route& route) const {
   return {};
 }
 
+namespace {
+
+// What the audit log calls a route's action; null for routes it does not record (reads).
+const char* audit_action(api::RouteId id) {
+  using api::RouteId;
+  switch (id) {
+    case RouteId::kCreateSession:
+      return "session.create";
+    case RouteId::kDeleteSession:
+      return "session.delete";
+    case RouteId::kPatchSession:
+      return "session.timers";
+    case RouteId::kPause:
+      return "session.pause";
+    case RouteId::kResume:
+      return "session.resume";
+    case RouteId::kExec:
+      return "exec";
+    case RouteId::kComputer:
+      return "computer";
+    case RouteId::kMintToken:
+      return "token.mint";
+    case RouteId::kRevokeTokens:
+      return "token.revoke";
+    case RouteId::kCreatePreview:
+      return "preview.create";
+    case RouteId::kDeletePreview:
+      return "preview.delete";
+    case RouteId::kPutNetwork:
+      return "network.replace";
+    default:
+      return nullptr;
+  }
+}
+
+// At most `n` strings of a JSON array, each cut to `len` bytes: an entry stays small.
+nlohmann::json bounded_strings(const nlohmann::json& a, size_t n, size_t len) {
+  nlohmann::json out = nlohmann::json::array();
+  if (!a.is_array()) return out;
+  for (const auto& v : a) {
+    if (out.size() == n) break;
+    if (v.is_string()) out.push_back(v.get_ref<const std::string&>().substr(0, len));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<nlohmann::json> Api::audit_entry(const api::Route& route, const Authn& authn,
+                                               const Request& req, const Response& res) const {
+  const char* action = audit_action(route.id);
+  if (!action) return std::nullopt;
+  using nlohmann::json;
+  const json in = json::parse(req.body(), nullptr, false);
+  const json out = json::parse(res.body(), nullptr, false);
+  const bool ok = res.result_int() < 400;
+  json e = {
+      {"action", action},
+      {"key", authn.by_token ? "token" : "admin"},
+      {"status", res.result_int()},
+      {"outcome", ok                                         ? "ok"
+                  : out.is_object() && out.contains("error") ? out["error"].value("code", "error")
+                                                             : "error"}};
+  std::string session = route.session_id;
+  if (session.empty() && ok && out.is_object()) session = out.value("id", "");
+  e["session"] = session.empty() ? json(nullptr) : json(session);
+  const bool in_object = in.is_object();
+  switch (route.id) {
+    case api::RouteId::kCreateSession:
+      if (ok && out.is_object()) e["driver"] = out.value("driver", "");
+      break;
+    case api::RouteId::kExec:
+      if (in_object) e["argv"] = bounded_strings(in.value("argv", json::array()), 32, 256);
+      if (ok && out.is_object()) e["exit_code"] = out.value("exit_code", json(nullptr));
+      break;
+    case api::RouteId::kComputer: {
+      json ops = json::array();
+      const json actions = in_object ? in.value("actions", json::array()) : json::array();
+      for (const auto& a : actions) {
+        if (ops.size() == 64) break;
+        if (a.is_object()) ops.push_back(a.value("op", a.value("action", "")).substr(0, 32));
+      }
+      if (in_object && in.contains("action") && in["action"].is_string())
+        ops.push_back(in["action"].get<std::string>().substr(0, 32));
+      e["actions"] = ops;
+      break;
+    }
+    case api::RouteId::kMintToken:
+      if (in_object && in.contains("scope") && in["scope"].is_string())
+        e["scope"] = in["scope"].get<std::string>().substr(0, 64);
+      break;
+    case api::RouteId::kCreatePreview:
+      if (in_object && in.contains("port")) e["port"] = in["port"];
+      if (ok && out.is_object()) e["preview"] = out.value("id", "");
+      break;
+    case api::RouteId::kDeletePreview:
+      e["preview"] = route.preview_id;
+      break;
+    case api::RouteId::kPutNetwork:
+      if (in_object && in.contains("mode") && in["mode"].is_string())
+        e["mode"] = in["mode"].get<std::string>().substr(0, 16);
+      break;
+    case api::RouteId::kPatchSession:
+      for (const char* f : {"timeout_s", "idle_timeout_s"}) {
+        if (in_object && in.contains(f) && in[f].is_number_integer()) e[f] = in[f];
+      }
+      break;
+    default:
+      break;
+  }
+  return e;
+}
+
 sessions::Session::Presence Api::presence(const api::Route& route) const {
   if (route.session_id.empty() || !uses_session(route.id)) return {};
   auto s = sessions_.find(route.session_id);
@@ -178,10 +291,25 @@ sessions::Session::Presence Api::presence(const api::Route& route) const {
 
 net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn,
                                      const Request& req) {
+  Response res;
+  {
+    // A request for a session keeps it from being idle while it is in flight.
+    const auto present = presence(route);
+    if (auto r = not_paused(route); r) {
+      res = co_await dispatch(route, authn, req);
+    } else {
+      res = error_response(r.error());
+    }
+  }
+  if (audit_) {
+    if (auto entry = audit_entry(route, authn, req, res)) audit_->record(std::move(*entry));
+  }
+  co_return res;
+}
+
+net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& authn,
+                                       const Request& req) {
   using api::RouteId;
-  // A request for a session keeps it from being idle while it is in flight.
-  const auto present = presence(route);
-  if (auto r = not_paused(route); !r) co_return error_response(r.error());
   switch (route.id) {
     case RouteId::kHealthz:
       co_return json_response(http::status::ok, {{"status", "ok"}});

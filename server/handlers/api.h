@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "server/api/router.h"
+#include "server/audit/audit_log.h"
 #include "server/auth/token_connections.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
@@ -70,6 +71,8 @@ class Api {
 
   // Byte pumps over plain TCP run on `pool` from now on (null: on the caller's executor).
   void use_pumps(IoPool* pool) { pumps_ = pool; }
+  // What requests do to sessions is recorded there from now on (null: nowhere).
+  void use_audit(audit::AuditLog* log) { audit_ = log; }
 
   // Handles every non-upgrade route.
   net::awaitable<Response> handle(const api::Route& route, const Authn& authn, const Request& req);
@@ -81,6 +84,11 @@ class Api {
  private:
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
   Result<Authn> authenticate_once(const api::Route& route, const Request& req) const;
+  net::awaitable<Response> dispatch(const api::Route& route, const Authn& authn,
+                                    const Request& req);
+  // The audit log's entry for a request and its answer; nullopt for what it does not record.
+  std::optional<nlohmann::json> audit_entry(const api::Route& route, const Authn& authn,
+                                            const Request& req, const Response& res) const;
   std::string base_url(const Request& req, bool websocket) const;
   std::string cdp_token(const sessions::Session& s) const;
   // A capability token for `scope`, valid for --cdp-token-ttl-s and never past the session's end.
@@ -152,6 +160,7 @@ class Api {
   const StaticFiles& ui_;
   FrameHub frame_hub_;
   IoPool* pumps_ = nullptr;
+  audit::AuditLog* audit_ = nullptr;
 };
 
 }  // namespace cabin::http_api

@@ -401,6 +401,12 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   rec.ended_at = clock_.unix_seconds();
   (void)store_.set_status(rec.id, status, reason, rec.ended_at);
   live_.erase(rec.id);
+  if (audit_) {
+    audit_->record({{"action", "session.end"},
+                    {"session", rec.id},
+                    {"outcome", store::to_string(status)},
+                    {"reason", reason.substr(0, 512)}});
+  }
   // A start that failed is counted by its create; this is the end of a session that ran.
   if (started)
     metrics::registry().inc("cabin_session_ends_total", {metrics::end_reason_label(reason)});

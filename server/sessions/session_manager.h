@@ -19,6 +19,7 @@
 #include "common/notifier.h"
 #include "common/result.h"
 #include "server/api/session_spec.h"
+#include "server/audit/audit_log.h"
 #include "server/drivers/sandbox_driver.h"
 #include "server/sessions/session.h"
 #include "server/store/session_store.h"
@@ -61,6 +62,8 @@ class SessionManager {
                  store::SessionStore& store, const Clock& clock);
 
   std::vector<drivers::DriverInfo> driver_infos() const;
+  // How sessions end is recorded there from now on (null: nowhere).
+  void use_audit(audit::AuditLog* log) { audit_ = log; }
   const ManagerConfig& config() const { return config_; }
 
   // Answers once the browser's DevTools is reachable, or with the reason it could not start.
@@ -132,6 +135,7 @@ class SessionManager {
   std::map<std::string, SessionPtr> live_;
   std::map<std::string, int> starting_;  // per driver: sandboxes being created
   bool draining_ = false;
+  audit::AuditLog* audit_ = nullptr;
 };
 
 }  // namespace cabin::sessions
