@@ -35,6 +35,8 @@ constexpr std::array kCatalogue{
     ErrorKind{"too_many_previews", Errc::kConflict},
     ErrorKind{"session_paused", Errc::kConflict},
     ErrorKind{"cannot_pause", Errc::kConflict},
+    ErrorKind{"idempotency_in_progress", Errc::kConflict},
+    ErrorKind{"idempotency_key_reused", Errc::kUnprocessable},
     ErrorKind{"body_too_large", Errc::kTooLarge},
     ErrorKind{"uri_too_long", Errc::kUriTooLong},
     ErrorKind{"unknown_host", Errc::kMisdirected},

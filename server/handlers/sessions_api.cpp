@@ -1,5 +1,8 @@
 // The sessions endpoints of Api: create, list, get, delete, logs, exec, and the server's info.
+#include <algorithm>
+
 #include "common/agent_protocol.h"
+#include "common/crypto.h"
 #include "common/json_fields.h"
 #include "server/api/errors.h"
 #include "server/handlers/api.h"
@@ -89,9 +92,23 @@ net::awaitable<Response> Api::create(const Request& req) {
                          config_.default_idle_timeout_s};
   auto spec = api::parse_session_spec(req.body(), limits);
   if (!spec) co_return error_response(spec.error());
-  auto s = co_await sessions_.create(*spec);
-  if (!s) co_return error_response(s.error());
-  co_return json_response(http::status::created, session_json((*s)->record(), req));
+  auto key = req.find("Idempotency-Key");
+  if (key == req.end()) {
+    auto s = co_await sessions_.create(*spec);
+    if (!s) co_return error_response(s.error());
+    co_return json_response(http::status::created, session_json((*s)->record(), req));
+  }
+  const std::string k(key->value());
+  const bool visible = !k.empty() && k.size() <= 255 &&
+                       std::all_of(k.begin(), k.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+  if (!visible) {
+    co_return error_response(invalid_request("Idempotency-Key: 1 to 255 visible ASCII characters"));
+  }
+  // One tenant today: the API key's.
+  auto made = co_await sessions_.create_once(*spec, "admin", k, sha256_hex(req.body()));
+  if (!made) co_return error_response(made.error());
+  co_return json_response(made->replayed ? http::status::ok : http::status::created,
+                          session_json(made->record, req));
 }
 
 Response Api::list_sessions(const api::Route& route, const Request& req) const {

@@ -89,6 +89,33 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   co_return r;
 }
 
+net::awaitable<Result<SessionManager::Created>> SessionManager::create_once(
+    const api::SessionSpec& spec, const std::string& tenant, const std::string& key,
+    const std::string& body_hash) {
+  auto claimed = store_.claim_idempotency_key(tenant, key, body_hash, clock_.unix_seconds(),
+                                              kIdempotencyKeep_s);
+  if (!claimed) co_return claimed.error();
+  if (const auto& earlier = *claimed) {
+    if (earlier->body_hash != body_hash) {
+      co_return make_error(Errc::kUnprocessable, "idempotency_key_reused",
+                           "this Idempotency-Key came with another body; use a new key");
+    }
+    if (earlier->session_id.empty()) {
+      co_return make_error(Errc::kConflict, "idempotency_in_progress",
+                           "a create with this Idempotency-Key is still running");
+    }
+    if (auto r = record(earlier->session_id)) co_return Created{*r, true};
+    co_return make_error(Errc::kInternal, "store", "the session of this Idempotency-Key is gone");
+  }
+  auto made = co_await create(spec);
+  if (!made) {
+    (void)store_.release_idempotency_key(tenant, key);
+    co_return made.error();
+  }
+  (void)store_.settle_idempotency_key(tenant, key, (*made)->id());
+  co_return Created{(*made)->record(), false};
+}
+
 net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionSpec& spec,
                                                              const std::string& driver_name) {
   if (draining_) {

@@ -68,6 +68,18 @@ class SessionManager {
 
   // Answers once the browser's DevTools is reachable, or with the reason it could not start.
   net::awaitable<Result<SessionPtr>> create(const api::SessionSpec& spec);
+  // create() once per Idempotency-Key (per tenant, for kIdempotencyKeep_s): a retry with the
+  // same key and body gets the session the first made (`replayed`), live or ended; the same
+  // key with another body is 422 idempotency_key_reused; while the first still runs, 409
+  // idempotency_in_progress. A create that failed frees its key.
+  struct Created {
+    store::SessionRecord record;
+    bool replayed = false;
+  };
+  static constexpr int64_t kIdempotencyKeep_s = 86400;
+  net::awaitable<Result<Created>> create_once(const api::SessionSpec& spec,
+                                              const std::string& tenant, const std::string& key,
+                                              const std::string& body_hash);
   // From now on create answers 503 draining (shutdown); /readyz says so.
   void set_draining() { draining_ = true; }
   bool draining() const { return draining_; }

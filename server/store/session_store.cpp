@@ -104,7 +104,11 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
       " end_reason TEXT NOT NULL DEFAULT '', width INTEGER NOT NULL, height INTEGER NOT NULL,"
       " start_url TEXT NOT NULL, timeout_s INTEGER NOT NULL, created_at INTEGER NOT NULL,"
       " expires_at INTEGER NOT NULL, ended_at INTEGER NOT NULL DEFAULT 0);"
-      "CREATE INDEX IF NOT EXISTS sessions_created ON sessions(created_at);");
+      "CREATE INDEX IF NOT EXISTS sessions_created ON sessions(created_at);"
+      "CREATE TABLE IF NOT EXISTS idempotency ("
+      " tenant TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL,"
+      " session_id TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL,"
+      " PRIMARY KEY (tenant, key));");
   if (!r) return r.error();
   // Databases of earlier versions lack the newer columns.
   for (auto [column, definition] : {std::pair{"token_generation", "INTEGER NOT NULL DEFAULT 0"},
@@ -169,6 +173,43 @@ Result<void> SessionStore::set_timers(const std::string& id, int64_t timeout_s, 
   if (!s.ok()) return db_error(db_, "prepare update");
   s.bind(1, id).bind(2, timeout_s).bind(3, expires_at).bind(4, idle_timeout_s);
   if (s.step() != SQLITE_DONE) return db_error(db_, "update");
+  return {};
+}
+
+Result<std::optional<SessionStore::IdempotentCreate>> SessionStore::claim_idempotency_key(
+    const std::string& tenant, const std::string& key, const std::string& body_hash, int64_t now,
+    int64_t keep_s) {
+  {
+    Stmt old(db_, "DELETE FROM idempotency WHERE created_at < ?1");
+    old.bind(1, now - keep_s);
+    if (old.step() != SQLITE_DONE) return db_error(db_, "expire idempotency keys");
+  }
+  Stmt claim(db_,
+             "INSERT INTO idempotency (tenant, key, body_hash, created_at) VALUES (?1, ?2, ?3, ?4)"
+             " ON CONFLICT (tenant, key) DO NOTHING");
+  if (!claim.ok()) return db_error(db_, "prepare claim");
+  claim.bind(1, tenant).bind(2, key).bind(3, body_hash).bind(4, now);
+  if (claim.step() != SQLITE_DONE) return db_error(db_, "claim idempotency key");
+  if (sqlite3_changes(db_) == 1) return std::optional<IdempotentCreate>{};
+  Stmt got(db_, "SELECT body_hash, session_id FROM idempotency WHERE tenant = ?1 AND key = ?2");
+  got.bind(1, tenant).bind(2, key);
+  if (got.step() != SQLITE_ROW) return db_error(db_, "read idempotency key");
+  return std::optional<IdempotentCreate>{IdempotentCreate{got.text(0), got.text(1)}};
+}
+
+Result<void> SessionStore::settle_idempotency_key(const std::string& tenant, const std::string& key,
+                                                  const std::string& session_id) {
+  Stmt s(db_, "UPDATE idempotency SET session_id = ?3 WHERE tenant = ?1 AND key = ?2");
+  s.bind(1, tenant).bind(2, key).bind(3, session_id);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "settle idempotency key");
+  return {};
+}
+
+Result<void> SessionStore::release_idempotency_key(const std::string& tenant,
+                                                   const std::string& key) {
+  Stmt s(db_, "DELETE FROM idempotency WHERE tenant = ?1 AND key = ?2");
+  s.bind(1, tenant).bind(2, key);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "release idempotency key");
   return {};
 }
 

@@ -63,6 +63,23 @@ class SessionStore {
   std::optional<SessionRecord> get(const std::string& id);
   // Newest first; live ones only unless include_ended. At most `limit` rows.
   std::vector<SessionRecord> list(bool include_ended, int limit);
+  // Idempotency-Key of POST /v1/sessions, per tenant: claims `key` for a request whose body
+  // hashes to `body_hash`. Claimed: nullopt. Already claimed: what was claimed, with its
+  // session id once the create has answered (empty while it runs). Claims older than
+  // `keep_s` are dropped first.
+  struct IdempotentCreate {
+    std::string body_hash;
+    std::string session_id;
+  };
+  Result<std::optional<IdempotentCreate>> claim_idempotency_key(const std::string& tenant,
+                                                                const std::string& key,
+                                                                const std::string& body_hash,
+                                                                int64_t now, int64_t keep_s);
+  // The create answered with a session: a retry gets it.
+  Result<void> settle_idempotency_key(const std::string& tenant, const std::string& key,
+                                      const std::string& session_id);
+  // The create failed: a retry may try again.
+  Result<void> release_idempotency_key(const std::string& tenant, const std::string& key);
   // At start-up: sessions an earlier run left live are ended with `reason`. Returns their ids.
   std::vector<std::string> end_unfinished(const std::string& reason, int64_t now);
 

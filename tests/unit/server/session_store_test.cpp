@@ -103,3 +103,26 @@ TEST_CASE("session statuses keep their API names, and unknown ones read as faile
   CHECK(is_live(SessionStatus::kPaused));
   CHECK_FALSE(is_live(SessionStatus::kEnding));
 }
+
+TEST_CASE("an idempotency key is claimed once per tenant, settled, released, and expires",
+          "[store]") {
+  auto store = SessionStore::open(":memory:");
+  REQUIRE(store);
+  auto& s = **store;
+  auto first = s.claim_idempotency_key("admin", "k1", "h1", 1000, 86400);
+  REQUIRE(first);
+  CHECK_FALSE(first->has_value());  // claimed
+  auto again = s.claim_idempotency_key("admin", "k1", "h2", 1001, 86400);
+  REQUIRE(again);
+  REQUIRE(again->has_value());
+  CHECK((*again)->body_hash == "h1");
+  CHECK((*again)->session_id.empty());  // still running
+  REQUIRE(s.settle_idempotency_key("admin", "k1", "ses_x"));
+  CHECK((*s.claim_idempotency_key("admin", "k1", "h1", 1002, 86400))->session_id == "ses_x");
+  // Another tenant's key of the same name is its own.
+  CHECK_FALSE(s.claim_idempotency_key("tenant2", "k1", "h9", 1003, 86400)->has_value());
+  // Released, it can be claimed again; expired, too.
+  REQUIRE(s.release_idempotency_key("tenant2", "k1"));
+  CHECK_FALSE(s.claim_idempotency_key("tenant2", "k1", "h9", 1004, 86400)->has_value());
+  CHECK_FALSE(s.claim_idempotency_key("admin", "k1", "h7", 1000 + 86401, 86400)->has_value());
+}
