@@ -7,7 +7,7 @@
 namespace cabin::metrics {
 namespace {
 
-std::string number(double v) {
+std::string sample_value(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
@@ -177,7 +177,7 @@ std::string Registry::exposition() {
     out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + type_name(f.type) + "\n";
     if (f.type != Type::kHistogram) {
       for (const auto& [labels, v] : f.values) {
-        out += name + label_text(f.labels, labels) + " " + number(v) + "\n";
+        out += name + label_text(f.labels, labels) + " " + sample_value(v) + "\n";
       }
       continue;
     }
@@ -185,12 +185,12 @@ std::string Registry::exposition() {
       uint64_t cumulative = 0;
       for (size_t i = 0; i < f.buckets.size(); ++i) {
         cumulative += h.counts[i];
-        out += name + "_bucket" + label_text(f.labels, labels, "le", number(f.buckets[i])) + " " +
+        out += name + "_bucket" + label_text(f.labels, labels, "le", sample_value(f.buckets[i])) + " " +
                std::to_string(cumulative) + "\n";
       }
       out += name + "_bucket" + label_text(f.labels, labels, "le", "+Inf") + " " +
              std::to_string(h.count) + "\n";
-      out += name + "_sum" + label_text(f.labels, labels) + " " + number(h.sum) + "\n";
+      out += name + "_sum" + label_text(f.labels, labels) + " " + sample_value(h.sum) + "\n";
       out += name + "_count" + label_text(f.labels, labels) + " " + std::to_string(h.count) + "\n";
     }
   }
