@@ -12,5 +12,8 @@ namespace cabin {
 std::shared_ptr<spdlog::logger> logger(const std::string& component);
 // Sets the level for all loggers: "trace", "debug", "info", "warn", "error".
 void set_log_level(const std::string& level);
+// Every line one JSON object from now on, for all loggers: time (UTC), level, component,
+// message, and session when the message names one.
+void set_log_json();
 
 }  // namespace cabin

@@ -248,6 +248,12 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")
       ->envname("CABIN_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))->capture_default_str();
+  app.add_option("--log-format", c.log_format,
+                 "text, or json: each line one object with time, level, component, message and "
+                 "session")
+      ->envname("CABIN_LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
 
   if (!parse_args(app, argc, argv, out)) return out;
   if (!split_listen(listen, c.listen_host, c.listen_port)) {

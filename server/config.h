@@ -59,6 +59,7 @@ struct ServerConfig {
   std::filesystem::path bin_dir;          // where cabin-agent and cabin-sandbox live
   std::filesystem::path web_ui_dir;       // built web UI; empty: <bin-dir>/../web-ui
   std::string log_level = "info";
+  std::string log_format = "text";  // or json: one object per line
   // Egress. What a session whose spec names no policy gets: "none" or "open".
   std::string default_network = "none";
   std::string egress_dns;                       // IP:PORT; empty: /etc/resolv.conf's servers

@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   }
   const ServerConfig& cfg = parsed.config;
   set_log_level(cfg.log_level);
+  if (cfg.log_format == "json") set_log_json();
   auto log = logger("cabind");
   std::signal(SIGPIPE, SIG_IGN);
   const rlim_t fd_limit = raise_fd_limit();
