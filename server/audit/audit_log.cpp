@@ -15,7 +15,7 @@ std::string rfc3339_ms_now() {
   const std::time_t secs = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   ::gmtime_r(&secs, &tm);
-  char buf[40];
+  char buf[96];  // room for any int, as -Wformat-truncation counts
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(ms % 1000));
