@@ -225,7 +225,8 @@ int main(int argc, char** argv) {
   // Read off the manager where scrapes are answered, on this thread.
   metrics::registry().on_scrape([&manager](metrics::Registry& r) {
     std::vector<std::pair<metrics::LabelValues, double>> live;
-    for (const auto& [key, n] : manager.counts()) live.push_back({{key.first, key.second}, n});
+    for (const auto& [key, n] : manager.counts())
+      live.push_back({{key.first, key.second}, static_cast<double>(n)});
     r.replace("cabin_sessions", std::move(live));
   });
 
