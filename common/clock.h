@@ -25,5 +25,7 @@ class SystemClock final : public Clock {
 
 // "2026-11-29T16:36:41Z"
 std::string format_rfc3339(int64_t unix_seconds);
+// "2026-11-29T16:36:41.123Z"
+std::string format_rfc3339_ms(std::chrono::system_clock::time_point t);
 
 }  // namespace cabin

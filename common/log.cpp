@@ -5,9 +5,10 @@
 
 #include <atomic>
 #include <cctype>
-#include <ctime>
 #include <mutex>
 #include <nlohmann/json.hpp>
+
+#include "common/clock.h"
 
 namespace cabin {
 namespace {
@@ -34,19 +35,10 @@ std::string_view session_in(std::string_view text) {
 class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
-    const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-    std::tm tm{};
-    ::gmtime_r(&secs, &tm);
-    char time[96];  // room for any int, as -Wformat-truncation counts
-    std::snprintf(time, sizeof time, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<int>(ms % 1000));
     const std::string_view text(msg.payload.data(), msg.payload.size());
     const auto level = spdlog::level::to_string_view(msg.level);
     nlohmann::ordered_json line = {
-        {"time", time},
+        {"time", format_rfc3339_ms(msg.time)},
         {"level", std::string(level.data(), level.size())},
         {"component", std::string(msg.logger_name.data(), msg.logger_name.size())},
         {"message", std::string(text)}};

@@ -23,6 +23,8 @@ class AuditLog {
 
  private:
   void rotate();
+  // Opens the file, private to its owner.
+  void open(std::ios::openmode mode);
 
   std::mutex mutex_;
   std::filesystem::path file_;
@@ -31,8 +33,5 @@ class AuditLog {
   std::ofstream out_;
   uint64_t size_ = 0;
 };
-
-// "2026-12-02T13:04:05.678Z"
-std::string rfc3339_ms_now();
 
 }  // namespace cabin::audit

@@ -223,9 +223,15 @@ std::optional<nlohmann::json> Api::audit_entry(const api::Route& route, const Au
   const char* action = audit_action(route.id);
   if (!action) return std::nullopt;
   using nlohmann::json;
-  const json in = json::parse(req.body(), nullptr, false);
-  const json out = json::parse(res.body(), nullptr, false);
   const bool ok = res.result_int() < 400;
+  // The request as the handler read it, with the same bounds; nothing (null) if it was no object.
+  auto parsed = parse_object(req.body());
+  const json in = parsed ? std::move(*parsed) : json();
+  // The answer is cabind's own; only those the entry reads from are parsed (a computer batch's
+  // answer may carry screenshots).
+  const bool read_out = !ok || route.id == api::RouteId::kCreateSession ||
+                        route.id == api::RouteId::kExec || route.id == api::RouteId::kCreatePreview;
+  const json out = read_out ? json::parse(res.body(), nullptr, false) : json();
   json e = {
       {"action", action},
       {"key", authn.by_token ? "token" : "admin"},

@@ -132,11 +132,7 @@ net::awaitable<Response> Api::delete_session(const api::Route& route, const Requ
 }
 
 Response Api::patch_session(const api::Route& route, const Request& req) {
-  if (!sessions_.find(route.session_id)) {
-    auto r = sessions_.record(route.session_id);
-    if (r && !store::is_live(r->status)) return error_response(session_ended_error(*r));
-    return error_response(api::errors::session_not_found());
-  }
+  if (auto s = sessions_.live(route.session_id); !s) return error_response(s.error());
   auto body = parse_object(req.body());
   if (!body) return error_response(body.error());
   if (auto r = reject_unknown(*body, {"timeout_s", "idle_timeout_s"}); !r) {

@@ -128,11 +128,6 @@ void Registry::inc(std::string_view name, const LabelValues& labels, double by) 
   if (Family* f = find(name, labels.size())) f->values[labels] += by;
 }
 
-void Registry::set(std::string_view name, const LabelValues& labels, double value) {
-  std::lock_guard lock(mutex_);
-  if (Family* f = find(name, labels.size())) f->values[labels] = value;
-}
-
 void Registry::replace(std::string_view name, std::vector<std::pair<LabelValues, double>> values) {
   std::lock_guard lock(mutex_);
   auto it = families_.find(name);

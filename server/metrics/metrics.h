@@ -27,7 +27,6 @@ class Registry {
   void declare(std::string name, Type type, std::string help, std::vector<std::string> labels,
                std::vector<double> buckets = {});
   void inc(std::string_view name, const LabelValues& labels, double by = 1);
-  void set(std::string_view name, const LabelValues& labels, double value);
   void observe(std::string_view name, const LabelValues& labels, double value);
   // Runs before each exposition, on the scraping thread: for gauges read off live state.
   void on_scrape(std::function<void(Registry&)> fill);

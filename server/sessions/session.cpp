@@ -6,10 +6,7 @@
 namespace cabin::sessions {
 
 Session::Presence::Presence(const std::shared_ptr<Session>& s) : s_(s) {
-  if (s->present_++ == 0) {
-    s->idle_timer_.cancel();
-    s->idle_since_ = 0;
-  }
+  if (s->present_++ == 0) s->idle_timer_.cancel();
 }
 
 Session::Presence& Session::Presence::operator=(Presence&& o) noexcept {
@@ -23,18 +20,19 @@ Session::Presence& Session::Presence::operator=(Presence&& o) noexcept {
 void Session::Presence::reset() {
   auto s = s_.lock();
   s_.reset();
-  if (s && --s->present_ == 0 && s->watching_idle_ && s->now_) s->start_idle(s->now_());
+  if (s && --s->present_ == 0) s->idle_again();
 }
 
 std::optional<int64_t> Session::idle_since() const {
-  if (!watching_idle_ || present_ > 0 || ending_) return std::nullopt;
+  if (!running() || present_ > 0) return std::nullopt;
   return idle_since_;
 }
 
-void Session::start_idle(int64_t now) {
-  idle_since_ = now;
+void Session::idle_again() {
+  if (!running() || present_ > 0 || !now_) return;
+  idle_since_ = now_();
   idle_timer_.cancel();
-  if (record_.idle_timeout_s <= 0 || ending_) return;
+  if (record_.idle_timeout_s <= 0) return;
   idle_timer_.expires_after(std::chrono::seconds(record_.idle_timeout_s));
   // The timer is the session's: it is cancelled before the session goes.
   idle_timer_.async_wait([this](boost::system::error_code ec) {

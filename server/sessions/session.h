@@ -112,15 +112,14 @@ class Session final {
   const api::SessionSpec spec_;
   drivers::SandboxPtr sandbox_;
   AgentClient agent_;
-  // Starts the idle time: now, with the timer at idle_timeout_s (none for 0). On the manager's
-  // executor, while running and no one is present.
-  void start_idle(int64_t now);
+  // Starts the idle time again, now, with the timer at idle_timeout_s (none for 0), if the
+  // session runs and no one is present; else does nothing. On the manager's executor.
+  void idle_again();
 
   net::steady_timer expiry_;
   net::steady_timer idle_timer_;
   int present_ = 0;                // Presences held
-  int64_t idle_since_ = 0;         // unix seconds, while present_ is 0 and running
-  bool watching_idle_ = false;     // running: the idle time counts
+  int64_t idle_since_ = 0;         // unix seconds; meaningful while running with no one present
   bool pausing_ = false;           // a pause or resume is under way
   std::function<void()> on_idle_;  // the idle timer ran out with no one present
   std::function<int64_t()> now_;   // the manager's clock

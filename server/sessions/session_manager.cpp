@@ -238,8 +238,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
         },
         "session " + id + ": idle");
   };
-  s->watching_idle_ = true;
-  if (s->present_ == 0) s->start_idle(clock_.unix_seconds());
+  s->idle_again();
   log()->info("session {}: running on {} ({}x{})", rec.id, driver_name, rec.width, rec.height);
   co_return s;
 }
@@ -268,7 +267,7 @@ Result<SessionPtr> SessionManager::live(const std::string& id) const {
 Result<store::SessionRecord> SessionManager::keepalive(const std::string& id) {
   auto s = live(id);
   if (!s) return s.error();
-  if ((*s)->watching_idle_ && (*s)->present_ == 0) (*s)->start_idle(clock_.unix_seconds());
+  (*s)->idle_again();
   return (*s)->record();
 }
 
@@ -311,9 +310,8 @@ net::awaitable<Result<store::SessionRecord>> SessionManager::set_paused(const st
   s->record_.status = status;
   (void)store_.set_status(id, status, "", 0);
   // A paused session is never idle; a resumed one's idle time starts again.
-  s->watching_idle_ = !pause;
   s->idle_timer_.cancel();
-  if (!pause && s->present_ == 0) s->start_idle(clock_.unix_seconds());
+  s->idle_again();
   log()->info("session {}: {}", id, pause ? "paused" : "resumed");
   co_return s->record();
 }
@@ -321,8 +319,9 @@ net::awaitable<Result<store::SessionRecord>> SessionManager::set_paused(const st
 Result<store::SessionRecord> SessionManager::set_timers(const std::string& id,
                                                         std::optional<int64_t> timeout_s,
                                                         std::optional<int64_t> idle_timeout_s) {
-  SessionPtr s = find(id);
-  if (!s) return api::errors::session_not_found();
+  auto found = live(id);
+  if (!found) return found.error();
+  SessionPtr s = std::move(*found);
   auto& rec = s->record_;
   const int64_t now = clock_.unix_seconds();
   const int64_t timeout = timeout_s.value_or(rec.timeout_s);
@@ -341,7 +340,7 @@ Result<store::SessionRecord> SessionManager::set_timers(const std::string& id,
   rec.expires_at = rec.created_at + timeout;
   rec.idle_timeout_s = idle;
   arm_expiry(*s);
-  if (s->watching_idle_ && s->present_ == 0) s->start_idle(now);
+  s->idle_again();
   log()->info("session {}: timeout {} s, idle timeout {} s", id, timeout, idle);
   return rec;
 }
@@ -414,7 +413,6 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   s->record_.status = store::SessionStatus::kEnding;
   s->expiry_.cancel();
   s->idle_timer_.cancel();
-  s->watching_idle_ = false;
   if (s->egress_) s->egress_->stop();
   co_await s->sandbox_->destroy();
   if (!config_.logs_dir.empty()) {

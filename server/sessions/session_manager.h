@@ -87,6 +87,8 @@ class SessionManager {
   std::map<std::pair<std::string, std::string>, int> counts() const;
   // A live session, or nullptr.
   SessionPtr find(const std::string& id) const;
+  // The live session, or why there is none: session_ended with its reason, or not found.
+  Result<SessionPtr> live(const std::string& id) const;
   // A session's record, live or ended; nullopt when unknown.
   std::optional<store::SessionRecord> record(const std::string& id) const;
   std::vector<store::SessionRecord> list(bool include_ended) const;
@@ -129,8 +131,6 @@ class SessionManager {
   // The lifetime's timer, at the record's expires_at.
   void arm_expiry(Session& s);
   net::awaitable<Result<store::SessionRecord>> set_paused(const std::string& id, bool pause);
-  // The live session, or why there is none (not found, or ended with its reason).
-  Result<SessionPtr> live(const std::string& id) const;
   void watch(SessionPtr s);
   // Starts the session's egress proxy on its sandbox's loopback, once the sandbox has one.
   net::awaitable<Result<void>> start_egress(SessionPtr s, std::chrono::milliseconds timeout);

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -127,8 +128,11 @@ bool start_page_committed(const nlohmann::json& page) {
 }
 
 // One CDP call on `ws`: its result, or a discarded value on an error or a failed connection.
+// Events that arrive before the answer go to `on_event`, if given.
+using CdpEvents = std::function<void(const nlohmann::json& event)>;
 net::awaitable<nlohmann::json> cdp_call(websocket::stream<beast::tcp_stream>& ws, int id,
-                                        const char* method, nlohmann::json params) {
+                                        const char* method, nlohmann::json params,
+                                        const CdpEvents* on_event = nullptr) {
   const std::string call =
       nlohmann::json{{"id", id}, {"method", method}, {"params", std::move(params)}}.dump();
   boost::system::error_code ec;
@@ -139,7 +143,11 @@ net::awaitable<nlohmann::json> cdp_call(websocket::stream<beast::tcp_stream>& ws
     co_await ws.async_read(buf, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return nlohmann::json::value_t::discarded;
     auto j = nlohmann::json::parse(beast::buffers_to_string(buf.data()), nullptr, false);
-    if (!j.is_object() || j.value("id", 0) != id) continue;  // an event, or another answer
+    if (!j.is_object()) continue;
+    if (j.value("id", 0) != id) {  // an event, or another answer
+      if (on_event && j.contains("method")) (*on_event)(j);
+      continue;
+    }
     if (!j.contains("result") || !j["result"].is_object()) {
       co_return nlohmann::json::value_t::discarded;
     }
@@ -214,35 +222,26 @@ net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, 
   if (!enabled.is_object()) co_return false;
   std::set<std::string> in_flight;
   auto last_change = Clock::now();
-  const auto give_up = Clock::now() + kNetworkIdleWait;
-  nlohmann::json tick_params = {{"expression", "new Promise((r) => setTimeout(() => r(1), 100))"},
-                                {"awaitPromise", true},
-                                {"returnByValue", true}};
-  nlohmann::json tick_call = {{"id", 3}, {"method", "Runtime.evaluate"}};
-  tick_call["params"] = std::move(tick_params);
-  const std::string tick = tick_call.dump();
-  boost::system::error_code ec;
-  while (Clock::now() < give_up) {
-    co_await ws.async_write(net::buffer(tick), net::redirect_error(net::use_awaitable, ec));
-    if (ec) co_return false;
-    for (;;) {
-      beast::flat_buffer buf;
-      co_await ws.async_read(buf, net::redirect_error(net::use_awaitable, ec));
-      if (ec) co_return false;
-      auto m = nlohmann::json::parse(beast::buffers_to_string(buf.data()), nullptr, false);
-      if (!m.is_object()) continue;
-      if (m.value("id", 0) == 3) break;
-      const std::string method = m.value("method", "");
-      const auto params = m.value("params", nlohmann::json::object());
-      const std::string id = params.is_object() ? params.value("requestId", "") : "";
-      if (method == "Network.requestWillBeSent") {
-        in_flight.insert(id);
-        last_change = Clock::now();
-      } else if (method == "Network.loadingFinished" || method == "Network.loadingFailed") {
-        in_flight.erase(id);
-        last_change = Clock::now();
-      }
+  const CdpEvents watch = [&](const nlohmann::json& m) {
+    const std::string method = m.value("method", "");
+    const auto params = m.value("params", nlohmann::json::object());
+    const std::string id = params.is_object() ? params.value("requestId", "") : "";
+    if (method == "Network.requestWillBeSent") {
+      in_flight.insert(id);
+      last_change = Clock::now();
+    } else if (method == "Network.loadingFinished" || method == "Network.loadingFailed") {
+      in_flight.erase(id);
+      last_change = Clock::now();
     }
+  };
+  const auto give_up = Clock::now() + kNetworkIdleWait;
+  while (Clock::now() < give_up) {
+    nlohmann::json tick = {{"expression", "new Promise((r) => setTimeout(() => r(1), 100))"},
+                           {"awaitPromise", true},
+                           {"returnByValue", true}};
+    const auto ticked = co_await cdp_call(ws, 3, "Runtime.evaluate", std::move(tick), &watch);
+    // An error answer (the page navigated meanwhile) is one more tick; a broken connection ends it.
+    if (ticked.is_discarded() && !ws.is_open()) co_return false;
     if (in_flight.empty() && Clock::now() - last_change >= kNetworkQuiet) {
       co_await cdp_close(ws);
       co_return true;

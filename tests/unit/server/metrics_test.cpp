@@ -16,7 +16,7 @@ TEST_CASE("counters, gauges and histograms come out in the text format") {
   r.inc("t_total", {"a"});
   r.inc("t_total", {"a"}, 2);
   r.inc("t_total", {"say \"hi\"\n\\"});
-  r.set("t_open", {}, 3);
+  r.inc("t_open", {}, 3);
   r.observe("t_seconds", {"ns"}, 0.25);
   r.observe("t_seconds", {"ns"}, 0.75);
   r.observe("t_seconds", {"ns"}, 5);
