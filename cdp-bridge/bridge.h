@@ -45,24 +45,27 @@ net::awaitable<Result<http::response<http::empty_body>>> upstream_handshake(
     const http::request_header<>& client_request, const std::string& path, int port);
 
 // Gives the client its answer, forwards bytes either side sent early, then pumps until both
-// directions end. Client: any stream the byte pump takes (plain TCP, TLS).
+// directions end, counting the bytes relayed in `counts`. Client: any stream the byte pump takes
+// (plain TCP, TLS).
 template <typename Client>
 net::awaitable<void> splice(Client client, beast::flat_buffer client_buffer,
                             http::response<http::empty_body> answer, TunnelSocket tunnel,
-                            beast::flat_buffer tunnel_buffer) {
+                            beast::flat_buffer tunnel_buffer, RelayCounts counts = {}) {
   boost::system::error_code ec;
   co_await http::async_write(client, answer, net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return;
   if (client_buffer.size() > 0) {
-    co_await net::async_write(tunnel, client_buffer.data(),
-                              net::redirect_error(net::use_awaitable, ec));
+    const size_t n = co_await net::async_write(tunnel, client_buffer.data(),
+                                               net::redirect_error(net::use_awaitable, ec));
+    count_bytes(counts.up, n);
   }
   if (!ec && tunnel_buffer.size() > 0) {
-    co_await net::async_write(client, tunnel_buffer.data(),
-                              net::redirect_error(net::use_awaitable, ec));
+    const size_t n = co_await net::async_write(client, tunnel_buffer.data(),
+                                               net::redirect_error(net::use_awaitable, ec));
+    count_bytes(counts.down, n);
   }
   if (ec) co_return;
-  co_await pump(std::move(client), std::move(tunnel));
+  co_await pump(std::move(client), std::move(tunnel), counts);
 }
 
 }  // namespace cabin::cdp

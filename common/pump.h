@@ -17,6 +17,8 @@
 #include <array>
 #include <memory>
 
+#include "common/byte_count.h"
+
 namespace cabin {
 
 namespace net = boost::asio;
@@ -26,7 +28,7 @@ inline constexpr size_t kPumpBufferSize = 64 * 1024;
 namespace detail {
 
 template <typename From, typename To>
-net::awaitable<void> copy_one_way(From& from, To& to, bool& failed) {
+net::awaitable<void> copy_one_way(From& from, To& to, bool& failed, ShardedCount* counted) {
   std::array<char, kPumpBufferSize> buf;
   boost::system::error_code ec;
   for (;;) {
@@ -36,6 +38,7 @@ net::awaitable<void> copy_one_way(From& from, To& to, bool& failed) {
     co_await net::async_write(to, net::buffer(buf.data(), n),
                               net::redirect_error(net::use_awaitable, ec));
     if (ec) break;
+    count_bytes(counted, n);
   }
   if (ec == net::error::eof && !failed) {
     // Half-close: the peer sees EOF and the other direction may still finish.
@@ -50,9 +53,10 @@ net::awaitable<void> copy_one_way(From& from, To& to, bool& failed) {
 
 }  // namespace detail
 
-// Pumps until both directions have ended; closes both streams before returning.
+// Pumps until both directions have ended; closes both streams before returning. `counts.up`
+// counts what goes from `a` to `b`, `counts.down` the other way.
 template <typename A, typename B>
-net::awaitable<void> pump(A a, B b) {
+net::awaitable<void> pump(A a, B b, RelayCounts counts = {}) {
   struct State {
     A a;
     B b;
@@ -66,12 +70,14 @@ net::awaitable<void> pump(A a, B b) {
   auto st = std::make_shared<State>(std::move(a), std::move(b));
   net::co_spawn(
       st->a.get_executor(),
-      [st]() -> net::awaitable<void> { co_await detail::copy_one_way(st->b, st->a, st->failed); },
+      [st, down = counts.down]() -> net::awaitable<void> {
+        co_await detail::copy_one_way(st->b, st->a, st->failed, down);
+      },
       [st](std::exception_ptr) {
         st->other_done = true;
         st->done.cancel();
       });
-  co_await detail::copy_one_way(st->a, st->b, st->failed);
+  co_await detail::copy_one_way(st->a, st->b, st->failed, counts.up);
   if (!st->other_done) {
     boost::system::error_code ec;
     co_await st->done.async_wait(net::redirect_error(net::use_awaitable, ec));

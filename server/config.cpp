@@ -136,6 +136,11 @@ ParsedConfig parse_config(int argc, char** argv) {
   std::string bin_dir = c.bin_dir.string();
   app.add_option("--listen", listen, "HOST:PORT to listen on (port 0 picks one)")
       ->envname("CABIN_LISTEN")->capture_default_str();
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "HOST:PORT of a plain-HTTP listener that serves only GET /metrics, without the "
+                 "API key (for a Prometheus on the operator's network); default: none")
+      ->envname("CABIN_METRICS_LISTEN");
   app.add_option("--state-dir", state_dir, "database, keys and per-session files")
       ->envname("CABIN_STATE_DIR")->capture_default_str();
   app.add_option("--run-dir", run_dir,
@@ -260,6 +265,12 @@ ParsedConfig parse_config(int argc, char** argv) {
     out.exit = true;
     out.exit_code = 2;
     out.message = "--listen: expected HOST:PORT, got \"" + listen + "\"";
+    return out;
+  }
+  if (!metrics_listen.empty() && !split_listen(metrics_listen, c.metrics_host, c.metrics_port)) {
+    out.exit = true;
+    out.exit_code = 2;
+    out.message = "--metrics-listen: expected HOST:PORT, got \"" + metrics_listen + "\"";
     return out;
   }
   if (c.default_timeout_s > c.max_timeout_s) c.default_timeout_s = c.max_timeout_s;

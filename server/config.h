@@ -15,6 +15,9 @@ namespace cabin {
 struct ServerConfig {
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = 8080;
+  // A second, plain-HTTP address that serves GET /metrics without the key; empty host: none.
+  std::string metrics_host;
+  uint16_t metrics_port = 0;
   std::filesystem::path state_dir;
   std::filesystem::path run_dir;
   std::string public_url;  // e.g. "https://cabin.example.com"; empty: from the Host header

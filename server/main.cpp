@@ -31,6 +31,7 @@
 #include "server/egress/proxy_request.h"
 #include "server/egress/session_ca.h"
 #include "server/handlers/api.h"
+#include "server/http/metrics_server.h"
 #include "server/http/server.h"
 #include "server/http/static_files.h"
 #include "server/http/tls.h"
@@ -283,6 +284,17 @@ int main(int argc, char** argv) {
   api.use_pumps(&pumps);
   preview_proxy.use_pumps(&pumps);
   if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
+  // On the control thread, where /metrics is answered on the API listener too.
+  http_api::MetricsServer metrics_server(ioc.get_executor());
+  if (!cfg.metrics_host.empty()) {
+    if (auto r = metrics_server.listen(cfg.metrics_host, cfg.metrics_port); !r)
+      return fail("--metrics-listen: " + r.error().message);
+    const std::string mhost = cfg.metrics_host.find(':') != std::string::npos
+                                  ? "[" + cfg.metrics_host + "]"
+                                  : cfg.metrics_host;
+    log->info("metrics: GET /metrics without the API key on http://{}:{}", mhost,
+              metrics_server.port());
+  }
 
   std::string host = cfg.listen_host.find(':') != std::string::npos ? "[" + cfg.listen_host + "]"
                                                                     : cfg.listen_host;
@@ -320,6 +332,7 @@ int main(int argc, char** argv) {
     log->info("signal {}: shutting down", sig);
     manager.set_draining();
     server.stop();
+    metrics_server.stop();
     hup.cancel();
     cabin::spawn(
         ioc,
@@ -338,6 +351,7 @@ int main(int argc, char** argv) {
         "shutdown on a signal");
   });
   cabin::spawn(ioc, server.run(), "HTTP server");
+  if (!cfg.metrics_host.empty()) cabin::spawn(ioc, metrics_server.run(), "metrics listener");
   ioc.run();
   pumps.stop();
   log->info("stopped");

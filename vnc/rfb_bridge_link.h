@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 
+#include "common/byte_count.h"
 #include "vnc/rfb_bridge.h"
 
 namespace cabin::vnc {
@@ -42,6 +43,7 @@ struct Link {
   bool stream_side_done = false;
   bool closing = false;
   BridgeStats stats;
+  RelayCounts counts;  // up: client messages after the filter; down: the sandbox's bytes
 
   // Sends a close frame once, whichever side asks first.
   net::awaitable<void> close_ws(websocket::close_reason reason) {
@@ -59,6 +61,7 @@ net::awaitable<void> stream_to_ws(std::shared_ptr<Link<Ws, Stream>> l, std::stri
   if (!first.empty()) {
     co_await l->ws.async_write(net::buffer(first), net::redirect_error(net::use_awaitable, ec));
     l->stats.bytes_to_client += first.size();
+    count_bytes(l->counts.down, first.size());
   }
   auto buf = std::make_unique<std::array<char, kReadChunk>>();
   while (!ec) {
@@ -68,6 +71,7 @@ net::awaitable<void> stream_to_ws(std::shared_ptr<Link<Ws, Stream>> l, std::stri
     co_await l->ws.async_write(net::buffer(buf->data(), n),
                                net::redirect_error(net::use_awaitable, ec));
     l->stats.bytes_to_client += n;
+    count_bytes(l->counts.down, n);
   }
   if (l->stats.close_reason.empty()) l->stats.close_reason = "sandbox side ended";
   co_await l->close_ws(websocket::close_code::normal);
@@ -106,6 +110,7 @@ net::awaitable<void> ws_to_stream(std::shared_ptr<Link<Ws, Stream>> l, Transform
                               net::redirect_error(net::use_awaitable, ec));
     if (ec) break;
     l->stats.bytes_to_sandbox += out.size();
+    count_bytes(l->counts.up, out.size());
   }
   boost::system::error_code ignored;
   l->stream.close(ignored);  // ends stream_to_ws's read
@@ -134,13 +139,16 @@ net::awaitable<BridgeStats> run_link(std::shared_ptr<Link<Ws, Stream>> l, std::s
 // A malformed client message closes the WebSocket with 1008 (policy) and the reason. The
 // `alive` callback runs for every client message, for activity tracking; may be empty.
 // `Ws` is a WebSocket stream type over the accepted connection `client`, with Beast's interface.
+// The bytes relayed are counted in `counts`.
 template <typename Ws, typename Client>
 net::awaitable<BridgeStats> serve_rfb_websocket(Client client, http::request<http::string_body> req,
                                                 SandboxStream sandbox,
                                                 beast::flat_buffer sandbox_buffer, RfbAccess access,
-                                                std::function<void()> alive) {
+                                                std::function<void()> alive,
+                                                RelayCounts counts = {}) {
   using namespace bridge_detail;
   auto l = std::make_shared<Link<Ws, SandboxStream>>(Ws(std::move(client)), std::move(sandbox));
+  l->counts = counts;
   websocket::stream_base::timeout t{};
   t.handshake_timeout = kHandshakeTimeout;
   t.idle_timeout = kIdleTimeout;

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "server/api/errors.h"
 #include "server/handlers/api.h"
+#include "server/metrics/metrics.h"
 
 namespace cabin::http_api {
 net::awaitable<Response> Api::discovery(const api::Route& route, const Authn& authn,
@@ -70,7 +71,7 @@ net::awaitable<void> Api::cdp(const api::Route& route, const Authn& authn, Reque
                  up_buffer = std::move(tunnel->buffer)](ClientStream client,
                                                         drivers::AgentStream up) mutable {
     return cdp::splice(std::move(client), std::move(buffer), std::move(answer), std::move(up),
-                       std::move(up_buffer));
+                       std::move(up_buffer), metrics::relay_counts(metrics::Relay::kCdp));
   };
   co_await run_pump(pumps_, std::move(socket), std::move(tunnel->stream), std::move(splice));
   api_log().debug("session {}: CDP client detached", id);

@@ -18,6 +18,7 @@
 #include "server/api/computer_wire.h"
 #include "server/api/errors.h"
 #include "server/http/websocket.h"
+#include "server/metrics/metrics.h"
 
 namespace cabin::http_api {
 
@@ -220,8 +221,9 @@ net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, ClientStre
     if (!frame) break;
     watch->writing = true;
     watch->since = std::chrono::steady_clock::now();
-    co_await write(*frame);
+    const size_t n = co_await write(*frame);
     watch->writing = false;
+    if (!ec) count_bytes(metrics::relay_counts(metrics::Relay::kFrames).down, n);
     seen = frame->seq;
     ++sent;
   }

@@ -5,6 +5,7 @@
 #include "server/api/errors.h"
 #include "server/handlers/api.h"
 #include "server/http/websocket.h"
+#include "server/metrics/metrics.h"
 #include "vnc/rfb_bridge_link.h"
 
 namespace cabin::http_api {
@@ -73,7 +74,8 @@ net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Reque
   auto bridge = [req = std::move(req), up_buffer = std::move(tunnel->buffer), access](
                     ClientStream client, drivers::AgentStream up) mutable {
     return vnc::serve_rfb_websocket<WebSocket>(std::move(client), std::move(req), std::move(up),
-                                               std::move(up_buffer), access, {});
+                                               std::move(up_buffer), access, {},
+                                               metrics::relay_counts(metrics::Relay::kVnc));
   };
   auto stats =
       co_await run_pump(pumps_, std::move(socket), std::move(tunnel->stream), std::move(bridge));

@@ -1,5 +1,6 @@
 #include "server/metrics/metrics.h"
 
+#include <array>
 #include <cassert>
 #include <cmath>
 #include <cstdio>
@@ -74,6 +75,33 @@ void declare_cabind(Registry& r) {
             {"kind", "decision"});
   r.declare("cabin_egress_bytes_total", Type::kCounter,
             "Bytes through the egress proxy, by direction (up: from sandboxes).", {"direction"});
+  r.declare("cabin_relayed_bytes_total", Type::kCounter,
+            "Bytes relayed between clients and sandboxes, by kind (cdp, vnc, frames, preview) and "
+            "direction (up: from clients).",
+            {"kind", "direction"});
+}
+
+constexpr std::array<std::pair<Relay, const char*>, 4> kRelayKinds = {{
+    {Relay::kCdp, "cdp"},
+    {Relay::kVnc, "vnc"},
+    {Relay::kFrames, "frames"},
+    {Relay::kPreview, "preview"},
+}};
+
+// Up and down per kind; never destroyed, since pump threads may count until the process exits.
+std::array<ShardedCount, 2 * kRelayKinds.size()>& relay_cells() {
+  static auto* cells = new std::array<ShardedCount, 2 * kRelayKinds.size()>;
+  return *cells;
+}
+
+void fill_relayed(Registry& r) {
+  std::vector<std::pair<LabelValues, double>> values;
+  for (const auto& [kind, name] : kRelayKinds) {
+    const RelayCounts c = relay_counts(kind);
+    values.push_back({{name, "up"}, static_cast<double>(c.up->total())});
+    values.push_back({{name, "down"}, static_cast<double>(c.down->total())});
+  }
+  r.replace("cabin_relayed_bytes_total", std::move(values));
 }
 
 }  // namespace
@@ -196,9 +224,16 @@ Registry& registry() {
   static Registry* r = [] {
     auto* made = new Registry;  // never destroyed: threads may count until the process exits
     declare_cabind(*made);
+    made->on_scrape(fill_relayed);
     return made;
   }();
   return *r;
+}
+
+RelayCounts relay_counts(Relay kind) {
+  auto& cells = relay_cells();
+  const size_t i = 2 * static_cast<size_t>(kind);
+  return {&cells[i], &cells[i + 1]};
 }
 
 GaugeHold::GaugeHold(std::string name, LabelValues labels)

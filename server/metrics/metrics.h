@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/byte_count.h"
+
 namespace cabin::metrics {
 
 // Label values in the order of the family's label names. Never a session id: a label's values
@@ -30,7 +32,8 @@ class Registry {
   void observe(std::string_view name, const LabelValues& labels, double value);
   // Runs before each exposition, on the scraping thread: for gauges read off live state.
   void on_scrape(std::function<void(Registry&)> fill);
-  // Sets every value of a gauge family at once (those not named are dropped).
+  // Sets every value of a family at once (those not named are dropped): gauges read off live
+  // state, and counters kept elsewhere.
   void replace(std::string_view name, std::vector<std::pair<LabelValues, double>> values);
 
   std::string exposition();
@@ -76,6 +79,12 @@ class GaugeHold {
   std::string name_;
   LabelValues labels_;
 };
+
+// Client connections whose bytes cabind relays to and from sandboxes.
+enum class Relay { kCdp, kVnc, kFrames, kPreview };
+// Where relays of `kind` count their bytes (cabin_relayed_bytes_total); valid for the process's
+// life, on any thread.
+RelayCounts relay_counts(Relay kind);
 
 // The exposition's quoting of a label value: backslash, double quote and newline escaped.
 std::string escape_label_value(std::string_view v);

@@ -408,8 +408,9 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   // 7. The request's body, as it comes.
   state.fds->body_progress = std::chrono::steady_clock::now();
   state.fds->reading_body = true;
+  const RelayCounts counts = metrics::relay_counts(metrics::Relay::kPreview);
   ec = co_await relay(client, buffer, req, up.stream, state.head, request_framing,
-                      state.relay_buffer.get(), &state.fds->body_progress);
+                      state.relay_buffer.get(), &state.fds->body_progress, counts.up);
   state.fds->reading_body = false;
   if (ec) {
     log()->debug("preview {}: request relay ended: {}", grant.id, ec.message());
@@ -468,7 +469,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   write_response_head(state.head, rh, answer_head);
   // An answer's body may idle as long as the app likes (event streams).
   ec = co_await relay(up.stream, up.buffer, res, client, state.head, answer_head.framing,
-                      state.relay_buffer.get(), nullptr);
+                      state.relay_buffer.get(), nullptr, counts.down);
   if (ec || !up_keep) {
     state.upstream.reset();
     state.fds->upstream = -1;
@@ -485,17 +486,18 @@ net::awaitable<void> PreviewProxy::take_over(ClientStream& client, beast::flat_b
                                              ConnectionState& state, const std::string& grant_id,
                                              boost::system::error_code& ec) {
   auto& up = *state.upstream;
-  co_await net::async_write(client, net::buffer(state.head),
-                            net::redirect_error(net::use_awaitable, ec));
+  const RelayCounts counts = metrics::relay_counts(metrics::Relay::kPreview);
+  count_bytes(counts.down, co_await net::async_write(client, net::buffer(state.head),
+                                                     net::redirect_error(net::use_awaitable, ec)));
   if (ec) co_return;
   // Bytes either side sent early.
   if (buffer.size() > 0) {
-    co_await net::async_write(up.stream, buffer.data(),
-                              net::redirect_error(net::use_awaitable, ec));
+    count_bytes(counts.up, co_await net::async_write(up.stream, buffer.data(),
+                                                     net::redirect_error(net::use_awaitable, ec)));
   }
   if (!ec && up.buffer.size() > 0) {
-    co_await net::async_write(client, up.buffer.data(),
-                              net::redirect_error(net::use_awaitable, ec));
+    count_bytes(counts.down, co_await net::async_write(client, up.buffer.data(),
+                                                       net::redirect_error(net::use_awaitable, ec)));
   }
   if (ec) co_return;
   if (state.before_take) state.before_take();
@@ -503,8 +505,8 @@ net::awaitable<void> PreviewProxy::take_over(ClientStream& client, beast::flat_b
   // Ending the client's side ends the pump, which closes the app's side too.
   state.fds->close_tunnel = client.closer();
   state.fds->client = state.fds->upstream = -1;
-  auto bridge = [](ClientStream c, drivers::AgentStream u) {
-    return pump(std::move(c), std::move(u));
+  auto bridge = [counts](ClientStream c, drivers::AgentStream u) {
+    return pump(std::move(c), std::move(u), counts);
   };
   co_await http_api::run_pump(pumps_, std::move(client), std::move(up.stream), bridge);
   state.upstream.reset();

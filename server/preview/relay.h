@@ -19,6 +19,7 @@
 #include <limits>
 #include <string_view>
 
+#include "common/byte_count.h"
 #include "server/preview/proxy_head.h"
 
 namespace cabin::preview {
@@ -35,8 +36,8 @@ inline constexpr size_t kRelayChunk = 64 * 1024;
 template <typename Out>
 class BodyWriter {
  public:
-  BodyWriter(Out& out, std::string_view head, bool chunked)
-      : out_(out), head_(head), chunked_(chunked) {}
+  BodyWriter(Out& out, std::string_view head, bool chunked, ShardedCount* counted = nullptr)
+      : out_(out), head_(head), chunked_(chunked), counted_(counted) {}
 
   bool head_sent() const { return head_sent_; }
 
@@ -56,6 +57,8 @@ class BodyWriter {
     }
     if (last && chunked_) bufs_.push_back(net::buffer(kLastChunk));
     head_sent_ = true;
+    // Counted as it is handed over: the write failing ends the relay anyway.
+    count_bytes(counted_, net::buffer_size(bufs_));
     return net::async_write(out_, bufs_, net::redirect_error(net::use_awaitable, ec));
   }
 
@@ -65,6 +68,7 @@ class BodyWriter {
   Out& out_;
   std::string_view head_;
   bool chunked_;
+  ShardedCount* counted_;
   bool head_sent_ = false;
   boost::container::static_vector<net::const_buffer, 5> bufs_;
   char size_line_[20];
@@ -74,17 +78,18 @@ class BodyWriter {
 // (its first bytes may already be in in_buf) and written to `out` at once: nothing is buffered
 // beyond one piece, so large bodies and event streams flow through. A Content-Length body is
 // copied as it is; a chunked or EOF-delimited one goes through Beast's parser. `progress`, if
-// given, is stamped each time bytes arrive.
+// given, is stamped each time bytes arrive; `counted`, if given, counts the bytes written.
 template <bool isRequest, typename In, typename Out>
 net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_buf,
                                                 http::parser<isRequest, http::buffer_body>& p,
                                                 Out& out, std::string_view head, Framing framing,
                                                 char* buffer,
-                                                std::chrono::steady_clock::time_point* progress) {
+                                                std::chrono::steady_clock::time_point* progress,
+                                                ShardedCount* counted = nullptr) {
   auto stamp = [progress] {
     if (progress) *progress = std::chrono::steady_clock::now();
   };
-  BodyWriter<Out> w(out, head, framing == Framing::kChunked);
+  BodyWriter<Out> w(out, head, framing == Framing::kChunked, counted);
   boost::system::error_code ec;
   if (p.is_done()) {
     co_await w.write({}, true, ec);

@@ -1,4 +1,5 @@
-// cabind's configuration: default run dirs and the private-dir check applied to them.
+// cabind's configuration: default run dirs, the private-dir check applied to them, and where the
+// options come from.
 #include "server/config.h"
 
 #include <sys/stat.h>
@@ -7,6 +8,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/fakes/temp_dir.h"
 
@@ -76,4 +79,42 @@ TEST_CASE("sandbox CPUs default to the host's less one, at least one") {
   const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
   CHECK(cpus >= 1);
   CHECK(cpus <= (online > 1 ? online - 1 : 1));
+}
+
+TEST_CASE("--metrics-listen: off by default; from a flag, the environment or the config file") {
+  auto parse = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "cabind");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return cabin::parse_config(static_cast<int>(argv.size()), argv.data());
+  };
+  ::unsetenv("CABIN_METRICS_LISTEN");
+  auto none = parse({});
+  REQUIRE_FALSE(none.exit);
+  CHECK(none.config.metrics_host.empty());
+
+  auto flag = parse({"--metrics-listen", "10.1.2.3:9464"});
+  REQUIRE_FALSE(flag.exit);
+  CHECK(flag.config.metrics_host == "10.1.2.3");
+  CHECK(flag.config.metrics_port == 9464);
+
+  ::setenv("CABIN_METRICS_LISTEN", "[::1]:9100", 1);
+  auto env = parse({});
+  ::unsetenv("CABIN_METRICS_LISTEN");
+  REQUIRE_FALSE(env.exit);
+  CHECK(env.config.metrics_host == "::1");
+  CHECK(env.config.metrics_port == 9100);
+
+  TempDir t;
+  const fs::path file = t.path / "cabind.toml";
+  std::ofstream(file) << "metrics-listen = \"127.0.0.1:0\"\n";
+  auto from_file = parse({"--config", file.string()});
+  REQUIRE_FALSE(from_file.exit);
+  CHECK(from_file.config.metrics_host == "127.0.0.1");
+  CHECK(from_file.config.metrics_port == 0);
+
+  auto bad = parse({"--metrics-listen", "9464"});
+  CHECK(bad.exit);
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.message, Catch::Contains("--metrics-listen"));
 }
