@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/agent_protocol.h"
 #include "common/unique_fd.h"
 #include "server/drivers/namespace/sandbox_init.h"
 #include "server/drivers/namespace/sys_util.h"
@@ -114,6 +115,13 @@ int run_launcher(const LauncherArgs& args) {
   int payload_status = 0;
   ssize_t n =
       retry_eintr([&] { return ::read(report_r.get(), &payload_status, sizeof payload_status); });
+  if (n == sizeof payload_status && WIFSIGNALED(payload_status)) {
+    // A killed agent leaves no word of its own: this line, in the agent's failure form, is what
+    // cabind records as the end reason.
+    const int sig = WTERMSIG(payload_status);
+    std::fprintf(stderr, "%scabin-agent killed by signal %d (%s)\n",
+                 agent_protocol::kAgentFailureLinePrefix, sig, ::strsignal(sig));
+  }
   return mirror_wait_status(n == sizeof payload_status ? payload_status : child_status,
                             kSetupFailedStatus);
 }

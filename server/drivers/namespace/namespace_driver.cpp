@@ -289,6 +289,10 @@ std::string namespace_exit_reason(int code, int status, const std::string& last_
       return last_line.substr(failed.size());
     return "agent exited with status " + std::to_string(status);
   }
+  // The launcher's account of a killed agent: "cabin-agent killed by signal 9 (Killed)".
+  const std::string_view failed = agent_protocol::kAgentFailureLinePrefix;
+  if (last_line.rfind(failed, 0) == 0 && last_line.size() > failed.size())
+    return last_line.substr(failed.size());
   return "killed by signal " + std::to_string(status) + " (" + signal_name(status) + ")";
 }
 

@@ -327,6 +327,8 @@ TEST_CASE("exit reasons") {
         "chromium killed by signal 9 (Killed)");
   CHECK(namespace_exit_reason(CLD_EXITED, 1, "cabin-agent failed: ") == "agent exited with status 1");
   CHECK(namespace_exit_reason(CLD_KILLED, 9, "") == "killed by signal 9 (SIGKILL)");
+  CHECK(namespace_exit_reason(CLD_KILLED, 9, "cabin-agent failed: cabin-agent killed by signal 9 (Killed)") ==
+        "cabin-agent killed by signal 9 (Killed)");
   CHECK(namespace_exit_reason(CLD_EXITED, kSetupFailedStatus, "cabin-sandbox[x]: mounts: EPERM") ==
         "sandbox setup failed: cabin-sandbox[x]: mounts: EPERM");
   CHECK(namespace_exit_reason(CLD_EXITED, 127, "exec /x: No such file") ==
