@@ -1,6 +1,7 @@
 // Result<T>: a value or an Error with a stable code and a human message; no exceptions on the data path.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <variant>
@@ -31,6 +32,7 @@ struct Error {
   Errc errc = Errc::kInternal;
   std::string code;     // machine-readable, e.g. "invalid_spec"
   std::string message;  // for people
+  int64_t retry_after_s = 0;  // > 0: worth trying again after this long (a Retry-After header)
 };
 
 inline Error make_error(Errc errc, std::string code, std::string message) {

@@ -153,6 +153,15 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->envname("CABIN_DEFAULT_DRIVER")->capture_default_str();
   app.add_option("--max-sessions", c.max_sessions, "live sessions at most")
       ->envname("CABIN_MAX_SESSIONS")->check(CLI::Range(1, 10000))->capture_default_str();
+  app.add_option("--create-queue", c.create_queue,
+                 "creates that find no room wait for it, oldest first: this many at most (0: none "
+                 "wait; they are refused at once with 503 capacity)")
+      ->envname("CABIN_CREATE_QUEUE")->check(CLI::Range(0, 10000))->capture_default_str();
+  app.add_option("--create-queue-timeout-s", c.create_queue_timeout_s,
+                 "how long a create waits for room before it is refused with 503 capacity")
+      ->envname("CABIN_CREATE_QUEUE_TIMEOUT_S")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}))
+      ->capture_default_str();
   app.add_option("--start-timeout-ms", c.start_timeout_ms, "how long a sandbox may take to be ready")
       ->check(CLI::Range(1000, 600000))->capture_default_str();
   app.add_option("--microvm-start-timeout-ms", c.microvm_start_timeout_ms,

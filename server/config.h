@@ -23,6 +23,10 @@ struct ServerConfig {
   std::string public_url;  // e.g. "https://cabin.example.com"; empty: from the Host header
   std::string default_driver = "namespace";
   int max_sessions = 16;
+  // Creates that find no room wait for it, oldest first: this many at most (0: none wait),
+  // each this long at most; then 503 capacity.
+  int create_queue = 16;
+  int64_t create_queue_timeout_s = 30;
   int start_timeout_ms = 30000;             // namespace sessions
   int microvm_start_timeout_ms = 180000;    // microVMs boot a kernel, under TCG slowly
   int microvm_max_sessions = 4;             // each holds its guest memory on the host

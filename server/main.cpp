@@ -39,6 +39,7 @@
 #include "server/preview/preview_proxy.h"
 #include "server/preview/previews.h"
 #include "server/sessions/session_manager.h"
+#include "server/store/key_store.h"
 #include "server/store/session_store.h"
 #include "server/vnc_forward.h"
 
@@ -164,6 +165,8 @@ int main(int argc, char** argv) {
   sessions::ManagerConfig mc;
   mc.default_driver = cfg.default_driver;
   mc.max_sessions = cfg.max_sessions;
+  mc.create_queue = cfg.create_queue;
+  mc.create_queue_timeout = std::chrono::seconds(cfg.create_queue_timeout_s);
   mc.driver_limits["namespace"] = {std::chrono::milliseconds(cfg.start_timeout_ms),
                                    cfg.max_sessions};
   mc.driver_limits["microvm"] = {std::chrono::milliseconds(cfg.microvm_start_timeout_ms),
@@ -275,6 +278,9 @@ int main(int argc, char** argv) {
   preview::Previews previews(clock);
   http_api::Api api(cfg, manager, tokens, token_connections, previews, api_key->key, ui);
   api.use_audit(&audit);
+  auto api_keys = store::KeyStore::open((cfg.state_dir / "cabin.db").string());
+  if (!api_keys) return fail(api_keys.error().message);
+  api.use_keys(api_keys->get());
   manager.use_audit(&audit);
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
   http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls, conn_limits);

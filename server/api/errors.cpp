@@ -25,12 +25,14 @@ constexpr std::array kCatalogue{
     ErrorKind{"token_expired", Errc::kUnauthenticated},
     ErrorKind{"token_revoked", Errc::kUnauthenticated},
     ErrorKind{"token_scope", Errc::kPermissionDenied},
+    ErrorKind{"admin_only", Errc::kPermissionDenied},
     ErrorKind{"cross_origin", Errc::kPermissionDenied},
     ErrorKind{"service_worker_refused", Errc::kPermissionDenied},
     ErrorKind{"not_found", Errc::kNotFound},
     ErrorKind{"session_not_found", Errc::kNotFound},
     ErrorKind{"session_ended", Errc::kNotFound},
     ErrorKind{"preview_not_found", Errc::kNotFound},
+    ErrorKind{"key_not_found", Errc::kNotFound},
     ErrorKind{"method_not_allowed", Errc::kMethodNotAllowed},
     ErrorKind{"too_many_previews", Errc::kConflict},
     ErrorKind{"session_paused", Errc::kConflict},
@@ -42,6 +44,8 @@ constexpr std::array kCatalogue{
     ErrorKind{"unknown_host", Errc::kMisdirected},
     ErrorKind{"too_many_connections", Errc::kTooManyRequests},
     ErrorKind{"too_many_streams", Errc::kTooManyRequests},
+    ErrorKind{"quota_sessions", Errc::kTooManyRequests},
+    ErrorKind{"rate_creates", Errc::kTooManyRequests},
     ErrorKind{"headers_too_large", Errc::kHeadersTooLarge},
     ErrorKind{"agent_error", Errc::kBadGateway},
     ErrorKind{"browser_handshake", Errc::kBadGateway},
@@ -146,6 +150,32 @@ Error too_many_connections(std::string message) {
 }
 Error too_many_streams(std::string message) {
   return CABIN_ERROR("too_many_streams", std::move(message));
+}
+Error admin_only() {
+  return CABIN_ERROR("admin_only", "only the admin API key manages keys and reads the metrics");
+}
+Error key_not_found() { return CABIN_ERROR("key_not_found", "no API key with that id"); }
+Error quota_sessions(int max, int64_t retry_after_s) {
+  Error e = CABIN_ERROR("quota_sessions", "this API key runs its maximum of " +
+                                              std::to_string(max) +
+                                              " sessions (max_sessions); end one first");
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+Error rate_creates(int per_minute, int64_t retry_after_s) {
+  Error e = CABIN_ERROR("rate_creates", "this API key creates at most " +
+                                            std::to_string(per_minute) +
+                                            " sessions a minute (max_creates_per_minute)");
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+Error capacity(std::string message, int64_t retry_after_s) {
+  Error e = CABIN_ERROR("capacity", std::move(message));
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+Error draining() {
+  return CABIN_ERROR("draining", "the server is shutting down and takes no new sessions");
 }
 Error agent_error(std::string message) { return CABIN_ERROR("agent_error", std::move(message)); }
 Error preview_unreachable(std::string message) {

@@ -31,6 +31,7 @@ Error token_in_url();
 // 401
 Error unauthenticated(std::string message);
 // 403
+Error admin_only();  // a tenant key on a route for the admin key
 Error service_worker_refused();
 Error cross_origin();
 // 404
@@ -40,6 +41,7 @@ Error session_not_found();
 // A session that has ended (`why`: its end reason) or, with an empty `why`, is ending.
 Error session_ended(std::string_view why);
 Error preview_not_found(std::string message);
+Error key_not_found();
 // 409
 Error session_paused();                   // what needs its sandbox to run
 Error cannot_pause(std::string message);  // not now, or not on this driver
@@ -51,12 +53,18 @@ Error headers_too_large(std::string_view limit);
 // 429
 Error too_many_connections(std::string message);
 Error too_many_streams(std::string message);
+// A tenant key over a quota, with an honest Retry-After.
+Error quota_sessions(int max, int64_t retry_after_s);
+Error rate_creates(int per_minute, int64_t retry_after_s);
 // 502
 Error agent_error(std::string message);
 Error preview_unreachable(std::string message);
 Error preview_bad_answer(std::string message);
 // 503, 504
 Error web_ui_unavailable();
+// No room for another session (0: no Retry-After).
+Error capacity(std::string message, int64_t retry_after_s);
+Error draining();
 Error no_egress();
 Error preview_timeout(std::string message);
 

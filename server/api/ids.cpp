@@ -37,6 +37,8 @@ std::string new_session_id() { return random_id(kSessionIdPrefix); }
 bool valid_session_id(std::string_view id) { return valid_id(id, kSessionIdPrefix); }
 std::string new_preview_id() { return random_id(kPreviewIdPrefix); }
 bool valid_preview_id(std::string_view id) { return valid_id(id, kPreviewIdPrefix); }
+std::string new_key_id() { return random_id(kKeyIdPrefix); }
+bool valid_key_id(std::string_view id) { return valid_id(id, kKeyIdPrefix); }
 
 bool valid_target_id(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;

@@ -16,6 +16,11 @@ bool valid_session_id(std::string_view id);
 inline constexpr std::string_view kPreviewIdPrefix = "prv_";
 std::string new_preview_id();
 bool valid_preview_id(std::string_view id);
+// Tenant API key ids: "key_" and 20 of [a-z0-9]; they name a key in paths (/v1/keys/<id>), the
+// audit log and session owners.
+inline constexpr std::string_view kKeyIdPrefix = "key_";
+std::string new_key_id();
+bool valid_key_id(std::string_view id);
 // Chromium target ids are 32 upper-case hex digits; accept [A-Za-z0-9] up to 64.
 bool valid_target_id(std::string_view id);
 // Web UI file names under /ui/: [A-Za-z0-9._-], at most 128, no leading dot.

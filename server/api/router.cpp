@@ -135,6 +135,18 @@ Result<Route> route(std::string_view method, std::string_view target) {
   }
   if (n < 2 || seg[0] != "v1") return not_found();
   if (n == 2 && seg[1] == "info") return want("GET", RouteId::kInfo, Auth::kApiKey);
+  if (seg[1] == "keys") {
+    if (n == 2) {
+      if (method == "POST") return want("POST", RouteId::kCreateKey, Auth::kApiKey);
+      if (method == "GET") return want("GET", RouteId::kListKeys, Auth::kApiKey);
+      return method_not_allowed("GET or POST");
+    }
+    if (n == 3 && valid_key_id(seg[2])) {
+      r.key_id = std::string(seg[2]);
+      return want("DELETE", RouteId::kDeleteKey, Auth::kApiKey);
+    }
+    return errors::key_not_found();
+  }
   if (seg[1] != "sessions") return not_found();
   if (n == 2) {
     if (method == "POST") return want("POST", RouteId::kCreateSession, Auth::kApiKey);

@@ -46,6 +46,9 @@ enum class RouteId {
   kGetNetwork,     // GET /network: the egress policy in force
   kPutNetwork,     // PUT /network: a new one, live
   kNetworkLog,     // GET /network/log?since=: the egress decisions
+  kCreateKey,      // POST /v1/keys: a tenant API key (the admin key only)
+  kListKeys,       // GET /v1/keys
+  kDeleteKey,      // DELETE /v1/keys/{key}: revokes it
 };
 
 // What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but
@@ -72,6 +75,7 @@ struct Route {
   std::string target_id;
   std::string asset;  // kUiAsset: a plain file name (valid_asset_name)
   std::string preview_id;
+  std::string key_id;  // kDeleteKey: api::valid_key_id
   std::map<std::string, std::string> query;  // decoded
 };
 

@@ -62,6 +62,17 @@ Result<Authn> Api::authenticate_once(const api::Route& route, const Request& req
   auto authz = req.find(http::field::authorization);
   if (authz != req.end()) {
     if (auth::check_bearer(authz->value(), api_key_)) return Authn{};
+    constexpr std::string_view kBearer = "Bearer ";
+    const std::string_view value = authz->value();
+    if (keys_ && value.substr(0, kBearer.size()) == kBearer &&
+        store::KeyStore::looks_like_key(value.substr(kBearer.size()))) {
+      auto key = keys_->verify(value.substr(kBearer.size()));
+      if (!key) return key.error();
+      CABIN_TRY(tenant_may(route, *key));
+      Authn a;
+      a.key = std::move(*key);
+      return a;
+    }
     return make_error(Errc::kUnauthenticated, "unauthenticated", "the API key is not valid");
   }
   const auto& scopes = api::token_scopes(route.auth);
@@ -77,6 +88,30 @@ Result<Authn> Api::authenticate_once(const api::Route& route, const Request& req
   auto claims = check_token(t->second, route.session_id, scopes);
   if (!claims) return claims.error();
   return Authn{true, std::move(*claims)};
+}
+
+Result<void> Api::tenant_may(const api::Route& route, const store::ApiKeyRecord& key) const {
+  using api::RouteId;
+  switch (route.id) {
+    case RouteId::kCreateKey:
+    case RouteId::kListKeys:
+    case RouteId::kDeleteKey:
+    case RouteId::kMetrics:  // the whole server's numbers
+      return api::errors::admin_only();
+    default:
+      break;
+  }
+  if (route.session_id.empty()) return {};
+  // Another tenant's session is answered as if there were none, and one that is not there the
+  // same way on every route: no answer tells the two apart.
+  if (auto r = sessions_.record(route.session_id); !r || r->owner != key.id)
+    return api::errors::session_not_found();
+  return {};
+}
+
+void Api::use_keys(store::KeyStore* keys) {
+  keys_ = keys;
+  if (keys_) metrics::registry().replace("cabin_api_keys", {{{}, double(keys_->list().size())}});
 }
 
 std::string Api::base_url(const Request& req, bool websocket) const {
@@ -200,6 +235,10 @@ const char* audit_action(api::RouteId id) {
       return "preview.delete";
     case RouteId::kPutNetwork:
       return "network.replace";
+    case RouteId::kCreateKey:
+      return "key.mint";
+    case RouteId::kDeleteKey:
+      return "key.revoke";
     default:
       return nullptr;
   }
@@ -230,17 +269,19 @@ std::optional<nlohmann::json> Api::audit_entry(const api::Route& route, const Au
   // The answer is cabind's own; only those the entry reads from are parsed (a computer batch's
   // answer may carry screenshots).
   const bool read_out = !ok || route.id == api::RouteId::kCreateSession ||
-                        route.id == api::RouteId::kExec || route.id == api::RouteId::kCreatePreview;
+                        route.id == api::RouteId::kExec || route.id == api::RouteId::kCreatePreview ||
+                        route.id == api::RouteId::kCreateKey;
   const json out = read_out ? json::parse(res.body(), nullptr, false) : json();
   json e = {
       {"action", action},
-      {"key", authn.by_token ? "token" : "admin"},
+      {"key", authn.who()},
       {"status", res.result_int()},
       {"outcome", ok                                         ? "ok"
                   : out.is_object() && out.contains("error") ? out["error"].value("code", "error")
                                                              : "error"}};
   std::string session = route.session_id;
-  if (session.empty() && ok && out.is_object()) session = out.value("id", "");
+  if (route.id == api::RouteId::kCreateSession && ok && out.is_object())
+    session = out.value("id", "");
   e["session"] = session.empty() ? json(nullptr) : json(session);
   const bool in_object = in.is_object();
   switch (route.id) {
@@ -283,6 +324,16 @@ std::optional<nlohmann::json> Api::audit_entry(const api::Route& route, const Au
         if (in_object && in.contains(f) && in[f].is_number_integer()) e[f] = in[f];
       }
       break;
+    case api::RouteId::kCreateKey:
+      // The key's id and name from the answer; never its secret.
+      if (ok && out.is_object()) {
+        e["api_key"] = out.value("id", "");
+        e["name"] = out.value("name", "");
+      }
+      break;
+    case api::RouteId::kDeleteKey:
+      e["api_key"] = route.key_id;
+      break;
     default:
       break;
   }
@@ -296,13 +347,13 @@ sessions::Session::Presence Api::presence(const api::Route& route) const {
 }
 
 net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn,
-                                     const Request& req) {
+                                     const Request& req, Cancellation* cancel) {
   Response res;
   {
     // A request for a session keeps it from being idle while it is in flight.
     const auto present = presence(route);
     if (auto r = not_paused(route); r) {
-      res = co_await dispatch(route, authn, req);
+      res = co_await dispatch(route, authn, req, cancel);
     } else {
       res = error_response(r.error());
     }
@@ -314,7 +365,7 @@ net::awaitable<Response> Api::handle(const api::Route& route, const Authn& authn
 }
 
 net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& authn,
-                                       const Request& req) {
+                                       const Request& req, Cancellation* cancel) {
   using api::RouteId;
   switch (route.id) {
     case RouteId::kHealthz:
@@ -330,11 +381,11 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
       co_return res;
     }
     case RouteId::kInfo:
-      co_return info();
+      co_return info(authn);
     case RouteId::kCreateSession:
-      co_return co_await create(req);
+      co_return co_await create(authn, req, cancel);
     case RouteId::kListSessions:
-      co_return list_sessions(route, req);
+      co_return list_sessions(route, authn, req);
     case RouteId::kGetSession:
       co_return get_session(route, req);
     case RouteId::kDeleteSession:
@@ -386,6 +437,12 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
       co_return list_previews(route, req);
     case RouteId::kDeletePreview:
       co_return delete_preview(route);
+    case RouteId::kCreateKey:
+      co_return create_key(req);
+    case RouteId::kListKeys:
+      co_return list_keys();
+    case RouteId::kDeleteKey:
+      co_return delete_key(route);
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
     case RouteId::kFrames:

@@ -27,6 +27,7 @@
 #include "server/http/static_files.h"
 #include "server/preview/previews.h"
 #include "server/sessions/session_manager.h"
+#include "server/store/key_store.h"
 #include "vnc/rfb_filter.h"
 
 namespace cabin::http_api {
@@ -37,8 +38,12 @@ using Request = http::request<http::string_body>;
 
 // Who a request was let in by.
 struct Authn {
-  bool by_token = false;     // a capability token (else the API key, or nothing for kNone)
+  bool by_token = false;     // a capability token (else an API key, or nothing for kNone)
   auth::TokenClaims claims;  // when by_token
+  std::optional<store::ApiKeyRecord> key;  // a tenant's API key (else the admin key)
+  // Whose request it is, for owners, Idempotency-Keys and the audit log: "admin", the tenant
+  // key's id, or "token".
+  std::string who() const { return by_token ? "token" : key ? key->id : "admin"; }
 };
 
 // The endpoints' logger ("api").
@@ -73,9 +78,14 @@ class Api {
   void use_pumps(IoPool* pool) { pumps_ = pool; }
   // What requests do to sessions is recorded there from now on (null: nowhere).
   void use_audit(audit::AuditLog* log) { audit_ = log; }
+  // Tenant API keys are minted into and checked against `keys` from now on (null: only the
+  // admin key is taken).
+  void use_keys(store::KeyStore* keys);
 
-  // Handles every non-upgrade route.
-  net::awaitable<Response> handle(const api::Route& route, const Authn& authn, const Request& req);
+  // Handles every non-upgrade route. `cancel` fires when the client has left (watched only for
+  // creates, which may wait long for room).
+  net::awaitable<Response> handle(const api::Route& route, const Authn& authn, const Request& req,
+                                  Cancellation* cancel = nullptr);
 
   // Handles a WebSocket upgrade route; takes the connection. Answers errors itself.
   net::awaitable<void> handle_upgrade(const api::Route& route, const Authn& authn, Request req,
@@ -84,8 +94,11 @@ class Api {
  private:
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
   Result<Authn> authenticate_once(const api::Route& route, const Request& req) const;
+  // What a tenant key may not reach: the admin's routes (403 admin_only) and other tenants'
+  // sessions (404, as if there were none).
+  Result<void> tenant_may(const api::Route& route, const store::ApiKeyRecord& key) const;
   net::awaitable<Response> dispatch(const api::Route& route, const Authn& authn,
-                                    const Request& req);
+                                    const Request& req, Cancellation* cancel);
   // The audit log's entry for a request and its answer; nullopt for what it does not record.
   std::optional<nlohmann::json> audit_entry(const api::Route& route, const Authn& authn,
                                             const Request& req, const Response& res) const;
@@ -103,8 +116,8 @@ class Api {
                            ClientStream socket);
 
   // sessions_api.cpp
-  net::awaitable<Response> create(const Request& req);
-  Response list_sessions(const api::Route& route, const Request& req) const;
+  net::awaitable<Response> create(const Authn& authn, const Request& req, Cancellation* cancel);
+  Response list_sessions(const api::Route& route, const Authn& authn, const Request& req) const;
   Response get_session(const api::Route& route, const Request& req) const;
   net::awaitable<Response> delete_session(const api::Route& route, const Request& req);
   // PATCH {timeout_s, idle_timeout_s}: the session's timers, within the server's bounds.
@@ -139,7 +152,12 @@ class Api {
   Result<void> token_connection_room(const Authn& authn, const std::string& session_id) const;
   // How long a token-authenticated connection may stay open: the token's time left.
   std::optional<std::chrono::steady_clock::duration> token_time_left(const Authn& authn) const;
-  Response info() const;
+  Response info(const Authn& authn) const;
+  // keys_api.cpp: tenant keys, for the admin key only.
+  nlohmann::json key_json(const store::ApiKeyRecord& k) const;
+  Response create_key(const Request& req);
+  Response list_keys() const;
+  Response delete_key(const api::Route& route);
   Response ui_file(std::string_view name, const Request& req, PageCache cache) const;
   Response live_status(const api::Route& route, const Request& req) const;
   Response mint_token(const api::Route& route, const Request& req);
@@ -161,6 +179,7 @@ class Api {
   FrameHub frame_hub_;
   IoPool* pumps_ = nullptr;
   audit::AuditLog* audit_ = nullptr;
+  store::KeyStore* keys_ = nullptr;
 };
 
 }  // namespace cabin::http_api

@@ -20,6 +20,7 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
             {"timeout_s", r.timeout_s},
             {"idle_timeout_s", r.idle_timeout_s},
             {"on_idle", r.on_idle},
+            {"owner", r.owner},
             {"created_at", format_rfc3339(r.created_at)},
             {"expires_at", format_rfc3339(r.expires_at)},
             {"idle_since", nullptr}};
@@ -61,7 +62,7 @@ Response Api::readyz() const {
       make_error(Errc::kUnavailable, "not_ready", "no driver can start a sandbox here"));
 }
 
-Response Api::info() const {
+Response Api::info(const Authn& authn) const {
   json drivers = json::array();
   for (const auto& d : sessions_.driver_infos()) {
     json e = {{"name", d.name},
@@ -78,7 +79,11 @@ Response Api::info() const {
        {"version", CABIN_VERSION},
        {"default_driver", config_.default_driver},
        {"drivers", drivers},
-       {"sessions", {{"live", sessions_.live_count()}, {"max", config_.max_sessions}}},
+       // A tenant sees its own sessions against its own quota.
+       {"sessions", authn.key ? json{{"live", sessions_.tenant_load(authn.key->id)},
+                                     {"max", authn.key->max_sessions},
+                                     {"max_creates_per_minute", authn.key->max_creates_per_minute}}
+                              : json{{"live", sessions_.live_count()}, {"max", config_.max_sessions}}},
        {"limits",
         {{"max_timeout_s", config_.max_timeout_s},
          {"default_timeout_s", config_.default_timeout_s},
@@ -87,14 +92,21 @@ Response Api::info() const {
          {"resolution_max", api::kMaxDimension}}}});
 }
 
-net::awaitable<Response> Api::create(const Request& req) {
+net::awaitable<Response> Api::create(const Authn& authn, const Request& req,
+                                     Cancellation* cancel) {
   api::SpecLimits limits{config_.max_timeout_s, config_.default_timeout_s,
                          config_.default_idle_timeout_s};
   auto spec = api::parse_session_spec(req.body(), limits);
   if (!spec) co_return error_response(spec.error());
+  sessions::Tenant tenant;
+  if (authn.key) {
+    tenant.id = authn.key->id;
+    tenant.max_sessions = authn.key->max_sessions;
+    tenant.max_creates_per_minute = authn.key->max_creates_per_minute;
+  }
   auto key = req.find("Idempotency-Key");
   if (key == req.end()) {
-    auto s = co_await sessions_.create(*spec);
+    auto s = co_await sessions_.create(*spec, tenant, cancel);
     if (!s) co_return error_response(s.error());
     co_return json_response(http::status::created, session_json((*s)->record(), req));
   }
@@ -104,18 +116,21 @@ net::awaitable<Response> Api::create(const Request& req) {
   if (!visible) {
     co_return error_response(invalid_request("Idempotency-Key: 1 to 255 visible ASCII characters"));
   }
-  // One tenant today: the API key's.
-  auto made = co_await sessions_.create_once(*spec, "admin", k, sha256_hex(req.body()));
+  // Keys are per tenant: another tenant's key of the same text is another key.
+  auto made = co_await sessions_.create_once(*spec, tenant, k, sha256_hex(req.body()), cancel);
   if (!made) co_return error_response(made.error());
   co_return json_response(made->replayed ? http::status::ok : http::status::created,
                           session_json(made->record, req));
 }
 
-Response Api::list_sessions(const api::Route& route, const Request& req) const {
+Response Api::list_sessions(const api::Route& route, const Authn& authn,
+                                 const Request& req) const {
   auto all = route.query.find("all");
   bool include_ended = all != route.query.end() && (all->second == "1" || all->second == "true");
   json list = json::array();
-  for (const auto& r : sessions_.list(include_ended)) list.push_back(session_json(r, req));
+  const auto rows = authn.key ? sessions_.list_of(authn.key->id, include_ended)
+                              : sessions_.list(include_ended);
+  for (const auto& r : rows) list.push_back(session_json(r, req));
   return json_response(http::status::ok, {{"sessions", list}});
 }
 

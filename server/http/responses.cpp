@@ -22,6 +22,7 @@ Response error_response(const Error& e) {
   const auto status = static_cast<http::status>(http_status(e.errc));
   auto res = json_response(status, {{"error", {{"code", e.code}, {"message", e.message}}}});
   if (status == http::status::unauthorized) res.set(http::field::www_authenticate, "Bearer");
+  if (e.retry_after_s > 0) res.set(http::field::retry_after, std::to_string(e.retry_after_s));
   return res;
 }
 

@@ -1,6 +1,9 @@
 #include "server/http/server.h"
 
+#include <sys/socket.h>
+
 #include <array>
+#include <cerrno>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -12,6 +15,7 @@
 #include <boost/beast/http/write.hpp>
 #include <limits>
 
+#include "common/cancellation.h"
 #include "common/cloexec.h"
 #include "common/log.h"
 #include "common/spawn.h"
@@ -82,6 +86,28 @@ net::awaitable<void> watch_idle(std::shared_ptr<IdleWatch> w, net::ip::tcp::sock
     socket->shutdown(net::socket_base::shutdown_both, ec);
     co_return;
   }
+}
+
+// Whether the client of a request being answered is still there.
+struct ClientWatch {
+  Cancellation gone;      // fires when the client closed its connection
+  bool answered = false;  // the request is answered: the socket is the next request's
+};
+
+// Waits for the client's connection to turn readable while its request is answered: an EOF or
+// an error there means the client left. Bytes (a pipelined request, TLS records) end the watch.
+net::awaitable<void> watch_client(net::ip::tcp::socket& socket, std::shared_ptr<ClientWatch> w) {
+  boost::system::error_code ec;
+  co_await socket.async_wait(net::socket_base::wait_read,
+                             net::redirect_error(net::use_awaitable, ec));
+  if (w->answered || ec == net::error::operation_aborted) co_return;
+  if (!ec) {
+    char c;
+    const ssize_t n = ::recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+      co_return;
+  }
+  w->gone.cancel();
 }
 
 }  // namespace
@@ -290,7 +316,18 @@ net::awaitable<void> HttpServer::serve(ClientStream stream, [[maybe_unused]] Slo
       co_return;
     } else {
       stream.tcp().expires_never();  // handlers bound their own waits (session start, exec timeout)
-      res = co_await api_.handle(*route, *authed, req);
+      // A create may wait long for room: it leaves the queue when its client leaves. Other
+      // requests are not watched, which would cost a wait on the socket each.
+      std::shared_ptr<ClientWatch> watch;
+      if (route->id == api::RouteId::kCreateSession) {
+        watch = std::make_shared<ClientWatch>();
+        cabin::spawn(ex_, watch_client(stream.socket(), watch), "watch of a waiting client");
+      }
+      res = co_await api_.handle(*route, *authed, req, watch ? &watch->gone : nullptr);
+      if (watch) {
+        watch->answered = true;
+        stream.socket().cancel(ec);
+      }
     }
     bool keep = req.keep_alive() && !stopping_;
     res.keep_alive(keep);

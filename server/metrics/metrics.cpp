@@ -48,6 +48,10 @@ const std::vector<double> kStartBuckets = {0.25, 0.5, 1, 2, 5, 10, 20, 40, 60, 1
 const std::vector<double> kPauseBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                            0.1,   0.25,   0.5,   1,    2.5};
 
+// A queued create waits from nothing to --create-queue-timeout-s (30 s by default).
+const std::vector<double> kQueueBuckets = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                                           5,    10,   20,  30,   60,  120};
+
 void declare_cabind(Registry& r) {
   r.declare("cabin_sessions", Type::kGauge, "Live sessions by state and driver.",
             {"state", "driver"});
@@ -62,6 +66,16 @@ void declare_cabind(Registry& r) {
             kPauseBuckets);
   r.declare("cabin_session_resume_seconds", Type::kHistogram, "How long a resume took.", {"driver"},
             kPauseBuckets);
+  r.declare("cabin_create_refusals_total", Type::kCounter,
+            "Creates refused before a sandbox started, by reason (quota_sessions, rate_creates, "
+            "capacity, queue_full, queue_timeout, client_gone, draining).",
+            {"reason"});
+  r.declare("cabin_create_queue_waiting", Type::kGauge, "Creates waiting for room now.", {});
+  r.declare("cabin_create_queue_wait_seconds", Type::kHistogram,
+            "How long creates waited for room, by outcome (admitted, queue_timeout, client_gone, "
+            "draining).",
+            {"outcome"}, kQueueBuckets);
+  r.declare("cabin_api_keys", Type::kGauge, "Tenant API keys that work.", {});
   r.declare("cabin_connections", Type::kGauge,
             "Open client connections into sessions, by kind (cdp, vnc, frames, preview).",
             {"kind"});

@@ -36,7 +36,9 @@ SessionManager::SessionManager(net::any_io_executor ex, ManagerConfig config,
       config_(std::move(config)),
       drivers_(std::move(drivers)),
       store_(store),
-      clock_(clock) {}
+      clock_(clock) {
+  metrics::registry().inc("cabin_create_queue_waiting", {}, 0);  // shown from the start
+}
 
 std::vector<drivers::DriverInfo> SessionManager::driver_infos() const {
   std::vector<drivers::DriverInfo> out;
@@ -71,10 +73,169 @@ std::vector<store::SessionRecord> SessionManager::list(bool include_ended) const
   return rows;
 }
 
-net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec& spec) {
+std::vector<store::SessionRecord> SessionManager::list_of(const std::string& owner,
+                                                         bool include_ended) const {
+  auto rows = store_.list_of(owner, include_ended, 1000);
+  for (auto& r : rows) {
+    if (auto it = live_.find(r.id); it != live_.end()) r = it->second->record();
+  }
+  return rows;
+}
+
+int SessionManager::tenant_load(const std::string& owner) const {
+  auto p = pending_.find(owner);
+  int n = p == pending_.end() ? 0 : p->second;
+  for (const auto& [_, s] : live_) n += s->record().owner == owner;
+  return n;
+}
+
+// What an admitted create holds until its session is live or the create fails: a place in its
+// tenant's count, and once it has room, a start on its driver. Both go back together.
+struct SessionManager::Admission {
+  Admission(SessionManager& m, std::string owner) : m(m), owner(std::move(owner)) {
+    ++m.pending_[this->owner];
+  }
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+  ~Admission() { release(); }
+  // The session is in live_ now (or the create failed): it counts there from here on.
+  void release() {
+    if (pending) {
+      pending = false;
+      if (--m.pending_[owner] <= 0) m.pending_.erase(owner);
+    }
+    if (!driver.empty()) {
+      --m.starting_[driver];
+      driver.clear();
+      m.room_.notify_all();
+    }
+  }
+  SessionManager& m;
+  std::string owner;
+  bool pending = true;
+  std::string driver;  // set while it holds a start on this driver
+};
+
+SessionManager::Load SessionManager::load() const {
+  Load l;
+  l.total = static_cast<int>(live_.size());
+  for (const auto& [name, n] : starting_) {
+    l.total += n;
+    l.per_driver[name] += n;
+  }
+  for (const auto& [_, s] : live_) ++l.per_driver[s->record().driver];
+  return l;
+}
+
+bool SessionManager::has_room(const Load& l, const std::string& driver) const {
+  if (l.total >= config_.max_sessions) return false;
+  auto it = l.per_driver.find(driver);
+  return (it == l.per_driver.end() ? 0 : it->second) < limits_for(driver).max_sessions;
+}
+
+int64_t SessionManager::soonest_end_s(const std::string* owner) const {
+  const int64_t now = clock_.unix_seconds();
+  int64_t soonest = 3600;
+  for (const auto& [_, s] : live_) {
+    const auto& r = s->record();
+    if (owner && r.owner != *owner) continue;
+    int64_t end = r.expires_at;
+    if (auto idle = s->idle_since(); idle && r.idle_timeout_s > 0)
+      end = std::min(end, *idle + r.idle_timeout_s);
+    soonest = std::min(soonest, end - now);
+  }
+  return std::max<int64_t>(soonest, 1);
+}
+
+Error SessionManager::no_room(const std::string& driver, const std::string& why) const {
+  const int limit = limits_for(driver).max_sessions;
+  std::string what = limit < config_.max_sessions
+                         ? "driver " + driver + " runs its maximum of " + std::to_string(limit)
+                         : "the server runs its maximum of " + std::to_string(config_.max_sessions);
+  return api::errors::capacity(what + " sessions" + why, soonest_end_s(nullptr));
+}
+
+net::awaitable<Result<void>> SessionManager::wait_for_room(const std::string& driver,
+                                                           Admission& a, Cancellation* cancel) {
+  auto& m = metrics::registry();
+  // The first waiter with room goes; later ones, and new arrivals, wait behind it.
+  auto first_with_room = [this]() -> Waiter* {
+    const Load l = load();
+    for (const auto& w : queue_) {
+      if (has_room(l, w->driver)) return w.get();
+    }
+    return nullptr;
+  };
+  auto take = [&] {
+    ++starting_[driver];
+    a.driver = driver;
+  };
+  if (has_room(load(), driver) && !first_with_room()) {
+    take();
+    co_return Result<void>{};
+  }
+  if (config_.create_queue <= 0) {
+    m.inc("cabin_create_refusals_total", {"capacity"});
+    co_return no_room(driver, "");
+  }
+  if (static_cast<int>(queue_.size()) >= config_.create_queue) {
+    m.inc("cabin_create_refusals_total", {"queue_full"});
+    co_return no_room(driver, ", and " + std::to_string(queue_.size()) +
+                                  " creates wait for room already (--create-queue)");
+  }
+  auto w = std::make_shared<Waiter>(Waiter{driver});
+  auto at = queue_.insert(queue_.end(), w);
+  const metrics::GaugeHold waiting("cabin_create_queue_waiting", {});
+  if (cancel) {
+    cancel->on_cancel([this, w] {
+      w->cancelled = true;
+      room_.notify_all();
+    });
+  }
+  const auto began = std::chrono::steady_clock::now();
+  const auto deadline = began + config_.create_queue_timeout;
+  Result<void> out;
+  const char* outcome = "admitted";
+  for (;;) {
+    if (draining_) {
+      out = api::errors::draining();
+      outcome = "draining";
+      break;
+    }
+    if (w->cancelled) {
+      out = api::errors::capacity("the client left while its create waited for room", 0);
+      outcome = "client_gone";
+      break;
+    }
+    if (first_with_room() == w.get()) {
+      take();
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      out = no_room(driver, "; none ended within " +
+                                std::to_string(config_.create_queue_timeout.count() / 1000) +
+                                " s (--create-queue-timeout-s)");
+      outcome = "queue_timeout";
+      break;
+    }
+    co_await room_.wait_until(deadline);
+  }
+  if (cancel) cancel->on_cancel(nullptr);
+  queue_.erase(at);
+  // The next in line looks again: it may be first with room now.
+  room_.notify_all();
+  m.observe("cabin_create_queue_wait_seconds", {outcome},
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  if (!out) m.inc("cabin_create_refusals_total", {outcome});
+  co_return out;
+}
+
+net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec& spec,
+                                                          const Tenant& tenant,
+                                                          Cancellation* cancel) {
   const auto began = std::chrono::steady_clock::now();
   std::string driver_name = spec.driver.empty() ? config_.default_driver : spec.driver;
-  auto r = co_await create_on(spec, driver_name);
+  auto r = co_await create_on(spec, driver_name, tenant, cancel);
   // Refused: nothing was started (a bad spec, a cap, a driver that cannot run here).
   const char* outcome = r                                         ? "ready"
                         : r.error().code == "sandbox_unavailable" ? "failed"
@@ -90,9 +251,9 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
 }
 
 net::awaitable<Result<SessionManager::Created>> SessionManager::create_once(
-    const api::SessionSpec& spec, const std::string& tenant, const std::string& key,
-    const std::string& body_hash) {
-  auto claimed = store_.claim_idempotency_key(tenant, key, body_hash, clock_.unix_seconds(),
+    const api::SessionSpec& spec, const Tenant& tenant, const std::string& key,
+    const std::string& body_hash, Cancellation* cancel) {
+  auto claimed = store_.claim_idempotency_key(tenant.id, key, body_hash, clock_.unix_seconds(),
                                               kIdempotencyKeep_s);
   if (!claimed) co_return claimed.error();
   if (const auto& earlier = *claimed) {
@@ -107,20 +268,22 @@ net::awaitable<Result<SessionManager::Created>> SessionManager::create_once(
     if (auto r = record(earlier->session_id)) co_return Created{*r, true};
     co_return make_error(Errc::kInternal, "store", "the session of this Idempotency-Key is gone");
   }
-  auto made = co_await create(spec);
+  auto made = co_await create(spec, tenant, cancel);
   if (!made) {
-    (void)store_.release_idempotency_key(tenant, key);
+    (void)store_.release_idempotency_key(tenant.id, key);
     co_return made.error();
   }
-  (void)store_.settle_idempotency_key(tenant, key, (*made)->id());
+  (void)store_.settle_idempotency_key(tenant.id, key, (*made)->id());
   co_return Created{(*made)->record(), false};
 }
 
 net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionSpec& spec,
-                                                             const std::string& driver_name) {
+                                                             const std::string& driver_name,
+                                                             const Tenant& tenant,
+                                                             Cancellation* cancel) {
   if (draining_) {
-    co_return make_error(Errc::kUnavailable, "draining",
-                         "the server is shutting down and takes no new sessions");
+    metrics::registry().inc("cabin_create_refusals_total", {"draining"});
+    co_return api::errors::draining();
   }
   auto d = drivers_.find(driver_name);
   if (d == drivers_.end()) {
@@ -136,19 +299,24 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     co_return invalid_field("on_idle", "driver " + driver_name + " cannot pause sessions");
   }
   const DriverLimits limits = limits_for(driver_name);
-  int starting_all = 0;
-  for (const auto& [_, n] : starting_) starting_all += n;
-  int on_driver = starting_[driver_name];
-  for (const auto& [_, s] : live_) on_driver += s->record().driver == driver_name;
-  if (static_cast<int>(live_.size()) + starting_all >= config_.max_sessions) {
-    co_return make_error(Errc::kUnavailable, "capacity",
-                         "the server runs its maximum of " + std::to_string(config_.max_sessions) +
-                             " sessions");
+  // The tenant's own limits come before the queue: a tenant over them never waits.
+  auto& m = metrics::registry();
+  if (tenant.max_sessions > 0 && tenant_load(tenant.id) >= tenant.max_sessions) {
+    m.inc("cabin_create_refusals_total", {"quota_sessions"});
+    co_return api::errors::quota_sessions(tenant.max_sessions, soonest_end_s(&tenant.id));
   }
-  if (on_driver >= limits.max_sessions) {
-    co_return make_error(Errc::kUnavailable, "capacity",
-                         "driver " + driver_name + " runs its maximum of " +
-                             std::to_string(limits.max_sessions) + " sessions");
+  if (tenant.max_creates_per_minute > 0) {
+    if (int64_t wait = rates_.take(tenant.id, tenant.max_creates_per_minute); wait > 0) {
+      m.inc("cabin_create_refusals_total", {"rate_creates"});
+      co_return api::errors::rate_creates(tenant.max_creates_per_minute, wait);
+    }
+  }
+  Admission admission(*this, tenant.id);
+  if (auto room = co_await wait_for_room(driver_name, admission, cancel); !room) {
+    // Nothing started: the create does not count against the tenant's rate.
+    if (tenant.max_creates_per_minute > 0)
+      rates_.give_back(tenant.id, tenant.max_creates_per_minute);
+    co_return room.error();
   }
 
   store::SessionRecord rec;
@@ -163,6 +331,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   rec.expires_at = rec.created_at + spec.timeout_s;
   rec.idle_timeout_s = spec.idle_timeout_s;
   rec.on_idle = std::string(api::on_idle_name(spec.on_idle));
+  rec.owner = tenant.id;
   if (auto r = store_.insert(rec); !r) co_return r.error();
 
   drivers::SandboxSpec sb;
@@ -191,9 +360,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     sb.trusted_ca_pem = ca->certificate_pem() + config_.egress.extra_ca_pem;
   }
 
-  ++starting_[driver_name];
   auto started = co_await d->second->create(sb);
-  --starting_[driver_name];
   if (!started) {
     log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
     (void)store_.set_status(rec.id, store::SessionStatus::kFailed, started.error().message,
@@ -204,6 +371,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   auto s = std::make_shared<Session>(rec, spec, std::move(*started), sb.agent_secret, ex_);
   s->ca_ = std::move(ca);
   live_[rec.id] = s;
+  admission.release();  // counted in live_ from now on
   watch(s);
 
   Result<void> ready;
@@ -426,6 +594,7 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   rec.ended_at = clock_.unix_seconds();
   (void)store_.set_status(rec.id, status, reason, rec.ended_at);
   live_.erase(rec.id);
+  room_.notify_all();  // a queued create may start now
   if (audit_) {
     audit_->record({{"action", "session.end"},
                     {"session", rec.id},

@@ -9,18 +9,21 @@
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <filesystem>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/cancellation.h"
 #include "common/clock.h"
 #include "common/notifier.h"
 #include "common/result.h"
 #include "server/api/session_spec.h"
 #include "server/audit/audit_log.h"
 #include "server/drivers/sandbox_driver.h"
+#include "server/sessions/rate_limiter.h"
 #include "server/sessions/session.h"
 #include "server/store/session_store.h"
 
@@ -53,6 +56,17 @@ struct ManagerConfig {
   std::filesystem::path logs_dir;  // where an ended session's last output is kept; empty: nowhere
   int pids_max = 2048;
   EgressConfig egress;
+  // Creates that find no room wait for it, in order of arrival: this many at most (0: none
+  // wait, they are refused at once), each for this long at most.
+  int create_queue = 16;
+  std::chrono::milliseconds create_queue_timeout{30000};
+};
+
+// Who asks for a session, and the limits of its own that come before the server's.
+struct Tenant {
+  std::string id = "admin";        // recorded as its sessions' owner: "admin" or a key's id
+  int max_sessions = 0;            // its live sessions at most; 0: only the server's caps
+  int max_creates_per_minute = 0;  // 0: no rate of its own
 };
 
 class SessionManager {
@@ -67,7 +81,13 @@ class SessionManager {
   const ManagerConfig& config() const { return config_; }
 
   // Answers once the browser's DevTools is reachable, or with the reason it could not start.
-  net::awaitable<Result<SessionPtr>> create(const api::SessionSpec& spec);
+  // The tenant's quota and rate are checked first (429 quota_sessions, rate_creates); then a
+  // create that finds no room waits for it in the queue, unless it is full (503 capacity), its
+  // time there runs out (503 capacity), `cancel` fires (its client left) or the server drains
+  // (503 draining). Refusals for room carry a Retry-After estimate.
+  net::awaitable<Result<SessionPtr>> create(const api::SessionSpec& spec,
+                                            const Tenant& tenant = {},
+                                            Cancellation* cancel = nullptr);
   // create() once per Idempotency-Key (per tenant, for kIdempotencyKeep_s): a retry with the
   // same key and body gets the session the first made (`replayed`), live or ended; the same
   // key with another body is 422 idempotency_key_reused; while the first still runs, 409
@@ -77,11 +97,14 @@ class SessionManager {
     bool replayed = false;
   };
   static constexpr int64_t kIdempotencyKeep_s = 86400;
-  net::awaitable<Result<Created>> create_once(const api::SessionSpec& spec,
-                                              const std::string& tenant, const std::string& key,
-                                              const std::string& body_hash);
-  // From now on create answers 503 draining (shutdown); /readyz says so.
-  void set_draining() { draining_ = true; }
+  net::awaitable<Result<Created>> create_once(const api::SessionSpec& spec, const Tenant& tenant,
+                                              const std::string& key, const std::string& body_hash,
+                                              Cancellation* cancel = nullptr);
+  // From now on create answers 503 draining (shutdown), queued ones too; /readyz says so.
+  void set_draining() {
+    draining_ = true;
+    room_.notify_all();
+  }
   bool draining() const { return draining_; }
   // Live sessions by status and driver, for the metrics.
   std::map<std::pair<std::string, std::string>, int> counts() const;
@@ -92,6 +115,13 @@ class SessionManager {
   // A session's record, live or ended; nullopt when unknown.
   std::optional<store::SessionRecord> record(const std::string& id) const;
   std::vector<store::SessionRecord> list(bool include_ended) const;
+  // The same, of one owner's sessions.
+  std::vector<store::SessionRecord> list_of(const std::string& owner, bool include_ended) const;
+  // An owner's live sessions (ending ones too, until their sandboxes are gone) and its creates
+  // under way: what its max_sessions counts.
+  int tenant_load(const std::string& owner) const;
+  // Creates waiting for room now.
+  size_t queue_waiting() const { return queue_.size(); }
   // New timers for a live session: its lifetime (from creation; it must end in the future) and
   // its idle timeout (at most the lifetime). Unset: as they are, the idle timeout capped by a
   // shorter lifetime. Returns the updated record.
@@ -124,8 +154,30 @@ class SessionManager {
   std::optional<std::vector<std::string>> network_log(const std::string& id, uint64_t since) const;
 
  private:
+  struct Admission;
+  struct Waiter {
+    std::string driver;
+    bool cancelled = false;
+  };
   net::awaitable<Result<SessionPtr>> create_on(const api::SessionSpec& spec,
-                                               const std::string& driver_name);
+                                               const std::string& driver_name,
+                                               const Tenant& tenant, Cancellation* cancel);
+  // Sessions live and starting, in all and per driver.
+  struct Load {
+    int total = 0;
+    std::map<std::string, int> per_driver;
+  };
+  Load load() const;
+  // Whether a session may start on `driver` under the server's and the driver's caps.
+  bool has_room(const Load& l, const std::string& driver) const;
+  // Waits, in order of arrival, until there is room on `driver`; then takes it (a start on the
+  // driver, held by `a`) before anyone else can.
+  net::awaitable<Result<void>> wait_for_room(const std::string& driver, Admission& a,
+                                             Cancellation* cancel);
+  Error no_room(const std::string& driver, const std::string& why) const;
+  // Seconds until the soonest of the sessions (of `owner`, or all) ends on its own, 1..3600: a
+  // Retry-After that says when room comes at the latest unless someone ends one sooner.
+  int64_t soonest_end_s(const std::string* owner) const;
   net::awaitable<Result<void>> wait_ready(Session& s, std::chrono::milliseconds timeout);
   DriverLimits limits_for(const std::string& driver) const;
   // The lifetime's timer, at the record's expires_at.
@@ -148,6 +200,11 @@ class SessionManager {
   std::map<std::string, int> starting_;  // per driver: sandboxes being created
   bool draining_ = false;
   audit::AuditLog* audit_ = nullptr;
+  std::map<std::string, int> pending_;  // per owner: creates admitted, not live yet
+  std::list<std::shared_ptr<Waiter>> queue_;  // creates waiting for room, oldest first
+  // Rung whenever room may have come (a session or a start went, a waiter left) and at drain.
+  Notifier room_{ex_};
+  RateLimiter rates_{clock_};
 };
 
 }  // namespace cabin::sessions

@@ -60,7 +60,7 @@ class Stmt {
 
 constexpr const char* kColumns =
     "id, driver, status, end_reason, width, height, start_url, timeout_s, created_at, "
-    "expires_at, ended_at, token_generation, idle_timeout_s, on_idle";
+    "expires_at, ended_at, token_generation, idle_timeout_s, on_idle, owner";
 
 SessionRecord read_row(const Stmt& s) {
   SessionRecord r;
@@ -78,6 +78,7 @@ SessionRecord read_row(const Stmt& s) {
   r.token_generation = static_cast<uint32_t>(s.integer(11));
   r.idle_timeout_s = s.integer(12);
   r.on_idle = s.text(13);
+  r.owner = s.text(14);
   return r;
 }
 
@@ -112,6 +113,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
   if (!r) return r.error();
   // Databases of earlier versions lack the newer columns.
   for (auto [column, definition] : {std::pair{"token_generation", "INTEGER NOT NULL DEFAULT 0"},
+                                    std::pair{"owner", "TEXT NOT NULL DEFAULT 'admin'"},
                                     std::pair{"idle_timeout_s", "INTEGER NOT NULL DEFAULT 0"},
                                     std::pair{"on_idle", "TEXT NOT NULL DEFAULT 'delete'"}}) {
     if (Stmt(db, (std::string("SELECT ") + column + " FROM sessions LIMIT 0").c_str()).ok())
@@ -138,13 +140,14 @@ Result<void> SessionStore::exec(const char* sql) {
 
 Result<void> SessionStore::insert(const SessionRecord& r) {
   Stmt s(db_, (std::string("INSERT INTO sessions (") + kColumns +
-               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)")
+               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)")
                   .c_str());
   if (!s.ok()) return db_error(db_, "prepare insert");
   s.bind(1, r.id).bind(2, r.driver).bind(3, std::string(to_string(r.status))).bind(4, r.end_reason);
   s.bind(5, int64_t{r.width}).bind(6, int64_t{r.height}).bind(7, r.start_url);
   s.bind(8, r.timeout_s).bind(9, r.created_at).bind(10, r.expires_at).bind(11, r.ended_at);
   s.bind(12, int64_t{r.token_generation}).bind(13, r.idle_timeout_s).bind(14, r.on_idle);
+  s.bind(15, r.owner);
   if (s.step() != SQLITE_DONE) return db_error(db_, "insert");
   return {};
 }
@@ -226,6 +229,18 @@ std::vector<SessionRecord> SessionStore::list(bool include_ended, int limit) {
                     " ORDER BY created_at DESC, id LIMIT ?1";
   Stmt s(db_, sql.c_str());
   s.bind(1, int64_t{limit});
+  std::vector<SessionRecord> out;
+  while (s.step() == SQLITE_ROW) out.push_back(read_row(s));
+  return out;
+}
+
+std::vector<SessionRecord> SessionStore::list_of(const std::string& owner, bool include_ended,
+                                                 int limit) {
+  std::string sql = std::string("SELECT ") + kColumns + " FROM sessions WHERE owner = ?2" +
+                    (include_ended ? "" : " AND ended_at = 0") +
+                    " ORDER BY created_at DESC, id LIMIT ?1";
+  Stmt s(db_, sql.c_str());
+  s.bind(1, int64_t{limit}).bind(2, owner);
   std::vector<SessionRecord> out;
   while (s.step() == SQLITE_ROW) out.push_back(read_row(s));
   return out;

@@ -43,6 +43,7 @@ struct SessionRecord {
   uint32_t token_generation = 0;  // bumped by revocation; tokens of older generations fail
   int64_t idle_timeout_s = 0;     // 0: never idle
   std::string on_idle = "delete";
+  std::string owner = "admin";  // the API key that created it: "admin" or a tenant key's id
 };
 
 class SessionStore {
@@ -63,6 +64,8 @@ class SessionStore {
   std::optional<SessionRecord> get(const std::string& id);
   // Newest first; live ones only unless include_ended. At most `limit` rows.
   std::vector<SessionRecord> list(bool include_ended, int limit);
+  // The same, of one owner only.
+  std::vector<SessionRecord> list_of(const std::string& owner, bool include_ended, int limit);
   // Idempotency-Key of POST /v1/sessions, per tenant: claims `key` for a request whose body
   // hashes to `body_hash`. Claimed: nullopt. Already claimed: what was claimed, with its
   // session id once the create has answered (empty while it runs). Claims older than

@@ -1,0 +1,145 @@
+#include "server/store/key_store.h"
+
+#include <algorithm>
+
+#include "common/crypto.h"
+#include "server/api/errors.h"
+#include "server/api/ids.h"
+#include "server/store/sqlite_stmt.h"
+
+namespace cabin::store {
+namespace {
+
+constexpr std::string_view kKeyPrefix = "cabin_";
+constexpr size_t kSecretHexChars = 64;  // 256 bits
+
+bool lower_hex(std::string_view s) {
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    Error e = db_error(db, "open");
+    sqlite3_close(db);
+    return e;
+  }
+  std::unique_ptr<KeyStore> store(new KeyStore(db));
+  // The other connection may be writing: wait for it rather than fail.
+  sqlite3_busy_timeout(db, 2000);
+  char* err = nullptr;
+  if (sqlite3_exec(db,
+                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                   "CREATE TABLE IF NOT EXISTS api_keys ("
+                   " id TEXT PRIMARY KEY, name TEXT NOT NULL, secret_hash TEXT NOT NULL,"
+                   " max_sessions INTEGER NOT NULL, max_creates_per_minute INTEGER NOT NULL,"
+                   " created_at INTEGER NOT NULL, revoked_at INTEGER NOT NULL DEFAULT 0);",
+                   nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown";
+    sqlite3_free(err);
+    return make_error(Errc::kInternal, "store", msg);
+  }
+  Stmt s(db,
+         "SELECT id, name, secret_hash, max_sessions, max_creates_per_minute, created_at,"
+         " revoked_at FROM api_keys");
+  if (!s.ok()) return db_error(db, "prepare read keys");
+  while (s.step() == SQLITE_ROW) {
+    Entry e;
+    e.record.id = s.text(0);
+    e.record.name = s.text(1);
+    e.secret_hash = s.text(2);
+    e.record.max_sessions = static_cast<int>(s.integer(3));
+    e.record.max_creates_per_minute = static_cast<int>(s.integer(4));
+    e.record.created_at = s.integer(5);
+    e.record.revoked_at = s.integer(6);
+    store->keys_.emplace(e.record.id, std::move(e));
+  }
+  return store;
+}
+
+KeyStore::~KeyStore() { sqlite3_close(db_); }
+
+Result<KeyStore::Minted> KeyStore::mint(const api::KeySpec& spec, int64_t now) {
+  Entry e;
+  e.record.id = api::new_key_id();
+  e.record.name = spec.name;
+  e.record.max_sessions = spec.max_sessions;
+  e.record.max_creates_per_minute = spec.max_creates_per_minute;
+  e.record.created_at = now;
+  const std::string secret = random_hex(kSecretHexChars / 2);
+  e.secret_hash = sha256_hex(secret);
+  Stmt s(db_,
+         "INSERT INTO api_keys (id, name, secret_hash, max_sessions, max_creates_per_minute,"
+         " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  if (!s.ok()) return db_error(db_, "prepare insert key");
+  s.bind(1, e.record.id).bind(2, e.record.name).bind(3, e.secret_hash);
+  s.bind(4, int64_t{e.record.max_sessions}).bind(5, int64_t{e.record.max_creates_per_minute});
+  s.bind(6, now);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "insert key");
+  Minted out{e.record, std::string(kKeyPrefix) + e.record.id + "." + secret};
+  keys_.emplace(e.record.id, std::move(e));
+  return out;
+}
+
+std::vector<ApiKeyRecord> KeyStore::list() const {
+  std::vector<ApiKeyRecord> out;
+  for (const auto& [_, e] : keys_) {
+    if (e.record.revoked_at == 0) out.push_back(e.record);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const ApiKeyRecord& a, const ApiKeyRecord& b) {
+    return a.created_at < b.created_at;
+  });
+  return out;
+}
+
+std::optional<ApiKeyRecord> KeyStore::get(std::string_view id) const {
+  auto it = keys_.find(id);
+  if (it == keys_.end()) return std::nullopt;
+  return it->second.record;
+}
+
+Result<ApiKeyRecord> KeyStore::revoke(const std::string& id, int64_t now) {
+  auto it = keys_.find(id);
+  if (it == keys_.end()) return api::errors::key_not_found();
+  if (it->second.record.revoked_at != 0) return it->second.record;
+  Stmt s(db_, "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1");
+  if (!s.ok()) return db_error(db_, "prepare revoke key");
+  s.bind(1, id).bind(2, now);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "revoke key");
+  it->second.record.revoked_at = now;
+  return it->second.record;
+}
+
+bool KeyStore::looks_like_key(std::string_view presented) {
+  const size_t id_len = api::kKeyIdPrefix.size() + api::kSessionIdRandomChars;
+  if (presented.size() != kKeyPrefix.size() + id_len + 1 + kSecretHexChars) return false;
+  if (presented.substr(0, kKeyPrefix.size()) != kKeyPrefix) return false;
+  presented.remove_prefix(kKeyPrefix.size());
+  return api::valid_key_id(presented.substr(0, id_len)) && presented[id_len] == '.' &&
+         lower_hex(presented.substr(id_len + 1));
+}
+
+Result<ApiKeyRecord> KeyStore::verify(std::string_view presented) const {
+  if (!looks_like_key(presented)) return api::errors::unauthenticated("the API key is not valid");
+  presented.remove_prefix(kKeyPrefix.size());
+  const size_t id_len = api::kKeyIdPrefix.size() + api::kSessionIdRandomChars;
+  auto it = keys_.find(presented.substr(0, id_len));
+  // The id is no secret; the secret's hash is compared in constant time.
+  if (it == keys_.end() ||
+      !constant_time_equal(sha256_hex(presented.substr(id_len + 1)), it->second.secret_hash)) {
+    return api::errors::unauthenticated("the API key is not valid");
+  }
+  if (it->second.record.revoked_at != 0) {
+    return api::errors::unauthenticated("this API key has been revoked");
+  }
+  return it->second.record;
+}
+
+}  // namespace cabin::store

@@ -1,0 +1,68 @@
+// KeyStore: tenant API keys, in the SQLite database beside the sessions: each key's id, name,
+// quotas and the SHA-256 of its secret (never the secret itself), read into memory at start so
+// that authenticating a request reads no disk.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "server/api/key_spec.h"
+
+namespace cabin::store {
+
+struct ApiKeyRecord {
+  std::string id;  // api::valid_key_id
+  std::string name;
+  int max_sessions = 0;
+  int max_creates_per_minute = 0;
+  int64_t created_at = 0;  // unix seconds
+  int64_t revoked_at = 0;  // 0 while it works
+};
+
+class KeyStore {
+ public:
+  // Its own connection to `path` (the sessions' database file; WAL lets both write). ":memory:"
+  // opens a private in-memory database (tests).
+  static Result<std::unique_ptr<KeyStore>> open(const std::string& path);
+  ~KeyStore();
+  KeyStore(const KeyStore&) = delete;
+  KeyStore& operator=(const KeyStore&) = delete;
+
+  struct Minted {
+    ApiKeyRecord record;
+    std::string key;  // "cabin_<id>.<secret>": shown once, kept nowhere
+  };
+  // A new key: 256 random bits of secret, stored as their SHA-256.
+  Result<Minted> mint(const api::KeySpec& spec, int64_t now);
+  // Keys that work, oldest first.
+  std::vector<ApiKeyRecord> list() const;
+  // A key by id, revoked or not.
+  std::optional<ApiKeyRecord> get(std::string_view id) const;
+  // From now on the key is refused. Revoking a revoked key answers it as it is; kNotFound if
+  // unknown.
+  Result<ApiKeyRecord> revoke(const std::string& id, int64_t now);
+  // The key a bearer value is, checked in constant time against its stored hash; 401
+  // unauthenticated when it is not a key of this server, or revoked.
+  Result<ApiKeyRecord> verify(std::string_view presented) const;
+  // Whether a bearer value has the form of a tenant key (not whether it is one).
+  static bool looks_like_key(std::string_view presented);
+
+ private:
+  struct Entry {
+    ApiKeyRecord record;
+    std::string secret_hash;  // hex SHA-256 of the secret
+  };
+  explicit KeyStore(sqlite3* db) : db_(db) {}
+  sqlite3* db_;
+  std::map<std::string, Entry, std::less<>> keys_;
+};
+
+}  // namespace cabin::store

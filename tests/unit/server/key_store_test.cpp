@@ -1,0 +1,157 @@
+// Tenant API keys: the body of POST /v1/keys, the key store (hashes only, constant-time checks,
+// revocation, kept across a restart) and key ids at the edge.
+#include "server/store/key_store.h"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "server/api/ids.h"
+#include "server/api/key_spec.h"
+#include "server/api/router.h"
+#include "tests/fakes/temp_dir.h"
+
+namespace {
+
+using namespace cabin;
+using store::KeyStore;
+
+api::KeySpec spec(const std::string& body) {
+  auto s = api::parse_key_spec(body);
+  REQUIRE(s.ok());
+  return *s;
+}
+
+TEST_CASE("a key spec takes a name and two quotas, with bounded defaults", "[keys]") {
+  auto s = spec(R"({"name":"ci runner","max_sessions":3,"max_creates_per_minute":12})");
+  CHECK(s.name == "ci runner");
+  CHECK(s.max_sessions == 3);
+  CHECK(s.max_creates_per_minute == 12);
+  auto d = spec(R"({"name":"a"})");
+  CHECK(d.max_sessions == api::kDefaultKeyMaxSessions);
+  CHECK(d.max_creates_per_minute == api::kDefaultKeyCreatesPerMinute);
+}
+
+TEST_CASE("a key spec refuses what is not a plain name or a quota in range", "[keys]") {
+  for (const char* bad : {
+           R"({})",                                            // no name
+           R"({"name":""})",                                   // empty
+           R"({"name":" padded"})",                            // leading space
+           R"({"name":"a\nb"})",                               // a control byte
+           R"({"name":"ünïcode"})",                            // not plain ASCII
+           R"({"name":"x","max_sessions":0})",                 // below the range
+           R"({"name":"x","max_sessions":10001})",             // above it
+           R"({"name":"x","max_creates_per_minute":-1})",      //
+           R"({"name":"x","max_sessions":"3"})",               // a string
+           R"({"name":"x","owner":"admin"})",                  // an unknown field
+           R"([])", R"(not json)"}) {
+    INFO(bad);
+    auto r = api::parse_key_spec(bad);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().errc == Errc::kInvalidArgument);
+  }
+  CHECK_FALSE(api::parse_key_spec(R"({"name":")" + std::string(65, 'a') + R"("})").ok());
+  CHECK(api::parse_key_spec(R"({"name":")" + std::string(64, 'a') + R"("})").ok());
+}
+
+TEST_CASE("key ids have a fixed alphabet and length, checked by the router", "[keys]") {
+  const auto id = api::new_key_id();
+  CHECK(api::valid_key_id(id));
+  CHECK(id.size() == 24);
+  CHECK_FALSE(api::valid_key_id("key_ABCDEFGHIJKLMNOPQRST"));
+  CHECK_FALSE(api::valid_key_id("ses_0123456789abcdefghij"));
+  CHECK_FALSE(api::valid_key_id(id + "0"));
+  auto del = api::route("DELETE", "/v1/keys/" + id);
+  REQUIRE(del.ok());
+  CHECK(del->id == api::RouteId::kDeleteKey);
+  CHECK(del->key_id == id);
+  auto bad = api::route("DELETE", "/v1/keys/key_..%2f");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == "key_not_found");
+  CHECK(api::route("POST", "/v1/keys")->id == api::RouteId::kCreateKey);
+  CHECK(api::route("GET", "/v1/keys")->id == api::RouteId::kListKeys);
+  CHECK(api::route("PUT", "/v1/keys").error().code == "method_not_allowed");
+}
+
+TEST_CASE("a minted key verifies; a changed one, another's or a revoked one does not",
+          "[keys]") {
+  auto ks = std::move(KeyStore::open(":memory:").value());
+  auto a = ks->mint(spec(R"({"name":"a","max_sessions":2})"), 1000);
+  REQUIRE(a.ok());
+  auto b = ks->mint(spec(R"({"name":"b"})"), 1001);
+  REQUIRE(b.ok());
+  CHECK(a->record.id != b->record.id);
+  CHECK(KeyStore::looks_like_key(a->key));
+  CHECK(a->key.starts_with("cabin_" + a->record.id + "."));
+
+  auto ok = ks->verify(a->key);
+  REQUIRE(ok.ok());
+  CHECK(ok->id == a->record.id);
+  CHECK(ok->max_sessions == 2);
+  CHECK(ok->created_at == 1000);
+
+  // The last hex digit changed: the id is right, the secret is not.
+  std::string wrong = a->key;
+  wrong.back() = wrong.back() == '0' ? '1' : '0';
+  auto refused = ks->verify(wrong);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == "unauthenticated");
+  // b's id with a's secret.
+  std::string swapped = b->key.substr(0, b->key.find('.')) + a->key.substr(a->key.find('.'));
+  CHECK_FALSE(ks->verify(swapped).ok());
+  CHECK_FALSE(ks->verify("cabin_key_0123456789abcdefghij." + std::string(64, 'a')).ok());
+  CHECK_FALSE(ks->verify("not a key").ok());
+  CHECK_FALSE(KeyStore::looks_like_key(a->key + "0"));
+  CHECK_FALSE(KeyStore::looks_like_key(a->key.substr(1)));
+
+  auto r = ks->revoke(a->record.id, 2000);
+  REQUIRE(r.ok());
+  CHECK(r->revoked_at == 2000);
+  auto after = ks->verify(a->key);
+  REQUIRE_FALSE(after.ok());
+  CHECK(after.error().message.find("revoked") != std::string::npos);
+  CHECK(ks->verify(b->key).ok());
+  // Revoking again answers the key as it is; an unknown id is 404.
+  CHECK(ks->revoke(a->record.id, 3000)->revoked_at == 2000);
+  auto unknown = ks->revoke(api::new_key_id(), 3000);
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code == "key_not_found");
+
+  auto listed = ks->list();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0].id == b->record.id);
+  CHECK(ks->get(a->record.id)->revoked_at == 2000);
+}
+
+TEST_CASE("keys are kept across a restart, as hashes: the secret is nowhere on disk", "[keys]") {
+  testing::TempDir dir;
+  const std::string db = (dir.path / "cabin.db").string();
+  std::string key, id;
+  {
+    auto ks = std::move(KeyStore::open(db).value());
+    auto m = ks->mint(spec(R"({"name":"kept","max_creates_per_minute":7})"), 1000);
+    REQUIRE(m.ok());
+    key = m->key;
+    id = m->record.id;
+    auto gone = ks->mint(spec(R"({"name":"gone"})"), 1001);
+    REQUIRE(ks->revoke(gone->record.id, 1002).ok());
+  }
+  auto ks = std::move(KeyStore::open(db).value());
+  auto v = ks->verify(key);
+  REQUIRE(v.ok());
+  CHECK(v->id == id);
+  CHECK(v->name == "kept");
+  CHECK(v->max_creates_per_minute == 7);
+  REQUIRE(ks->list().size() == 1);
+
+  const std::string secret = key.substr(key.find('.') + 1);
+  for (const auto& f : std::filesystem::directory_iterator(dir.path)) {
+    std::ifstream in(f.path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    INFO(f.path());
+    CHECK(bytes.str().find(secret) == std::string::npos);
+  }
+}
+
+}  // namespace
