@@ -16,6 +16,7 @@ import { benchVnc, vncRows } from './vnc.mjs';
 import { benchEgress, egressRows } from './egress.mjs';
 import { benchPreview, previewRows } from './preview.mjs';
 import { benchPause, pauseRows } from './pause.mjs';
+import { benchRestart, restartRows } from './restart.mjs';
 import { benchThreads, threadsRows } from './threads.mjs';
 import { summary } from './stats.mjs';
 
@@ -31,7 +32,7 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress,pause' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart' },
     'egress-rounds': { type: 'string' },
     'threads-rounds': { type: 'string' },
     'preview-conns': { type: 'string', default: '16' },
@@ -46,7 +47,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--threads-rounds N] [--egress-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
@@ -407,6 +408,7 @@ function table(results) {
   if (results.preview) rows.push(...previewRows(results.preview, fmt, mark));
   if (results.egress) rows.push(...egressRows(results.egress, fmt, mark));
   if (results.pause) rows.push(...pauseRows(results.pause, fmt));
+  if (results.restart) rows.push(...restartRows(results.restart, fmt));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   if (results.threads) rows.push(...threadsRows(results.threads, fmt));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
@@ -468,6 +470,10 @@ async function main() {
     // Its own cabind too: the part needs egress flags and a CA of its own.
     if (only.has('egress')) results.egress = await benchEgress({ ...EGRESS, log });
     if (only.has('pause')) results.pause = await benchPause(cabin, { rounds: opt.quick ? 10 : 50, log });
+    // Its own cabind: the part kills and restarts it.
+    if (only.has('restart')) {
+      results.restart = await benchRestart({ n: opt.quick ? 2 : 4, rounds: opt.quick ? 2 : 5, log });
+    }
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {
         n: VM_N, warmup: VM_WARMUP, width: WIDTH, height: HEIGHT, log,

@@ -12,6 +12,8 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
+#include <fstream>
+#include <sstream>
 
 namespace cabin {
 namespace {
@@ -109,9 +111,48 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::spawn(net::any_io_executor e
       new ChildProcess(pid, net::posix::stream_descriptor(ex, pidfd)));
 }
 
+Result<std::unique_ptr<ChildProcess>> ChildProcess::adopt(net::any_io_executor ex, pid_t pid,
+                                                         uint64_t start_ticks) {
+  auto gone = [&] {
+    return make_error(Errc::kNotFound, "process_gone",
+                      "process " + std::to_string(pid) + " is gone");
+  };
+  if (pid <= 1) return gone();
+  int pidfd = pidfd_open(pid);
+  if (pidfd < 0) return gone();
+  // Checked after the pidfd is open: if the start time matches now, the pidfd names that process.
+  if (process_start_ticks(pid) != start_ticks) {
+    ::close(pidfd);
+    return gone();
+  }
+  ::fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+  std::unique_ptr<ChildProcess> p(new ChildProcess(pid, net::posix::stream_descriptor(ex, pidfd)));
+  p->adopted_ = true;
+  return p;
+}
+
+std::optional<uint64_t> process_start_ticks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  // The command name (field 2) may hold spaces and parentheses: count from its closing one.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string field;
+  // Fields 3..21, then 22: starttime.
+  for (int i = 3; i <= 21; ++i) {
+    if (!(rest >> field)) return std::nullopt;
+  }
+  uint64_t ticks = 0;
+  if (!(rest >> ticks)) return std::nullopt;
+  return ticks;
+}
+
 ChildProcess::~ChildProcess() {
-  if (status_) return;
+  if (status_ || released_) return;
   kill_group(SIGKILL);
+  if (adopted_) return;  // init reaps it
   int st = 0;
   while (::waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
   }
@@ -119,6 +160,15 @@ ChildProcess::~ChildProcess() {
 
 bool ChildProcess::try_reap() {
   if (status_) return true;
+  if (adopted_) {
+    // Not our child: a pidfd turns readable when its process exits.
+    struct pollfd p {
+      pidfd_.native_handle(), POLLIN, 0
+    };
+    if (::poll(&p, 1, 0) != 1) return false;
+    status_ = kUnknownStatus;
+    return true;
+  }
   int st = 0;
   pid_t r;
   do {

@@ -13,6 +13,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,8 +50,19 @@ class ChildProcess {
 
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
-  // Kills the group and reaps the child if nobody waited for it.
+  // A process an earlier cabind started, found by its pid and checked by its start time (in
+  // clock ticks since boot, /proc/PID/stat's 22nd field), so that a recycled pid is never taken
+  // for it. It is not our child: its exit is seen through the pidfd, its status is not known.
+  static Result<std::unique_ptr<ChildProcess>> adopt(net::any_io_executor ex, pid_t pid,
+                                                     uint64_t start_ticks);
+  // Kills the group and reaps the child if nobody waited for it, unless released.
   ~ChildProcess();
+
+  // Started by an earlier cabind (adopt()): status() is then kUnknownStatus once exited.
+  bool adopted() const { return adopted_; }
+  static constexpr int kUnknownStatus = -1;
+  // Leaves the process running when this object goes: the next cabind adopts it.
+  void release() { released_ = true; }
 
   pid_t pid() const { return pid_; }
   int pidfd() const { return pidfd_.native_handle(); }
@@ -71,6 +83,8 @@ class ChildProcess {
   ChildProcess(pid_t pid, net::posix::stream_descriptor pidfd)
       : pid_(pid), pidfd_(std::move(pidfd)) {}
   bool try_reap();
+  bool adopted_ = false;
+  bool released_ = false;
 
   pid_t pid_;
   // mutable: native_handle() is not const in Asio 1.74.
@@ -89,6 +103,8 @@ struct Pipe {
 Result<Pipe> make_pipe();
 
 int pidfd_open(pid_t pid);
+// When `pid` started, in clock ticks since boot; nullopt when there is no such process.
+std::optional<uint64_t> process_start_ticks(pid_t pid);
 int pidfd_send_signal(int pidfd, int sig);
 
 }  // namespace cabin

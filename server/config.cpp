@@ -186,6 +186,16 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "a session with no client, viewer or request for this long ends (0: never)")
       ->check(CLI::Range(int64_t{0}, int64_t{31} * 86400))
       ->capture_default_str();
+  app.add_option("--on-shutdown", c.on_shutdown,
+                 "on SIGTERM, keep: running sessions outlive cabind and the next one adopts them; "
+                 "delete: end every session")
+      ->envname("CABIN_ON_SHUTDOWN")
+      ->check(CLI::IsMember({"keep", "delete"}))
+      ->capture_default_str();
+  app.add_option("--shutdown-timeout-s", c.shutdown_timeout_s,
+                 "on SIGTERM, exit within this many seconds")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}))
+      ->capture_default_str();
   app.add_option("--cdp-token-ttl-s", c.cdp_token_ttl_s, "lifetime of cdp_url tokens")
       ->check(CLI::Range(int64_t{10}, int64_t{86400}))->capture_default_str();
   app.add_option("--max-token-ttl-s", c.max_token_ttl_s,

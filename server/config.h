@@ -36,6 +36,9 @@ struct ServerConfig {
   int64_t default_timeout_s = 3600;
   int64_t max_timeout_s = 86400;
   int64_t default_idle_timeout_s = 300;  // 0: sessions are never idle unless they ask
+  // On SIGTERM: "keep" leaves running sessions to the next cabind; "delete" ends them all.
+  std::string on_shutdown = "keep";
+  int64_t shutdown_timeout_s = 25;  // SIGTERM until exit, at most
   int64_t cdp_token_ttl_s = 3600;
   int64_t max_token_ttl_s = 86400;  // POST /tokens and previews: the longest ttl_s allowed
   bool rotate_token_key = false;    // write a new signing key at start (old ones keep verifying)

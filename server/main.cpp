@@ -16,6 +16,8 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -123,9 +125,6 @@ int main(int argc, char** argv) {
 
   auto store = store::SessionStore::open((cfg.state_dir / "cabin.db").string());
   if (!store) return fail(store.error().message);
-  auto stale = (*store)->end_unfinished("server restarted", clock.unix_seconds());
-  if (!stale.empty()) log->info("marked {} sessions of an earlier run as ended", stale.size());
-
   net::io_context ioc(1);
   std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
   {
@@ -150,7 +149,6 @@ int main(int argc, char** argv) {
     drivers["microvm"] = std::make_unique<drivers::MicrovmDriver>(mv, ioc.get_executor());
   }
   for (auto& [name, d] : drivers) {
-    d->reap_leftovers();
     auto info = d->info();
     if (info.available) {
       log->info("driver {}: available ({})", name, info.detail);
@@ -226,6 +224,19 @@ int main(int argc, char** argv) {
   // Before the manager: sessions that end at shutdown are recorded.
   audit::AuditLog audit(cfg.state_dir / "audit.log");
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
+  manager.use_audit(&audit);
+  {
+    // Sessions an earlier cabind left running are taken over before the first request, then
+    // every sandbox nobody knows is killed.
+    std::optional<std::set<std::string>> adopted;
+    cabin::spawn(
+        ioc, [&]() -> net::awaitable<void> { adopted = co_await manager.adopt_all(); },
+        "adopt sessions");
+    while (!adopted && ioc.run_one() > 0) {
+    }
+    ioc.restart();
+    manager.reap_leftovers(adopted.value_or(std::set<std::string>{}));
+  }
   // Read off the manager where scrapes are answered, on this thread.
   metrics::registry().on_scrape([&manager](metrics::Registry& r) {
     std::vector<std::pair<metrics::LabelValues, double>> live;
@@ -281,7 +292,6 @@ int main(int argc, char** argv) {
   auto api_keys = store::KeyStore::open((cfg.state_dir / "cabin.db").string());
   if (!api_keys) return fail(api_keys.error().message);
   api.use_keys(api_keys->get());
-  manager.use_audit(&audit);
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
   http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls, conn_limits);
   const size_t threads = cfg.threads > 0 ? static_cast<size_t>(cfg.threads)
@@ -345,8 +355,15 @@ int main(int argc, char** argv) {
         [&]() -> net::awaitable<void> {
           // Staged: the connections were asked to close, the sessions end (which ends the
           // pumps to them), what is left gets a deadline, then the threads stop.
-          co_await manager.shutdown();
-          const auto deadline = std::chrono::steady_clock::now() + kConnectionsDrainTimeout;
+          const bool keep = cfg.on_shutdown == "keep";
+          const auto limit = std::chrono::seconds(cfg.shutdown_timeout_s);
+          const auto began = std::chrono::steady_clock::now();
+          // Sessions get most of the time; the connections the rest.
+          co_await manager.shutdown(std::chrono::duration_cast<std::chrono::milliseconds>(limit) -
+                                        std::min<std::chrono::milliseconds>(limit / 5, kConnectionsDrainTimeout),
+                                    keep);
+          const auto deadline =
+              std::min(began + limit, std::chrono::steady_clock::now() + kConnectionsDrainTimeout);
           if (!co_await server.connections().wait_empty(deadline)) {
             log->warn("{} connections still open at shutdown: closing them",
                       server.connections().size());

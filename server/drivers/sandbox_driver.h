@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,12 @@ class Sandbox {
   virtual std::vector<std::string> recent_output() const { return {}; }
   // One line for logs and GET /v1/sessions/{id}: host pid, cgroup, and so on.
   virtual std::string describe() const = 0;
+  // What a later cabind needs to adopt this sandbox (SandboxDriver::adopt): which process it is,
+  // and how to reach it. Small; kept in the store while the session lives.
+  virtual nlohmann::json handoff() const = 0;
+  // Leaves the sandbox running when this object goes, for the next cabind to adopt: nothing is
+  // killed or removed.
+  virtual void release() = 0;
 };
 using SandboxPtr = std::unique_ptr<Sandbox>;
 
@@ -96,8 +104,13 @@ class SandboxDriver {
   virtual DriverInfo info() const = 0;
   // Starts the sandbox and cabin-agent in it; returns without waiting for the browser.
   virtual net::awaitable<Result<SandboxPtr>> create(const SandboxSpec& spec) = 0;
-  // At start-up: removes what sandboxes of an earlier cabind run left behind.
-  virtual void reap_leftovers() = 0;
+  // At start-up: the sandbox of a session an earlier cabind started, from what its handoff()
+  // said. kNotFound when it is gone (the host rebooted, or it died while no cabind watched it).
+  virtual net::awaitable<Result<SandboxPtr>> adopt(const std::string& session_id,
+                                                   const nlohmann::json& handoff) = 0;
+  // At start-up, after adopting: removes what sandboxes of an earlier cabind run left behind,
+  // killing any sandbox not in `keep` (the adopted ones).
+  virtual void reap_leftovers(const std::set<std::string>& keep) = 0;
 };
 
 }  // namespace cabin::drivers

@@ -18,8 +18,54 @@ namespace cabin::drivers {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// A FIFO at `path` (which must not exist), both ends open: the read end non-blocking for the
+// output pump, the write end for the child.
+Result<Pipe> make_output_fifo(const std::filesystem::path& path) {
+  if (::mkfifo(path.c_str(), 0600) != 0) return nsbox::sys_error("mkfifo " + path.string());
+  Pipe p;
+  // A FIFO's writer may open only once a reader has.
+  auto read = open_output_fifo(path);
+  if (!read) return read.error();
+  p.read = std::move(*read);
+  p.write = UniqueFd(::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!p.write.valid()) return nsbox::sys_error("open " + path.string());
+  return p;
+}
+
+}  // namespace
+
+Result<UniqueFd> open_output_fifo(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return nsbox::sys_error("open " + path.string());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
+    return make_error(Errc::kInternal, "sandbox_system", path.string() + " is not a FIFO");
+  return fd;
+}
+
+std::pair<int64_t, uint64_t> handoff_process(const nlohmann::json& handoff) {
+  std::pair<int64_t, uint64_t> out{0, 0};
+  if (!handoff.is_object()) return out;
+  if (auto p = handoff.find("pid"); p != handoff.end() && p->is_number_integer())
+    out.first = p->get<int64_t>();
+  if (auto s = handoff.find("start"); s != handoff.end() && s->is_number_unsigned())
+    out.second = s->get<uint64_t>();
+  return out;
+}
+
+Result<HostChild> adopt_host_child(net::any_io_executor ex, pid_t pid, uint64_t start_ticks,
+                                   const std::filesystem::path& output_fifo) {
+  auto process = ChildProcess::adopt(ex, pid, start_ticks);
+  if (!process) return process.error();
+  auto out = open_output_fifo(output_fifo);
+  if (!out) return out.error();
+  return HostChild{std::move(*process), std::move(*out)};
+}
+
 Result<HostChild> spawn_host_child(net::any_io_executor ex, const HostSpawn& s) {
-  auto out = make_pipe();
+  auto out = s.output_fifo.empty() ? make_pipe() : make_output_fifo(s.output_fifo);
   if (!out) return out.error();
   SpawnOptions o;
   o.argv = s.argv;
@@ -148,7 +194,8 @@ net::awaitable<void> SandboxProcess::watch_exit(std::shared_ptr<SandboxProcess> 
   const int status = co_await s.child_->wait();
   // The last lines explain an early failure; the pipe closes right after the child dies.
   co_await s.wait_output_done(500ms);
-  s.reason_ = s.destroy_started_ ? "destroyed" : s.exit_reason(exit_code_of(status));
+  const ExitCode code = s.child_->adopted() ? ExitCode{0, 0} : exit_code_of(status);
+  s.reason_ = s.destroy_started_ ? "destroyed" : s.exit_reason(code);
   s.exited_ = true;
   s.log_->info("[{}] sandbox ended: {}", s.id(), s.reason_);
   s.changed_.notify_all();
@@ -206,8 +253,14 @@ net::awaitable<void> SandboxProcess::destroy() {
   changed_.notify_all();
 }
 
+void SandboxProcess::release() {
+  released_ = true;
+  child_->release();
+  log_->info("[{}] {} left running for the next cabind", id(), config_.what);
+}
+
 void SandboxProcess::destroy_in_background() {
-  if (destroy_started_) return;
+  if (destroy_started_ || released_) return;
   // Dropped without destroy(): clean up in the background rather than leak a sandbox.
   log_->warn("[{}] sandbox dropped without destroy(); destroying", id());
   cabin::spawn(

@@ -40,11 +40,29 @@ struct HostSpawn {
   std::vector<std::string> env;   // the child's whole environment
   std::filesystem::path cwd;      // empty: cabind's
   int pass_fd = -1;               // if >= 0: given to the child as fd 3
+  // Non-empty: the output goes through a FIFO made at this path rather than a pipe, so that a
+  // later cabind can read a sandbox that outlived this one (open_output_fifo).
+  std::filesystem::path output_fifo;
 };
 
-// stdin /dev/null, stdout and stderr on one pipe; otherwise as ChildProcess::spawn. A start-up
-// probe without an io_context passes a local one's executor.
+// stdin /dev/null, stdout and stderr on one pipe (or FIFO); otherwise as ChildProcess::spawn. A
+// start-up probe without an io_context passes a local one's executor.
 Result<HostChild> spawn_host_child(net::any_io_executor ex, const HostSpawn& s);
+
+// The FIFO in a sandbox's run dir that its host process writes its output to (the launcher's and
+// everything in the sandbox, or QEMU's guest console).
+inline constexpr char kOutputFifoName[] = "output";
+
+// The read end of an adopted sandbox's output FIFO. While no cabind reads it, its writers get
+// EPIPE (they ignore SIGPIPE) and lose those lines; once it is open again their output flows.
+Result<UniqueFd> open_output_fifo(const std::filesystem::path& path);
+
+// The pid and start ticks a handoff() recorded as {"pid", "start"}; zeros where missing.
+std::pair<int64_t, uint64_t> handoff_process(const nlohmann::json& handoff);
+
+// A process an earlier cabind started (ChildProcess::adopt) with its output FIFO.
+Result<HostChild> adopt_host_child(net::any_io_executor ex, pid_t pid, uint64_t start_ticks,
+                                   const std::filesystem::path& output_fifo);
 
 // Reads what a finished child printed, at most `limit` bytes; for start-up probes.
 std::string read_finished_output(const UniqueFd& output, size_t limit);
@@ -63,7 +81,8 @@ bool executable(const std::filesystem::path& p);
 // "SIGKILL" for 9; the number where the signal has no name.
 std::string signal_name(int sig);
 
-// A wait status as waitid() reports it: {CLD_EXITED, status} or {CLD_KILLED, signal}.
+// A wait status as waitid() reports it: {CLD_EXITED, status} or {CLD_KILLED, signal}; code 0
+// when it is not known (an adopted process, whose parent was not us).
 struct ExitCode {
   int code;
   int status;
@@ -126,6 +145,10 @@ class SandboxProcess : public std::enable_shared_from_this<SandboxProcess> {
   // A process that ended while the driver was still starting it: there is nothing to destroy,
   // and the run dir stays the driver's (to retry in, or to remove).
   void disown();
+  // Leaves the process and its run dir for the next cabind: nothing is stopped or removed when
+  // the last reference goes.
+  void release();
+  bool adopted() const { return child_->adopted(); }
 
  protected:
   ChildProcess& process() { return *child_; }
@@ -154,6 +177,7 @@ class SandboxProcess : public std::enable_shared_from_this<SandboxProcess> {
   bool output_done_ = false;
   bool destroy_started_ = false;
   bool destroy_done_ = false;
+  bool released_ = false;
   std::string reason_;
   std::string last_line_;
   size_t lines_logged_ = 0;
@@ -171,6 +195,7 @@ class ProcessSandbox : public Sandbox {
   ~ProcessSandbox() override { p_->destroy_in_background(); }
 
   net::awaitable<void> destroy() override { co_await p_->destroy(); }
+  void release() override { p_->release(); }
   net::awaitable<std::string> wait_exit() override { co_return co_await p_->wait_exit(); }
   std::vector<std::string> recent_output() const override { return p_->recent_output(); }
 

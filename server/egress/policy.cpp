@@ -306,6 +306,7 @@ Result<Policy> parse_policy(const json& v, std::string_view field_name, const Po
       p.secrets.push_back(std::move(*s));
     }
   }
+  p.source = v.dump();
   return p;
 }
 

@@ -60,6 +60,9 @@ struct Policy {
   std::vector<Secret> secrets;
   // Allowed traffic goes on through this proxy (else the server's, if any).
   std::optional<UpstreamProxy> upstream;
+  // The JSON object it was parsed from (empty for one built in code): a restarted cabind parses
+  // it again to adopt the session, with the same placeholders.
+  std::string source;
 };
 
 inline constexpr size_t kMaxRules = 256;  // each of allow and deny

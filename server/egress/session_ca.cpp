@@ -128,6 +128,38 @@ Result<std::shared_ptr<SessionCa>> SessionCa::create(const std::string& session_
   return ca;
 }
 
+Result<std::string> SessionCa::key_pem() const {
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (!bio || PEM_write_bio_PrivateKey(bio, key_->p, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    BIO_free(bio);
+    return openssl_error("writing the session CA's key");
+  }
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio, &data);
+  std::string pem(data, static_cast<size_t>(n));
+  BIO_free(bio);
+  return pem;
+}
+
+Result<std::shared_ptr<SessionCa>> SessionCa::load(const std::string& cert_pem,
+                                                   const std::string& key_pem) {
+  std::shared_ptr<SessionCa> ca(new SessionCa());
+  ca->key_ = std::make_unique<EvpKey>();
+  ca->cert_ = std::make_unique<X509Cert>();
+  BIO* kb = BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size()));
+  ca->key_->p = kb ? PEM_read_bio_PrivateKey(kb, nullptr, nullptr, nullptr) : nullptr;
+  BIO_free(kb);
+  if (!ca->key_->p) return openssl_error("reading the session CA's key");
+  BIO* cb = BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size()));
+  ca->cert_->p = cb ? PEM_read_bio_X509(cb, nullptr, nullptr, nullptr) : nullptr;
+  BIO_free(cb);
+  if (!ca->cert_->p) return openssl_error("reading the session CA's certificate");
+  if (X509_check_private_key(ca->cert_->p, ca->key_->p) != 1)
+    return openssl_error("the session CA's key does not match its certificate");
+  ca->cert_pem_ = cert_pem;
+  return ca;
+}
+
 Result<std::shared_ptr<ssl::context>> SessionCa::server_context(const std::string& host) {
   if (auto it = leaves_.find(host); it != leaves_.end()) return it->second;
   if (leaves_.size() >= kMaxLeavesPerSession) leaves_.erase(leaves_.begin());

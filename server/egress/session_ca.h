@@ -26,7 +26,14 @@ class SessionCa {
   static Result<std::shared_ptr<SessionCa>> create(const std::string& session_id, int days = 30);
   ~SessionCa();
 
+  // The same CA again, from certificate_pem() and key_pem(): a restarted cabind adopting the
+  // session keeps the CA its sandbox trusts.
+  static Result<std::shared_ptr<SessionCa>> load(const std::string& cert_pem,
+                                                 const std::string& key_pem);
+
   const std::string& certificate_pem() const { return cert_pem_; }
+  // The key, for the session's handoff (kept only in cabind's private store).
+  Result<std::string> key_pem() const;
   // A server context whose certificate names `host` (a canonical name), made on first use and
   // kept; only HTTP/1.1 is offered, so the proxy can read the requests.
   Result<std::shared_ptr<ssl::context>> server_context(const std::string& host);

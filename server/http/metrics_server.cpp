@@ -52,8 +52,9 @@ Result<void> MetricsServer::listen(const std::string& host, uint16_t port) {
   if (!ec) acceptor_.bind(ep, ec);
   if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return make_error(Errc::kUnavailable, "listen_failed",
-                      "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+    return make_error(
+        Errc::kUnavailable, "listen_failed",
+        "cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
   }
   return {};
 }

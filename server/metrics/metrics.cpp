@@ -66,6 +66,9 @@ void declare_cabind(Registry& r) {
             kPauseBuckets);
   r.declare("cabin_session_resume_seconds", Type::kHistogram, "How long a resume took.", {"driver"},
             kPauseBuckets);
+  r.declare("cabin_session_adopt_seconds", Type::kHistogram,
+            "How long taking over a session an earlier cabind left running took.", {"driver"},
+            kPauseBuckets);
   r.declare("cabin_create_refusals_total", Type::kCounter,
             "Creates refused before a sandbox started, by reason (quota_sessions, rate_creates, "
             "capacity, queue_full, queue_timeout, client_gone, draining).",
@@ -143,6 +146,7 @@ std::string end_reason_label(std::string_view reason) {
   }
   if (reason == "server shutdown") return "shutdown";
   if (reason.rfind("sandbox exited", 0) == 0) return "sandbox_exited";
+  if (reason.rfind("sandbox lost", 0) == 0) return "sandbox_lost";
   return "other";
 }
 

@@ -72,6 +72,7 @@ class AgentClient {
  public:
   AgentClient(drivers::Sandbox& sandbox, std::string secret)
       : sandbox_(sandbox), secret_(std::move(secret)) {}
+  const std::string& secret() const { return secret_; }
 
   // Parses the agent's health answer; waits up to wait_ms for it to leave "starting".
   net::awaitable<Result<AgentHealth>> health(int wait_ms);

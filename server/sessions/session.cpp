@@ -94,6 +94,7 @@ Result<void> Session::set_network(egress::Policy p) {
     return api::errors::no_egress();
   }
   egress_->set_policy(std::make_shared<const egress::Policy>(std::move(p)));
+  if (on_network_change_) on_network_change_();
   return {};
 }
 

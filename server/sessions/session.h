@@ -122,6 +122,7 @@ class Session final {
   int64_t idle_since_ = 0;         // unix seconds; meaningful while running with no one present
   bool pausing_ = false;           // a pause or resume is under way
   std::function<void()> on_idle_;  // the idle timer ran out with no one present
+  std::function<void()> on_network_change_;  // the manager keeps the handoff up to date
   std::function<int64_t()> now_;   // the manager's clock
   // Filled in when the agent reports ready.
   int devtools_port_ = 0;

@@ -390,10 +390,16 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   }
   s->record_.status = store::SessionStatus::kRunning;
   (void)store_.set_status(rec.id, store::SessionStatus::kRunning, "", 0);
+  start_running(s);
+  log()->info("session {}: running on {} ({}x{})", rec.id, driver_name, rec.width, rec.height);
+  co_return s;
+}
 
+void SessionManager::start_running(const SessionPtr& s) {
+  const std::string id = s->id();
   arm_expiry(*s);
   s->now_ = [this] { return clock_.unix_seconds(); };
-  s->on_idle_ = [this, id = rec.id, pause = spec.on_idle == api::OnIdle::kPause] {
+  s->on_idle_ = [this, id, pause = s->record().on_idle == "pause"] {
     cabin::spawn(
         ex_,
         [this, id, pause]() -> net::awaitable<void> {
@@ -406,9 +412,32 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
         },
         "session " + id + ": idle");
   };
+  s->on_network_change_ = [this, weak = std::weak_ptr<Session>(s)] {
+    if (auto live = weak.lock()) save_handoff(*live);
+  };
+  save_handoff(*s);
   s->idle_again();
-  log()->info("session {}: running on {} ({}x{})", rec.id, driver_name, rec.width, rec.height);
-  co_return s;
+}
+
+void SessionManager::save_handoff(const Session& s) {
+  nlohmann::json h = {{"version", 1},
+                      {"secret", s.agent_.secret()},
+                      {"sandbox", s.sandbox_->handoff()},
+                      {"devtools_port", s.devtools_port_},
+                      {"browser_path", s.browser_path_}};
+  if (const auto& d = s.spec().display) h["display"] = {{"width", d->width}, {"height", d->height}};
+  if (auto policy = s.network(); policy && !policy->source.empty()) {
+    h["network"] = policy->source;
+    nlohmann::json placeholders = nlohmann::json::object();
+    for (const auto& secret : policy->secrets) placeholders[secret.name] = secret.placeholder;
+    h["placeholders"] = std::move(placeholders);
+  }
+  if (s.ca_) {
+    auto key = s.ca_->key_pem();
+    if (key) h["ca"] = {{"cert", s.ca_->certificate_pem()}, {"key", *key}};
+  }
+  if (auto r = store_.set_handoff(s.id(), h.dump()); !r)
+    log()->warn("session {}: its handoff was not saved: {}", s.id(), r.error().message);
 }
 
 void SessionManager::arm_expiry(Session& s) {
@@ -720,7 +749,8 @@ std::optional<std::vector<std::string>> SessionManager::output(const std::string
   return lines;
 }
 
-net::awaitable<void> SessionManager::shutdown(std::chrono::milliseconds deadline) {
+net::awaitable<void> SessionManager::shutdown(std::chrono::milliseconds deadline,
+                                              bool keep_running) {
   struct Pending {
     explicit Pending(net::any_io_executor ex) : done(std::move(ex)) {}
     size_t left = 0;
@@ -728,7 +758,21 @@ net::awaitable<void> SessionManager::shutdown(std::chrono::milliseconds deadline
   };
   auto pending = std::make_shared<Pending>(ex_);
   std::vector<SessionPtr> all;  // finish() erases from live_
-  for (auto& [_, s] : live_) all.push_back(s);
+  for (auto& [_, s] : live_) {
+    if (keep_running && !s->ending_ && (s->running() || s->paused() || s->pausing_)) {
+      // Left as it is for the next cabind: the sandbox runs on, the record stays live.
+      s->expiry_.cancel();
+      s->idle_timer_.cancel();
+      if (s->egress_) s->egress_->stop();
+      s->sandbox_->release();
+      continue;
+    }
+    all.push_back(s);
+  }
+  if (keep_running) {
+    log()->info("shutdown: {} sessions left running for the next cabind",
+                live_.size() - all.size());
+  }
   pending->left = all.size();
   for (auto& s : all) {
     cabin::spawn(
@@ -744,6 +788,153 @@ net::awaitable<void> SessionManager::shutdown(std::chrono::milliseconds deadline
     co_await pending->done.wait_until(until);
   if (pending->left > 0)
     log()->warn("shutdown: {} sessions still ending after {} ms", pending->left, deadline.count());
+}
+
+net::awaitable<std::set<std::string>> SessionManager::adopt_all() {
+  std::set<std::string> adopted;
+  const int64_t now = clock_.unix_seconds();
+  size_t ended = 0, failed = 0;
+  for (const auto& rec : store_.list(false, 100000)) {
+    auto end_record = [&](store::SessionStatus status, const std::string& reason) {
+      (void)store_.set_status(rec.id, status, reason, clock_.unix_seconds());
+      if (audit_) {
+        audit_->record({{"action", "session.end"},
+                        {"session", rec.id},
+                        {"outcome", store::to_string(status)},
+                        {"reason", reason}});
+      }
+      metrics::registry().inc("cabin_session_ends_total", {metrics::end_reason_label(reason)});
+      log()->info("session {}: {} ({})", rec.id, store::to_string(status), reason);
+    };
+    if (rec.status != store::SessionStatus::kRunning && rec.status != store::SessionStatus::kPaused) {
+      // Killed by the drivers' leftover cleanup: a start or an end was cut short.
+      (void)store_.set_status(rec.id, store::SessionStatus::kFailed,
+                              "server restarted while the session was " +
+                                  std::string(store::to_string(rec.status)),
+                              now);
+      ++failed;
+      continue;
+    }
+    if (rec.expires_at <= now) {
+      end_record(store::SessionStatus::kEnded, "timeout");
+      ++ended;
+      continue;
+    }
+    auto s = co_await adopt(rec);
+    if (!s) {
+      end_record(store::SessionStatus::kFailed,
+                 "sandbox lost while the server was down: " + s.error().message);
+      ++failed;
+      continue;
+    }
+    adopted.insert(rec.id);
+  }
+  if (!adopted.empty() || ended || failed) {
+    log()->info("start-up: {} sessions adopted, {} ended at their timeout, {} lost",
+                adopted.size(), ended, failed);
+  }
+  co_return adopted;
+}
+
+void SessionManager::reap_leftovers(const std::set<std::string>& adopted) {
+  for (auto& [_, d] : drivers_) d->reap_leftovers(adopted);
+}
+
+net::awaitable<Result<SessionPtr>> SessionManager::adopt(const store::SessionRecord& rec) {
+  // The handoff is cabind's own, but a damaged store must not stop the server.
+  try {
+    co_return co_await adopt_from_handoff(rec);
+  } catch (const nlohmann::json::exception& e) {
+    co_return make_error(Errc::kNotFound, "no_handoff", std::string("its handoff: ") + e.what());
+  }
+}
+
+net::awaitable<Result<SessionPtr>> SessionManager::adopt_from_handoff(
+    const store::SessionRecord& rec) {
+  const auto began = std::chrono::steady_clock::now();
+  auto d = drivers_.find(rec.driver);
+  if (d == drivers_.end())
+    co_return make_error(Errc::kNotFound, "unknown_driver", "no driver " + rec.driver);
+  auto h = parse_object(store_.handoff(rec.id));
+  if (!h || !h->is_object() || !h->contains("sandbox"))
+    co_return make_error(Errc::kNotFound, "no_handoff", "nothing was kept to adopt it by");
+  const auto secret = h->value("secret", std::string());
+  if (secret.empty())
+    co_return make_error(Errc::kNotFound, "no_handoff", "the agent's secret was not kept");
+
+  api::SessionSpec spec;
+  spec.driver = rec.driver;
+  spec.resolution = {rec.width, rec.height};
+  spec.timeout_s = rec.timeout_s;
+  spec.idle_timeout_s = rec.idle_timeout_s;
+  spec.on_idle = rec.on_idle == "pause" ? api::OnIdle::kPause : api::OnIdle::kDelete;
+  spec.start_url = rec.start_url;
+  if (auto it = h->find("display"); it != h->end() && it->is_object()) {
+    spec.display = api::Resolution{it->value("width", rec.width), it->value("height", rec.height)};
+  }
+  if (auto it = h->find("network"); it != h->end() && it->is_string()) {
+    auto source = parse_object(it->get<std::string>());
+    if (!source) co_return make_error(Errc::kNotFound, "no_handoff", "its network policy is lost");
+    // The placeholders the sandbox already holds stay valid.
+    egress::Policy previous;
+    if (auto ph = h->find("placeholders"); ph != h->end() && ph->is_object()) {
+      for (const auto& [name, placeholder] : ph->items()) {
+        if (!placeholder.is_string()) continue;
+        egress::Secret secret_ref;
+        secret_ref.name = name;
+        secret_ref.placeholder = placeholder.get<std::string>();
+        previous.secrets.push_back(std::move(secret_ref));
+      }
+    }
+    auto policy = egress::parse_policy(*source, "network", &previous);
+    if (!policy) co_return policy.error();
+    spec.network = std::move(*policy);
+  }
+  std::shared_ptr<egress::SessionCa> ca;
+  if (auto it = h->find("ca"); it != h->end() && it->is_object()) {
+    auto loaded = egress::SessionCa::load(it->value("cert", std::string()),
+                                          it->value("key", std::string()));
+    if (!loaded) co_return loaded.error();
+    ca = std::move(*loaded);
+  }
+
+  auto sandbox = co_await d->second->adopt(rec.id, (*h)["sandbox"]);
+  if (!sandbox) co_return sandbox.error();
+  auto s = std::make_shared<Session>(rec, std::move(spec), std::move(*sandbox), secret, ex_);
+  s->ca_ = std::move(ca);
+  s->devtools_port_ = h->value("devtools_port", 0);
+  s->browser_path_ = h->value("browser_path", std::string());
+  live_[rec.id] = s;
+  watch(s);
+  Result<void> ready;
+  const auto limits = limits_for(rec.driver);
+  if (config_.egress.enabled && d->second->info().supports_egress && s->ca_)
+    ready = co_await start_egress(s, limits.start_timeout);
+  // A frozen agent answers nothing: a paused session is taken at its record's word.
+  if (ready && rec.status == store::SessionStatus::kRunning) {
+    auto health = co_await s->agent_.health(0);
+    if (!health) {
+      ready = health.error();
+    } else if (health->state != "ready") {
+      ready = make_error(Errc::kUnavailable, "browser_failed", "the agent says " + health->state);
+    } else {
+      s->devtools_port_ = health->devtools_port;
+      s->browser_path_ = health->browser_path;
+    }
+  }
+  if (!ready || s->ending_) {
+    const std::string why = ready ? s->record().end_reason : ready.error().message;
+    co_await finish(s, store::SessionStatus::kFailed,
+                    "sandbox lost while the server was down: " + why);
+    co_return make_error(Errc::kUnavailable, "sandbox_unavailable", why);
+  }
+  start_running(s);
+  metrics::registry().observe(
+      "cabin_session_adopt_seconds", {rec.driver},
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  log()->info("session {}: adopted on {} ({})", rec.id, rec.driver,
+              store::to_string(rec.status));
+  co_return s;
 }
 
 }  // namespace cabin::sessions

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -141,7 +142,18 @@ class SessionManager {
   net::awaitable<Result<store::SessionRecord>> end(const std::string& id, const std::string& reason);
   // Ends every live session at once, and returns when all are destroyed or `deadline` has
   // passed: one slow sandbox does not hold up the others, nor the server for longer than that.
-  net::awaitable<void> shutdown(std::chrono::milliseconds deadline = std::chrono::seconds(30));
+  // With `keep_running`, running and paused sessions are left to the next cabind instead (their
+  // sandboxes keep running, their records stay live); only those still starting are ended.
+  net::awaitable<void> shutdown(std::chrono::milliseconds deadline = std::chrono::seconds(30),
+                                bool keep_running = false);
+  // At start-up, before any request: takes over the sessions an earlier cabind left live. Each
+  // running or paused one whose sandbox is still there is adopted (its agent re-dialled, its
+  // egress proxy started again, its timers armed from the record); one whose lifetime ran out
+  // meanwhile ends as "timeout"; one whose sandbox is gone fails. Returns the adopted ids: the
+  // drivers' reap_leftovers() keeps those and kills every other sandbox.
+  net::awaitable<std::set<std::string>> adopt_all();
+  // The drivers' start-up cleanup, keeping `adopted`.
+  void reap_leftovers(const std::set<std::string>& adopted);
   size_t live_count() const { return live_.size(); }
   // Invalidates every token of a live session by bumping its generation (kept in the store).
   // Returns the new generation; kNotFound if the session is not live.
@@ -178,6 +190,12 @@ class SessionManager {
   // Seconds until the soonest of the sessions (of `owner`, or all) ends on its own, 1..3600: a
   // Retry-After that says when room comes at the latest unless someone ends one sooner.
   int64_t soonest_end_s(const std::string* owner) const;
+  // A ready (or adopted) session from now on: its lifetime and idle timers, its handoff.
+  void start_running(const SessionPtr& s);
+  // Keeps what a later cabind needs to adopt the session in the store.
+  void save_handoff(const Session& s);
+  net::awaitable<Result<SessionPtr>> adopt(const store::SessionRecord& rec);
+  net::awaitable<Result<SessionPtr>> adopt_from_handoff(const store::SessionRecord& rec);
   net::awaitable<Result<void>> wait_ready(Session& s, std::chrono::milliseconds timeout);
   DriverLimits limits_for(const std::string& driver) const;
   // The lifetime's timer, at the record's expires_at.

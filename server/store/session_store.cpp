@@ -1,6 +1,10 @@
 #include "server/store/session_store.h"
 
+#include <sys/stat.h>
+
 #include <utility>
+
+#include "server/store/sqlite_stmt.h"
 
 namespace cabin::store {
 
@@ -31,33 +35,6 @@ SessionStatus parse_status(std::string_view name) {
 }
 namespace {
 
-// Owns one prepared statement.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) { sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return s_ != nullptr; }
-  Stmt& bind(int i, const std::string& v) {
-    sqlite3_bind_text(s_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& bind(int i, int64_t v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  int step() { return sqlite3_step(s_); }
-  std::string text(int i) const {
-    auto p = sqlite3_column_text(s_, i);
-    return p ? reinterpret_cast<const char*>(p) : "";
-  }
-  int64_t integer(int i) const { return sqlite3_column_int64(s_, i); }
-
- private:
-  sqlite3_stmt* s_ = nullptr;
-};
-
 constexpr const char* kColumns =
     "id, driver, status, end_reason, width, height, start_url, timeout_s, created_at, "
     "expires_at, ended_at, token_generation, idle_timeout_s, on_idle, owner";
@@ -82,10 +59,6 @@ SessionRecord read_row(const Stmt& s) {
   return r;
 }
 
-Error db_error(sqlite3* db, const char* what) {
-  return make_error(Errc::kInternal, "store", std::string(what) + ": " + sqlite3_errmsg(db));
-}
-
 }  // namespace
 
 Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path) {
@@ -98,6 +71,8 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
     return e;
   }
   std::unique_ptr<SessionStore> store(new SessionStore(db));
+  // It keeps live sessions' handoffs (their agents' and egress secrets): owner only.
+  if (path != ":memory:") ::chmod(path.c_str(), 0600);
   auto r = store->exec(
       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
       "CREATE TABLE IF NOT EXISTS sessions ("
@@ -115,7 +90,8 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
   for (auto [column, definition] : {std::pair{"token_generation", "INTEGER NOT NULL DEFAULT 0"},
                                     std::pair{"owner", "TEXT NOT NULL DEFAULT 'admin'"},
                                     std::pair{"idle_timeout_s", "INTEGER NOT NULL DEFAULT 0"},
-                                    std::pair{"on_idle", "TEXT NOT NULL DEFAULT 'delete'"}}) {
+                                    std::pair{"on_idle", "TEXT NOT NULL DEFAULT 'delete'"},
+                                    std::pair{"handoff", "TEXT NOT NULL DEFAULT ''"}}) {
     if (Stmt(db, (std::string("SELECT ") + column + " FROM sessions LIMIT 0").c_str()).ok())
       continue;
     r = store->exec(
@@ -154,11 +130,28 @@ Result<void> SessionStore::insert(const SessionRecord& r) {
 
 Result<void> SessionStore::set_status(const std::string& id, SessionStatus status,
                                       const std::string& end_reason, int64_t ended_at) {
-  Stmt s(db_, "UPDATE sessions SET status = ?2, end_reason = ?3, ended_at = ?4 WHERE id = ?1");
+  // An ended session's handoff (its secrets among it) is of no more use: drop it.
+  Stmt s(db_,
+         "UPDATE sessions SET status = ?2, end_reason = ?3, ended_at = ?4,"
+         " handoff = CASE WHEN ?4 = 0 THEN handoff ELSE '' END WHERE id = ?1");
   if (!s.ok()) return db_error(db_, "prepare update");
   s.bind(1, id).bind(2, std::string(to_string(status))).bind(3, end_reason).bind(4, ended_at);
   if (s.step() != SQLITE_DONE) return db_error(db_, "update");
   return {};
+}
+
+Result<void> SessionStore::set_handoff(const std::string& id, const std::string& handoff) {
+  Stmt s(db_, "UPDATE sessions SET handoff = ?2 WHERE id = ?1 AND ended_at = 0");
+  if (!s.ok()) return db_error(db_, "prepare update");
+  s.bind(1, id).bind(2, handoff);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "update");
+  return {};
+}
+
+std::string SessionStore::handoff(const std::string& id) {
+  Stmt s(db_, "SELECT handoff FROM sessions WHERE id = ?1");
+  s.bind(1, id);
+  return s.step() == SQLITE_ROW ? s.text(0) : std::string();
 }
 
 Result<void> SessionStore::set_token_generation(const std::string& id, uint32_t generation) {

@@ -58,6 +58,11 @@ class SessionStore {
   Result<void> set_status(const std::string& id, SessionStatus status,
                           const std::string& end_reason, int64_t ended_at);
   Result<void> set_token_generation(const std::string& id, uint32_t generation);
+  // What a later cabind needs to adopt a live session's sandbox (JSON; SessionManager's). Kept
+  // while the session lives, dropped when it ends: it holds the agent's secret and the
+  // session's egress secrets, so the state dir stays private (0700).
+  Result<void> set_handoff(const std::string& id, const std::string& handoff);
+  std::string handoff(const std::string& id);
   // A new lifetime (PATCH): timeout_s, the expiry it makes, and the idle timeout.
   Result<void> set_timers(const std::string& id, int64_t timeout_s, int64_t expires_at,
                           int64_t idle_timeout_s);

@@ -71,7 +71,10 @@ export async function startCabind({
     await removeTree(runDir);
     throw new Error(`${bin} does not exist: build it first, or set CABIN_BIN_DIR`);
   }
-  const argv = ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--run-dir', runDir, ...args];
+  // Tests end their sessions at SIGTERM unless they test leaving them to the next cabind.
+  const shutdown = args.includes('--on-shutdown') ? [] : ['--on-shutdown', 'delete'];
+  const argv = ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--run-dir', runDir,
+                ...shutdown, ...args];
   const child = spawn(
     wrap.length ? wrap[0] : bin,
     wrap.length ? [...wrap.slice(1), bin, ...argv] : argv,

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -83,6 +84,21 @@ class VmProcess final : public SandboxProcess {
   std::string last_init_line_;
 };
 
+// A started or adopted QEMU, whose forward to the agent listens on `port`.
+std::shared_ptr<VmProcess> make_vm(const net::any_io_executor& ex, const MicrovmDriverConfig& config,
+                                   HostChild child, const std::string& id, const fs::path& dir,
+                                   uint16_t port) {
+  return std::make_shared<VmProcess>(ex, std::move(child),
+                                     SandboxProcessConfig{.logger = "driver.microvm",
+                                                          .id = id,
+                                                          .source = "vm",
+                                                          .what = "qemu",
+                                                          .strip_cr = true,
+                                                          .run_dir = dir,
+                                                          .stop_timeout = config.stop_timeout},
+                                     port);
+}
+
 class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
  public:
   using ProcessSandbox::ProcessSandbox;
@@ -115,6 +131,12 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
 
   net::awaitable<Result<void>> pause() override { co_return co_await p_->qmp("stop"); }
   net::awaitable<Result<void>> resume() override { co_return co_await p_->qmp("cont"); }
+
+  nlohmann::json handoff() const override {
+    return {{"pid", p_->pid()},
+            {"start", process_start_ticks(p_->pid()).value_or(0)},
+            {"port", p_->host_port}};
+  }
 
   std::string describe() const override {
     return "microvm qemu pid=" + std::to_string(p_->pid()) +
@@ -263,18 +285,11 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
     s.jail = jail;
     s.argv = qemu_argv(launch);
     s.cwd = dir;
+    s.output_fifo = dir / kOutputFifoName;
+    fs::remove(s.output_fifo, ec);  // an earlier attempt's
     auto spawned = spawn_vmm(executor_, s);
     if (!spawned) co_return fail(spawned.error());
-    auto vm =
-        std::make_shared<VmProcess>(executor_, std::move(spawned.value()),
-                                    SandboxProcessConfig{.logger = "driver.microvm",
-                                                         .id = id,
-                                                         .source = "vm",
-                                                         .what = "qemu",
-                                                         .strip_cr = true,
-                                                         .run_dir = dir,
-                                                         .stop_timeout = config_.stop_timeout},
-                                    launch.host_port);
+    auto vm = make_vm(executor_, config_, std::move(spawned.value()), id, dir, launch.host_port);
     // reap_leftovers() finds QEMUs of an earlier run through this file (and QEMU's cwd).
     fs::remove(dir / kPidFileName, ec);
     if (auto w = write_private_file(dir / kPidFileName, std::to_string(vm->pid()) + "\n"); !w)
@@ -330,7 +345,37 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
       make_error(Errc::kUnavailable, "vm_start_failed", "qemu failed to start: " + last_failure));
 }
 
-void MicrovmDriver::reap_leftovers() {
+net::awaitable<Result<SandboxPtr>> MicrovmDriver::adopt(const std::string& id,
+                                                        const nlohmann::json& handoff) {
+  auto log = logger("driver.microvm");
+  if (!info_.available)
+    co_return make_error(Errc::kUnavailable, "driver_unavailable", info_.unavailable_reason);
+  if (!nsbox::valid_sandbox_id(id))
+    co_return make_error(Errc::kInvalidArgument, "invalid_session_id", "not a session id");
+  const fs::path dir = config_.run_dir / id;
+  const auto [pid, start] = handoff_process(handoff);
+  int64_t port = 0;
+  if (auto p = handoff.find("port"); p != handoff.end() && p->is_number_integer())
+    port = p->get<int64_t>();
+  if (pid <= 1 || pid > std::numeric_limits<pid_t>::max() || port <= 0 || port > 65535)
+    co_return make_error(Errc::kNotFound, "process_gone", "no QEMU pid or port was recorded");
+  auto child = adopt_host_child(executor_, static_cast<pid_t>(pid), start, dir / kOutputFifoName);
+  if (!child) co_return child.error();
+  auto vm = make_vm(executor_, config_, std::move(*child), id, dir, static_cast<uint16_t>(port));
+  vm->start();
+  if (::geteuid() == 0) {
+    auto ns = nsbox::open_own_netns_of(vm->pid());
+    if (!ns) {
+      co_await vm->destroy();
+      co_return ns.error();
+    }
+    vm->netns = std::move(*ns);
+  }
+  log->info("[{}] vm adopted: qemu pid {}, agent on 127.0.0.1:{}", id, vm->pid(), port);
+  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(vm)));
+}
+
+void MicrovmDriver::reap_leftovers(const std::set<std::string>& keep) {
   auto log = logger("driver.microvm");
   size_t killed = 0, removed = 0;
   std::error_code ec;
@@ -342,6 +387,7 @@ void MicrovmDriver::reap_leftovers() {
       log->warn("leaving unexpected entry in run dir: {}", dir.string());
       continue;
     }
+    if (keep.count(dir.filename().string())) continue;
     // Only a QEMU whose working directory is this session dir is ours: a recycled pid is not.
     auto pid_text = nsbox::read_file((dir / kPidFileName).string(), 32);
     const pid_t pid = pid_text ? static_cast<pid_t>(std::atoi(pid_text->c_str())) : 0;

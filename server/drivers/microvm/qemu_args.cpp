@@ -115,12 +115,13 @@ uint64_t guest_memory_mib(uint64_t memory_bytes) {
 
 std::string microvm_exit_reason(int code, int status, const std::string& last_init_line,
                                 const std::string& last_line) {
-  if (code == CLD_EXITED) {
+  if (code == CLD_EXITED || code == 0) {
     // The guest powers off after its init reported why.
     constexpr std::string_view kInit = "cabin-init: ", kInitramfs = "cabin-initramfs: ";
     if (last_init_line.rfind(kInit, 0) == 0) return last_init_line.substr(kInit.size());
     if (last_init_line.rfind(kInitramfs, 0) == 0)
       return "guest setup failed: " + last_init_line.substr(kInitramfs.size());
+    if (code == 0) return "qemu exited" + (last_line.empty() ? "" : ": " + last_line);
     if (status == 0) return "the VM powered off";
     return "qemu exited with status " + std::to_string(status) +
            (last_line.empty() ? "" : ": " + last_line);

@@ -1,5 +1,5 @@
-// Starting QEMU: posix_spawn (no fork of a threaded process) of cabin-vmm-wrap, which ties QEMU's
-// life to cabind's, with QEMU's stdout and stderr on one pipe and a pidfd to wait on.
+// Starting QEMU: posix_spawn (no fork of a threaded process) of cabin-vmm-wrap, which jails it,
+// with QEMU's stdout and stderr on one pipe (or FIFO) and a pidfd to wait on.
 #pragma once
 
 #include <sys/types.h>
@@ -35,12 +35,13 @@ struct VmmSpawn {
   std::vector<std::string> argv;  // QEMU's argv
   std::filesystem::path cwd;      // empty: cabind's
   int pass_fd = -1;               // if >= 0: given to QEMU as fd 3
+  std::filesystem::path output_fifo;  // as HostSpawn's
 };
 
 Result<VmmProcess> spawn_vmm(net::any_io_executor ex, const VmmSpawn& s);
 
-// The wrapper's argv: PATH --parent PID [--jail ...] -- QEMU_ARGV...
-std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap, pid_t parent,
+// The wrapper's argv: PATH [--jail ...] -- QEMU_ARGV...
+std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap,
                                        const std::vector<std::string>& qemu_argv,
                                        const std::optional<VmmJail>& jail = std::nullopt);
 

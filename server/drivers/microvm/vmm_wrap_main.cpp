@@ -1,11 +1,10 @@
-// cabin-vmm-wrap: makes the kernel kill QEMU when cabind dies, jails it, then becomes QEMU.
+// cabin-vmm-wrap: jails QEMU, then becomes (or, jailed, runs) QEMU.
 //
-//   cabin-vmm-wrap --parent PID [--jail UID:GID --image DIR --run DIR [--kvm-gid GID]]
+//   cabin-vmm-wrap [--jail UID:GID --image DIR --run DIR [--kvm-gid GID]]
 //                  -- /usr/bin/qemu-system-x86_64 ARGS...
 //
-// QEMU 7.2 has no option for the parent's death. PR_SET_PDEATHSIG survives execve, and fires when
-// the thread that spawned us exits: cabind spawns from its one io_context thread, which lives as
-// long as it.
+// QEMU outlives a cabind that restarts or dies: the next cabind adopts the VM, or kills it if it
+// does not know it.
 //
 // The jail (as root, in the manner of Firecracker's jailer): QEMU gets a mount namespace whose
 // root holds only the host's /usr (its libraries and firmware), the image dir (read-only), its
@@ -57,7 +56,7 @@ struct Jail {
 int usage(const char* why) {
   std::fprintf(stderr,
                "cabin-vmm-wrap: %s\n"
-               "usage: cabin-vmm-wrap --parent PID [--jail UID:GID --image DIR --run DIR "
+               "usage: cabin-vmm-wrap [--jail UID:GID --image DIR --run DIR "
                "[--kvm-gid GID]] -- QEMU [ARGS...]\n",
                why);
   return 125;
@@ -171,17 +170,13 @@ int main(int argc, char** argv) {
   // QEMU gets no descriptor of cabind's but stdio, whatever cabind forgot to mark CLOEXEC: a
   // VMM holding cabind's sockets could accept its clients or talk to other sessions' agents.
   if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0) return fail("close_range");
-  long parent = -1;
   std::optional<Jail> jail;
   int i = 1;
   for (; i + 1 < argc && std::strcmp(argv[i], "--") != 0; i += 2) {
     const char* flag = argv[i];
     const char* v = argv[i + 1];
     unsigned long n = 0;
-    if (std::strcmp(flag, "--parent") == 0) {
-      if (!parse_id(v, n)) return usage("bad --parent");
-      parent = static_cast<long>(n);
-    } else if (std::strcmp(flag, "--jail") == 0) {
+    if (std::strcmp(flag, "--jail") == 0) {
       const char* colon = std::strchr(v, ':');
       unsigned long u = 0, g = 0;
       if (!colon || !parse_id(std::string(v, colon).c_str(), u) || !parse_id(colon + 1, g))
@@ -201,18 +196,12 @@ int main(int argc, char** argv) {
       return usage("unknown flag");
     }
   }
-  if (i >= argc || std::strcmp(argv[i], "--") != 0 || i + 1 >= argc || parent <= 0)
-    return usage("--parent PID and -- QEMU are required");
+  if (i >= argc || std::strcmp(argv[i], "--") != 0 || i + 1 >= argc)
+    return usage("-- QEMU is required");
   if (jail && (jail->uid == 0 || jail->image_dir.empty() || jail->run_dir.empty()))
     return usage("--jail needs --image and --run");
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail("PR_SET_PDEATHSIG");
-  // cabind died before the prctl took effect: nobody would ever stop this VM.
-  if (::getppid() != static_cast<pid_t>(parent)) return 125;
   if (jail) {
     if (int rc = enter_jail(*jail); rc != 0) return rc;
-    // The uid change cleared the parent-death signal: arm it again, and check again.
-    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail("PR_SET_PDEATHSIG");
-    if (::getppid() != static_cast<pid_t>(parent)) return 125;
     return run_in_pid_namespace(argv + i + 1);
   }
   ::execv(argv[i + 1], argv + i + 1);

@@ -40,11 +40,8 @@ int fail_errno(const LauncherArgs& args, const std::string& step) {
 }  // namespace
 
 int run_launcher(const LauncherArgs& args) {
-  // Die with cabind; a parent that died before the prctl shows as a changed ppid.
-  pid_t parent = ::getppid();
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return fail_errno(args, "PR_SET_PDEATHSIG");
-  if (::getppid() != parent) return fail(args, "start", "parent exited");
-
+  // No parent-death signal: the sandbox outlives a cabind that restarts or dies, and the next
+  // one adopts it (or kills it, if it does not know it).
   const bool host_root = ::geteuid() == 0;
   // cabind's supplementary groups must not follow the sandbox.
   if (host_root && ::setgroups(0, nullptr) != 0) return fail_errno(args, "setgroups");

@@ -1,6 +1,7 @@
 #include "server/drivers/namespace/namespace_driver.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,11 +19,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "common/agent_protocol.h"
+#include "common/child_process.h"
 #include "common/cloexec.h"
 #include "common/log.h"
 #include "common/spawn.h"
@@ -45,11 +49,13 @@ using Clock = std::chrono::steady_clock;
 
 // Starts cabin-sandbox with a clean environment; agent_fd (if valid) becomes its fd 3.
 Result<HostChild> spawn_launcher(net::any_io_executor ex, const std::vector<std::string>& argv,
-                                 const std::vector<std::string>& env, int agent_fd = -1) {
+                                 const std::vector<std::string>& env, int agent_fd = -1,
+                                 const fs::path& output_fifo = {}) {
   HostSpawn s;
   s.argv = argv;
   s.env = env;
   s.pass_fd = agent_fd;
+  s.output_fifo = output_fifo;
   return spawn_host_child(std::move(ex), s);
 }
 
@@ -86,6 +92,36 @@ Result<UniqueFd> listen_agent_socket(const fs::path& dir) {
   // The agent accepts one connection per request; a burst of them waits here.
   if (::listen(sock.get(), 128) != 0) return nsbox::sys_error("listen agent socket");
   return sock;
+}
+
+constexpr char kLauncherFileName[] = "launcher.pid";
+
+// "PID START_TICKS", mode 0600, in the sandbox's run dir (which the sandbox never sees).
+void write_launcher_file(const fs::path& dir, pid_t pid) {
+  const std::string text =
+      std::to_string(pid) + " " + std::to_string(process_start_ticks(pid).value_or(0)) + "\n";
+  UniqueFd fd(::open((dir / kLauncherFileName).c_str(),
+                     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid() || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    logger("driver.namespace")->warn("cannot write {}", (dir / kLauncherFileName).string());
+}
+
+// Kills the launcher recorded in `dir`, if it still runs: PID 1 of its sandbox dies with it, and
+// the pid namespace with PID 1. Start-up only: waits for it, briefly.
+bool kill_recorded_launcher(const fs::path& dir) {
+  auto text = nsbox::read_file((dir / kLauncherFileName).string(), 64);
+  if (!text) return false;
+  long long pid = 0;
+  unsigned long long start = 0;
+  if (std::sscanf(text->c_str(), "%lld %llu", &pid, &start) != 2 || pid <= 1) return false;
+  UniqueFd pidfd(pidfd_open(static_cast<pid_t>(pid)));
+  if (!pidfd.valid() || process_start_ticks(static_cast<pid_t>(pid)) != start) return false;
+  if (pidfd_send_signal(pidfd.get(), SIGKILL) != 0) return false;
+  struct pollfd p {
+    pidfd.get(), POLLIN, 0
+  };
+  (void)::poll(&p, 1, 5000);
+  return true;
 }
 
 // The launcher, and the cgroups it is confined to.
@@ -136,6 +172,22 @@ class NamespaceProcess final : public SandboxProcess {
 
   std::vector<fs::path> cgroups_;
 };
+
+// A started or adopted launcher.
+std::shared_ptr<NamespaceProcess> make_process(const net::any_io_executor& ex,
+                                               const NamespaceDriverConfig& config, HostChild child,
+                                               const std::string& id, const fs::path& dir,
+                                               std::vector<fs::path> cgroups) {
+  return std::make_shared<NamespaceProcess>(
+      ex, std::move(child),
+      SandboxProcessConfig{.logger = "driver.namespace",
+                           .id = id,
+                           .source = "sandbox",
+                           .what = "launcher",
+                           .run_dir = dir,
+                           .stop_timeout = config.stop_timeout},
+      std::move(cgroups));
+}
 
 class NamespaceSandbox final : public ProcessSandbox<NamespaceProcess> {
  public:
@@ -216,6 +268,10 @@ class NamespaceSandbox final : public ProcessSandbox<NamespaceProcess> {
            " cgroups=" + (cg.empty() ? "none" : cg) + " run_dir=" + p_->run_dir().string();
   }
 
+  nlohmann::json handoff() const override {
+    return {{"pid", p_->pid()}, {"start", process_start_ticks(p_->pid()).value_or(0)}};
+  }
+
  private:
   // The sandbox's network namespace, opened once.
   Result<void> netns() {
@@ -278,6 +334,13 @@ std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& co
 }
 
 std::string namespace_exit_reason(int code, int status, const std::string& last_line) {
+  if (code == 0) {
+    // Adopted: only the output says how it ended.
+    const std::string_view failed = agent_protocol::kAgentFailureLinePrefix;
+    if (last_line.rfind(failed, 0) == 0 && last_line.size() > failed.size())
+      return last_line.substr(failed.size());
+    return "sandbox exited" + (last_line.empty() ? "" : ": " + last_line);
+  }
   if (code == CLD_EXITED) {
     if (status == nsbox::kSetupFailedStatus)
       return "sandbox setup failed: " + (last_line.empty() ? "no message" : last_line);
@@ -399,23 +462,19 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
   auto argv = namespace_launcher_argv(config_, spec, host_root_, procs);
   std::vector<std::string> env = {"CABIN_AGENT_SECRET=" + spec.agent_secret};
   if (!spec.trusted_ca_pem.empty()) env.push_back("CABIN_TRUSTED_CA=" + spec.trusted_ca_pem);
-  auto spawned = spawn_launcher(executor_, argv, env, agent_sock->get());
+  auto spawned = spawn_launcher(executor_, argv, env, agent_sock->get(), dir / kOutputFifoName);
   agent_sock->reset();  // the agent's alone from here; cabind connects by path
   if (!spawned) {
     for (const auto& d : cgroups) (void)nsbox::remove_cgroup(d);
     fs::remove_all(dir, ec);
     co_return spawned.error();
   }
-  auto process =
-      std::make_shared<NamespaceProcess>(executor_, std::move(spawned.value()),
-                                         SandboxProcessConfig{.logger = "driver.namespace",
-                                                              .id = id,
-                                                              .source = "sandbox",
-                                                              .what = "launcher",
-                                                              .run_dir = dir,
-                                                              .stop_timeout = config_.stop_timeout},
-                                         std::move(cgroups));
+  auto process = make_process(executor_, config_, std::move(spawned.value()), id, dir,
+                              std::move(cgroups));
   process->start();
+  // reap_leftovers() finds the launcher of a sandbox that no later cabind adopted through this
+  // file, also where there are no cgroups to find it by.
+  write_launcher_file(dir, process->pid());
   log->info("[{}] sandbox started: launcher pid {}", id, process->pid());
   co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(process)));
 }
@@ -446,7 +505,36 @@ Result<void> check_reapable_run_dir(const fs::path& run_dir) {
   return {};
 }
 
-void NamespaceDriver::reap_leftovers() {
+net::awaitable<Result<SandboxPtr>> NamespaceDriver::adopt(const std::string& id,
+                                                          const nlohmann::json& handoff) {
+  auto log = logger("driver.namespace");
+  if (!info_.available)
+    co_return make_error(Errc::kUnavailable, "driver_unavailable", info_.unavailable_reason);
+  if (!reapable_run_dir_entry(id))
+    co_return make_error(Errc::kInvalidArgument, "invalid_session_id", "not a session id");
+  const fs::path dir = config_.run_dir / id;
+  const auto [pid, start] = handoff_process(handoff);
+  if (pid <= 1 || pid > std::numeric_limits<pid_t>::max())
+    co_return make_error(Errc::kNotFound, "process_gone", "no launcher pid was recorded");
+  auto child = adopt_host_child(executor_, static_cast<pid_t>(pid), start, dir / kOutputFifoName);
+  if (!child) co_return child.error();
+  // The cgroups are where create() made them, whatever was recorded.
+  std::vector<fs::path> cgroups;
+  auto layout = static_cast<CgroupLayout>(cgroup_layout_);
+  if (layout != CgroupLayout::kNone) {
+    for (auto& d :
+         nsbox::sandbox_cgroup_dirs(layout, config_.cgroup_root, config_.cgroup_name, id)) {
+      std::error_code ec;
+      if (fs::is_directory(d, ec)) cgroups.push_back(std::move(d));
+    }
+  }
+  auto process = make_process(executor_, config_, std::move(*child), id, dir, std::move(cgroups));
+  process->start();
+  log->info("[{}] sandbox adopted: launcher pid {}", id, process->pid());
+  co_return SandboxPtr(std::make_unique<NamespaceSandbox>(std::move(process)));
+}
+
+void NamespaceDriver::reap_leftovers(const std::set<std::string>& keep) {
   auto log = logger("driver.namespace");
   // Only session dirs, and only in a run dir that is ours alone: a mistaken --run-dir (a home or
   // a shared dir) loses nothing, and nobody else can plant names to be removed.
@@ -456,6 +544,19 @@ void NamespaceDriver::reap_leftovers() {
       log->warn("not removing leftovers: {}", trusted.error().message);
     return;
   }
+  // Launchers first, by the file each run dir keeps: this also finds sandboxes without cgroups.
+  size_t killed = 0;
+  {
+    std::error_code ec;
+    for (fs::directory_iterator it(config_.run_dir, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code ec2;
+      const std::string name = it->path().filename().string();
+      if (it->is_symlink(ec2) || !it->is_directory(ec2) || !reapable_run_dir_entry(name) ||
+          keep.count(name))
+        continue;
+      killed += kill_recorded_launcher(it->path());
+    }
+  }
   auto layout = static_cast<CgroupLayout>(cgroup_layout_);
   // Only sandboxes whose run dir is ours: other cabind instances on this host (each with its own
   // run dir) share the cgroup parent and keep their sessions.
@@ -463,7 +564,8 @@ void NamespaceDriver::reap_leftovers() {
   std::erase_if(dirs, [&](const fs::path& d) {
     std::error_code ec;
     const std::string name = d.filename().string();
-    return !reapable_run_dir_entry(name) || !fs::is_directory(config_.run_dir / name, ec);
+    return keep.count(name) || !reapable_run_dir_entry(name) ||
+           !fs::is_directory(config_.run_dir / name, ec);
   });
   // Start-up only, before any session: a short blocking wait is fine.
   const auto deadline = Clock::now() + 5s;
@@ -486,8 +588,10 @@ void NamespaceDriver::reap_leftovers() {
   std::error_code ec;
   for (fs::directory_iterator it(config_.run_dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code ec2;
-    const bool session_dir = !it->is_symlink(ec2) && it->is_directory(ec2) &&
-                             reapable_run_dir_entry(it->path().filename().string());
+    const std::string name = it->path().filename().string();
+    const bool session_dir =
+        !it->is_symlink(ec2) && it->is_directory(ec2) && reapable_run_dir_entry(name);
+    if (session_dir && keep.count(name)) continue;
     if (!session_dir) {
       log->warn("leaving unexpected entry in run dir: {}", it->path().string());
       continue;
@@ -498,8 +602,9 @@ void NamespaceDriver::reap_leftovers() {
     else
       ++removed_dirs;
   }
-  if (!dirs.empty() || removed_dirs)
-    log->info("removed leftovers: {} cgroups, {} run dirs", dirs.size(), removed_dirs);
+  if (!dirs.empty() || removed_dirs || killed)
+    log->info("removed leftovers: {} sandboxes killed, {} cgroups, {} run dirs", killed,
+              dirs.size(), removed_dirs);
 }
 
 }  // namespace cabin::drivers

@@ -67,7 +67,9 @@ class NamespaceDriver final : public SandboxDriver {
 
   DriverInfo info() const override { return info_; }
   net::awaitable<Result<SandboxPtr>> create(const SandboxSpec& spec) override;
-  void reap_leftovers() override;
+  net::awaitable<Result<SandboxPtr>> adopt(const std::string& session_id,
+                                           const nlohmann::json& handoff) override;
+  void reap_leftovers(const std::set<std::string>& keep) override;
 
  private:
   DriverInfo probe() const;

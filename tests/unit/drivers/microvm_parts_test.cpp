@@ -283,12 +283,12 @@ TEST_CASE("the host TSC rate is measured", "[microvm]") {
 }
 
 TEST_CASE("the wrapper's argv puts QEMU's after --", "[microvm]") {
-  auto argv = vmm_wrap_argv("/bin/cabin-vmm-wrap", 42, {"qemu", "-M", "microvm"});
-  CHECK(argv == std::vector<std::string>{"/bin/cabin-vmm-wrap", "--parent", "42", "--", "qemu",
+  auto argv = vmm_wrap_argv("/bin/cabin-vmm-wrap", {"qemu", "-M", "microvm"});
+  CHECK(argv == std::vector<std::string>{"/bin/cabin-vmm-wrap", "--", "qemu",
                                          "-M", "microvm"});
   VmmJail jail{602000, 602001, 108, "/img", "/run/cabin-vm/s_1"};
-  CHECK(vmm_wrap_argv("/w", 42, {"qemu"}, jail) ==
-        std::vector<std::string>{"/w", "--parent", "42", "--jail", "602000:602001", "--image",
+  CHECK(vmm_wrap_argv("/w", {"qemu"}, jail) ==
+        std::vector<std::string>{"/w", "--jail", "602000:602001", "--image",
                                  "/img", "--run", "/run/cabin-vm/s_1", "--kvm-gid", "108", "--",
                                  "qemu"});
 }
@@ -435,7 +435,7 @@ TEST_CASE("microvm reap_leftovers kills only its own earlier VMs", "[microvm]") 
   std::ofstream(c.run_dir / "stray-file") << "x";
   // posix_spawn returns after the child's chdir and exec, so both cwds are settled here.
   MicrovmDriver d(c, io.get_executor());
-  d.reap_leftovers();
+  d.reap_leftovers({});
 
   int status = 0;
   REQUIRE(::waitpid(ours, &status, 0) == ours);

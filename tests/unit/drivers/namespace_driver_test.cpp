@@ -331,7 +331,7 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
     REQUIRE(made.ok());
     foreign = made.value();
   }
-  driver.reap_leftovers();
+  driver.reap_leftovers({});
   CHECK_FALSE(fs::exists(f.config.run_dir / kOld));
   CHECK(fs::exists(f.config.run_dir / "data_1"));
   for (const auto& d : cgroups) CHECK_FALSE(fs::exists(d));
@@ -347,6 +347,63 @@ TEST_CASE("reap_leftovers removes what an earlier run left", "[sandbox]") {
   }
 }
 
+TEST_CASE("a released sandbox runs on: a new driver adopts it, and reaps one it does not keep",
+          "[sandbox]") {
+  Fixture f;
+  f.config.payload_override = {"/bin/sh", "-c", "while :; do echo tick; sleep 0.1; done"};
+  NamespaceDriver first(f.config, f.io.get_executor());
+  if (!first.info().available) {
+    WARN("namespace sandboxes unavailable here: " << first.info().unavailable_reason);
+    return;
+  }
+  const std::string kept = "ses_kept000000000000000a", dropped = "ses_drop000000000000000b";
+  std::map<std::string, nlohmann::json> handoffs;
+  for (const auto& id : {kept, dropped}) {
+    auto made = run_sync(f.io, first.create(spec_for(id)));
+    REQUIRE(made.ok());
+    handoffs[id] = (*made)->handoff();
+    (*made)->release();
+  }  // dropped without destroy(), but released: nothing is killed
+  auto pid_of = [&](const std::string& id) { return handoffs[id]["pid"].get<pid_t>(); };
+  // This process started them: a dead one is a zombie until reaped, or gone.
+  auto exited = [](pid_t pid) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0)
+      return info.si_pid == pid;
+    return errno == ECHILD;
+  };
+  CHECK_FALSE(exited(pid_of(kept)));
+  CHECK_FALSE(exited(pid_of(dropped)));
+
+  NamespaceDriver next(f.config, f.io.get_executor());
+  auto wrong = handoffs[kept];
+  wrong["start"] = wrong["start"].get<uint64_t>() + 1;  // a recycled pid would differ here
+  auto refused = run_sync(f.io, next.adopt(kept, wrong));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == "process_gone");
+  auto adopted = run_sync(f.io, next.adopt(kept, handoffs[kept]));
+  REQUIRE(adopted.ok());
+  next.reap_leftovers({kept});
+  CHECK(fs::exists(f.config.run_dir / kept));
+  CHECK_FALSE(fs::exists(f.config.run_dir / dropped));
+  run_until(f.io, [&] { return exited(pid_of(dropped)); }, 5s);
+  CHECK(exited(pid_of(dropped)));
+  // The adopted sandbox's output reaches the new driver through its FIFO.
+  run_until(
+      f.io,
+      [&] {
+        auto out = (*adopted)->recent_output();
+        return std::find(out.begin(), out.end(), "tick") != out.end();
+      },
+      5s);
+  auto out = (*adopted)->recent_output();
+  CHECK(std::find(out.begin(), out.end(), "tick") != out.end());
+  run_sync(f.io, (*adopted)->destroy());
+  CHECK(exited(pid_of(kept)));
+  CHECK_FALSE(fs::exists(f.config.run_dir / kept));
+  for (const auto& [id, _] : handoffs) ::waitpid(pid_of(id), nullptr, 0);
+}
+
 TEST_CASE("reap_leftovers leaves a run dir that others can write or that is not ours",
           "[sandbox]") {
   Fixture f;
@@ -358,14 +415,14 @@ TEST_CASE("reap_leftovers leaves a run dir that others can write or that is not 
 
   fs::permissions(f.config.run_dir, fs::perms::all);  // 0777
   CHECK_FALSE(cabin::drivers::check_reapable_run_dir(f.config.run_dir).ok());
-  driver.reap_leftovers();
+  driver.reap_leftovers({});
   CHECK(fs::exists(session));
 
   fs::permissions(f.config.run_dir, fs::perms::owner_all);
   if (::geteuid() == 0) {
     REQUIRE(::chown(f.config.run_dir.c_str(), 65534, 65534) == 0);
     CHECK_FALSE(cabin::drivers::check_reapable_run_dir(f.config.run_dir).ok());
-    driver.reap_leftovers();
+    driver.reap_leftovers({});
     CHECK(fs::exists(session));
     REQUIRE(::chown(f.config.run_dir.c_str(), 0, 0) == 0);
   }
@@ -374,7 +431,7 @@ TEST_CASE("reap_leftovers leaves a run dir that others can write or that is not 
   fs::create_directory_symlink(f.config.run_dir, link);
   CHECK_FALSE(cabin::drivers::check_reapable_run_dir(link).ok());
 
-  driver.reap_leftovers();
+  driver.reap_leftovers({});
   CHECK_FALSE(fs::exists(session));
 }
 

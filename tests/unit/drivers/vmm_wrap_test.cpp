@@ -39,10 +39,9 @@ struct Wrapped {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    const std::string parent = std::to_string(::getpid());
     const std::string ids = std::to_string(kJailId) + ":" + std::to_string(kJailId);
     const std::vector<std::string> args = {
-        CABIN_VMM_WRAP_PATH, "--parent", parent, "--jail", ids, "--image", image.path.string(),
+        CABIN_VMM_WRAP_PATH, "--jail", ids, "--image", image.path.string(),
         "--run", run.path.string(), "--", "/usr/bin/sh", "-c", script};
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -174,4 +174,27 @@ net::awaitable<Result<drivers::SandboxPtr>> FakeDriver::create(const drivers::Sa
   co_return drivers::SandboxPtr(std::make_unique<FakeSandbox>(s));
 }
 
+net::awaitable<Result<drivers::SandboxPtr>> FakeDriver::adopt(const std::string& session_id,
+                                                              const nlohmann::json& handoff) {
+  for (auto& s : sandboxes) {
+    if (s->id == session_id && s->released && !s->exited &&
+        handoff.value("fake", std::string()) == session_id) {
+      s->released = false;
+      co_return drivers::SandboxPtr(std::make_unique<FakeSandbox>(s));
+    }
+  }
+  co_return make_error(Errc::kNotFound, "process_gone", "no such fake sandbox");
+}
+
+void FakeDriver::reap_leftovers(const std::set<std::string>& keep) {
+  for (auto& s : sandboxes) {
+    if (s->released && !s->exited && !keep.count(s->id)) {
+      s->released = false;
+      s->destroyed = true;
+      ++s->destroys;
+      s->exit("reaped");
+    }
+  }
+}
+
 }  // namespace cabin::testing

@@ -50,6 +50,7 @@ struct FakeSandboxState {
   int destroys = 0;
   bool destroyed = false;
   bool paused = false;  // pause() and resume() flip it; refused once the sandbox has ended
+  bool released = false;  // left running for a later manager to adopt
   std::chrono::milliseconds destroy_takes{0};
   std::chrono::steady_clock::time_point destroy_began, destroy_ended;
   Notifier changed;
@@ -69,6 +70,8 @@ class FakeSandbox final : public drivers::Sandbox {
   net::awaitable<std::string> wait_exit() override;
   std::vector<std::string> recent_output() const override { return {"fake output"}; }
   std::string describe() const override { return "fake sandbox " + s_->id; }
+  nlohmann::json handoff() const override { return {{"fake", s_->id}}; }
+  void release() override { s_->released = true; }
 
  private:
   std::shared_ptr<FakeSandboxState> s_;
@@ -80,7 +83,11 @@ class FakeDriver final : public drivers::SandboxDriver {
       : ex_(std::move(ex)), name_(std::move(name)) {}
   drivers::DriverInfo info() const override;
   net::awaitable<Result<drivers::SandboxPtr>> create(const drivers::SandboxSpec& spec) override;
-  void reap_leftovers() override {}
+  // Adopts a released, still running sandbox of this driver whose handoff names it.
+  net::awaitable<Result<drivers::SandboxPtr>> adopt(const std::string& session_id,
+                                                    const nlohmann::json& handoff) override;
+  // Destroys the released sandboxes not kept.
+  void reap_leftovers(const std::set<std::string>& keep) override;
 
   // Each sandbox made, oldest first.
   std::vector<std::shared_ptr<FakeSandboxState>> sandboxes;

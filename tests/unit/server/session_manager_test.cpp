@@ -310,3 +310,88 @@ TEST_CASE("on_idle pause pauses an idle session instead of ending it", "[session
 }
 
 }  // namespace
+
+// The manager a restarted cabind makes: on the same store, with a driver that finds the
+// sandboxes the first one left.
+struct NextManager {
+  explicit NextManager(Fixture& f) {
+    auto d = std::make_unique<FakeDriver>(f.io.get_executor());
+    d->sandboxes = f.driver->sandboxes;
+    driver = d.get();
+    std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
+    drivers.emplace("namespace", std::move(d));
+    sessions::ManagerConfig config;
+    config.driver_limits["namespace"].start_timeout = std::chrono::seconds(2);
+    manager = std::make_unique<SessionManager>(f.io.get_executor(), config, std::move(drivers),
+                                               *f.store, f.clock);
+  }
+  FakeDriver* driver = nullptr;
+  std::unique_ptr<SessionManager> manager;
+};
+
+TEST_CASE("shutdown keeping sessions leaves them to the next manager, which adopts them",
+          "[sessions]") {
+  Fixture f;
+  const std::string running = f.create_ok()->id();
+  const std::string paused = f.create_ok()->id();
+  REQUIRE(run_sync(f.io, f.manager->pause(paused)).ok());
+  run_sync(f.io, [&]() -> net::awaitable<bool> {
+    co_await f.manager->shutdown(10s, true);
+    co_return true;
+  }());
+  for (auto& box : f.driver->sandboxes) {
+    CHECK(box->released);
+    CHECK_FALSE(box->destroyed);
+  }
+  CHECK(f.store->get(running)->status == SessionStatus::kRunning);
+  CHECK(f.store->get(paused)->status == SessionStatus::kPaused);
+  CHECK_FALSE(f.store->handoff(running).empty());
+
+  NextManager next(f);
+  auto adopted = run_sync(f.io, next.manager->adopt_all());
+  CHECK(adopted == std::set<std::string>{running, paused});
+  next.manager->reap_leftovers(adopted);
+  SessionPtr r = next.manager->find(running);
+  REQUIRE(r);
+  CHECK(r->running());
+  REQUIRE(next.manager->find(paused));
+  CHECK(next.manager->find(paused)->paused());
+  // The agent is dialled with the secret it was started with; a frozen one is not dialled.
+  auto& box = *f.driver->sandboxes[0];
+  CHECK(box.secrets.back() == box.secret);
+  const size_t asked = f.driver->sandboxes[1]->targets.size();
+  CHECK(run_sync(f.io, next.manager->resume(paused)).ok());
+  CHECK(f.driver->sandboxes[1]->targets.size() == asked);
+  // And they end as any session does.
+  CHECK(run_sync(f.io, next.manager->end(running, "deleted")).ok());
+  CHECK(box.destroyed);
+  CHECK(f.store->handoff(running).empty());
+}
+
+TEST_CASE("at start-up a session whose lifetime passed ends, and one whose sandbox died fails",
+          "[sessions]") {
+  Fixture f;
+  const std::string expired = f.create_ok()->id();
+  const std::string lost = f.create_ok()->id();
+  const std::string unknown = f.create_ok()->id();
+  run_sync(f.io, [&]() -> net::awaitable<bool> {
+    co_await f.manager->shutdown(10s, true);
+    co_return true;
+  }());
+  const auto rec = *f.store->get(expired);
+  REQUIRE(f.store->set_timers(expired, 1, f.clock.unix_seconds() - 1, 0).ok());
+  f.driver->sandboxes[1]->exit("killed while no cabind ran");
+  // A sandbox the next manager's store has no live record of: reaped.
+  REQUIRE(f.store->set_status(unknown, SessionStatus::kEnded, "deleted", rec.created_at).ok());
+
+  NextManager next(f);
+  auto adopted = run_sync(f.io, next.manager->adopt_all());
+  CHECK(adopted.empty());
+  next.manager->reap_leftovers(adopted);
+  CHECK(f.store->get(expired)->status == SessionStatus::kEnded);
+  CHECK(f.store->get(expired)->end_reason == "timeout");
+  CHECK(f.store->get(lost)->status == SessionStatus::kFailed);
+  CHECK(f.store->get(lost)->end_reason.starts_with("sandbox lost while the server was down: "));
+  CHECK(f.driver->sandboxes[2]->destroyed);
+  CHECK(next.manager->live_count() == 0);
+}

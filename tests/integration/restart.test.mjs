@@ -1,0 +1,158 @@
+// Restarting cabind loses no session: sandboxes outlive a cabind that is killed (-9) or stopped
+// (SIGTERM with --on-shutdown keep), and the next cabind on the same state and run directories
+// adopts them. Clients come back with the URLs and tokens they hold (on the new listener), and
+// find the page, its JavaScript state and its cookies as they were. A session whose lifetime ran
+// out meanwhile ends as "timeout", and a sandbox the store does not know is killed.
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+
+import {
+  Cdp, api, leftovers, removeServerDirs, startCabind, waitFor, waitForNoLeftovers, withDeadline,
+} from './helpers.mjs';
+import { markPage, on, readPage } from './restart_world.mjs';
+
+const cleanup = [];
+after(async () => {
+  for (const fn of cleanup.reverse()) await fn();
+});
+
+// Starts the next cabind on `first`'s directories; stopped (and its directories removed) after
+// the file.
+async function restart(first, args = []) {
+  const next = await startCabind({
+    stateDir: first.stateDir, runDir: first.runDir, key: first.key, args,
+  });
+  cleanup.push(() => next.stop());
+  return next;
+}
+
+// The pids of a session's sandbox: every process whose command line or cgroup names it.
+function sandboxPids(id) {
+  return leftovers(id).filter((l) => l.startsWith('process ')).map((l) => Number(l.split(' ')[1]));
+}
+
+test('kill -9 of cabind ends no session: the next cabind adopts it as it was', async () => {
+  const first = await startCabind();
+  cleanup.push(() => removeServerDirs(first));
+  const s = await first.createSession({});
+  const view = await first.api('POST', `/v1/sessions/${s.id}/tokens`, { scope: 'view', ttl_s: 600 });
+  assert.equal(view.status, 201, view.text);
+  await markPage(s.cdp_url);
+  const cdp = await Cdp.connect(s.cdp_url);
+  const before = sandboxPids(s.id);
+  assert.ok(before.length >= 3, `the sandbox's processes: ${before}`);
+
+  await first.crash();
+  await withDeadline(cdp.closed, 5000, 'CDP to close when cabind dies');
+  // Nothing of the sandbox died with cabind.
+  assert.deepEqual(sandboxPids(s.id).sort(), before.sort());
+
+  const next = await restart(first);
+  const r = await next.api('GET', `/v1/sessions/${s.id}`);
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.status, 'running', r.text);
+  assert.equal(r.json.expires_at, s.expires_at, 'the lifetime is the one it had');
+
+  // The cdp_url and its token, as handed out before the restart.
+  const page = await readPage(on(next, s.cdp_url));
+  assert.deepEqual(page, { title: 'before restart', counter: 42, cookies: ['who=kept'] });
+  // The agent answers again: a command, a screenshot, a live view token minted before.
+  const exec = await next.api('POST', `/v1/sessions/${s.id}/exec`, { argv: ['echo', 'again'] });
+  assert.equal(exec.status, 200, exec.text);
+  assert.equal(exec.json.stdout, 'again\n');
+  const shot = await next.api('GET', `/v1/sessions/${s.id}/screenshot`);
+  assert.equal(shot.status, 200, shot.text);
+  assert.equal(shot.headers.get('content-type'), 'image/png');
+  const live = await api(next.base, null, 'GET',
+                         `/v1/sessions/${s.id}/live?token=${encodeURIComponent(view.json.token)}`);
+  assert.equal(live.status, 200, live.text.slice(0, 200));
+
+  // Its end leaves nothing, as any session's does.
+  await next.deleteSession(s.id);
+  await waitForNoLeftovers(s.id, first.runDir);
+});
+
+test('SIGTERM with --on-shutdown keep leaves sessions, running and paused, to the next cabind',
+     async () => {
+  const first = await startCabind({ args: ['--on-shutdown', 'keep'] });
+  cleanup.push(() => removeServerDirs(first));
+  const running = await first.createSession({});
+  const paused = await first.createSession({});
+  await markPage(running.cdp_url);
+  const p = await first.api('POST', `/v1/sessions/${paused.id}/pause`);
+  assert.equal(p.status, 200, p.text);
+  const cdp = await Cdp.connect(running.cdp_url);
+
+  const result = await first.stop({ keep: true });
+  assert.equal(result.code, 0, `cabind exits 0 after SIGTERM\n${first.logTail(20)}`);
+  await withDeadline(cdp.closed, 5000, 'client streams to close at shutdown');
+  assert.ok(sandboxPids(running.id).length >= 3, 'the running sandbox is left running');
+
+  const next = await restart(first);
+  assert.equal((await next.api('GET', `/v1/sessions/${running.id}`)).json.status, 'running');
+  assert.deepEqual(await readPage(on(next, running.cdp_url)),
+                   { title: 'before restart', counter: 42, cookies: ['who=kept'] });
+  assert.equal((await next.api('GET', `/v1/sessions/${paused.id}`)).json.status, 'paused');
+  const resumed = await next.api('POST', `/v1/sessions/${paused.id}/resume`);
+  assert.equal(resumed.status, 200, resumed.text);
+  const c = await Cdp.connect(on(next, paused.cdp_url));
+  try {
+    const v = await c.send('Browser.getVersion');
+    assert.ok(v.product, 'the resumed browser answers');
+  } finally {
+    await c.close();
+  }
+  for (const id of [running.id, paused.id]) {
+    await next.deleteSession(id);
+    await waitForNoLeftovers(id, first.runDir);
+  }
+});
+
+test('a session whose lifetime ran out while no cabind ran ends as timeout, and nothing is left',
+     async () => {
+  const first = await startCabind();
+  cleanup.push(() => removeServerDirs(first));
+  const s = await first.createSession({ timeout_s: 3, idle_timeout_s: 0 });
+  await first.crash();
+  await waitFor(() => Date.parse(s.expires_at) + 1000 < Date.now(),
+                { timeoutMs: 10000, what: 'the session\'s lifetime to pass' });
+  assert.ok(sandboxPids(s.id).length > 0, 'its sandbox ran on while cabind was down');
+  const next = await restart(first);
+  const r = await next.api('GET', `/v1/sessions/${s.id}`);
+  assert.equal(r.json.status, 'ended', r.text);
+  assert.equal(r.json.end_reason, 'timeout');
+  await waitForNoLeftovers(s.id, first.runDir);
+});
+
+test('a sandbox the store does not know is killed at start-up', async () => {
+  const first = await startCabind();
+  cleanup.push(() => removeServerDirs(first));
+  const s = await first.createSession({});
+  await first.crash();
+  assert.ok(sandboxPids(s.id).length > 0);
+  // Another state dir: its store has no record of the session, but the run dir is the same.
+  const stranger = await startCabind({ runDir: first.runDir, key: first.key });
+  cleanup.push(() => stranger.stop());
+  await waitForNoLeftovers(s.id, first.runDir);
+  assert.equal((await stranger.api('GET', `/v1/sessions/${s.id}`)).status, 404);
+});
+
+test('a sandbox that died while no cabind ran is recorded as lost', async () => {
+  const first = await startCabind();
+  cleanup.push(() => removeServerDirs(first));
+  const s = await first.createSession({});
+  await first.crash();
+  for (const pid of sandboxPids(s.id)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // gone already: killing the launcher takes the rest
+    }
+  }
+  await waitFor(() => sandboxPids(s.id).length === 0, { what: 'the sandbox to die' });
+  const next = await restart(first);
+  const r = await next.api('GET', `/v1/sessions/${s.id}`);
+  assert.equal(r.json.status, 'failed', r.text);
+  assert.match(r.json.end_reason, /^sandbox lost while the server was down: /);
+  await waitForNoLeftovers(s.id, first.runDir);
+});
