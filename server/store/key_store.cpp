@@ -48,7 +48,7 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
   }
   Stmt s(db,
          "SELECT id, name, secret_hash, max_sessions, max_creates_per_minute, created_at,"
-         " revoked_at FROM api_keys");
+         " revoked_at FROM api_keys ORDER BY rowid");
   if (!s.ok()) return db_error(db, "prepare read keys");
   while (s.step() == SQLITE_ROW) {
     Entry e;
@@ -59,6 +59,7 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
     e.record.max_creates_per_minute = static_cast<int>(s.integer(4));
     e.record.created_at = s.integer(5);
     e.record.revoked_at = s.integer(6);
+    e.seq = store->next_seq_++;
     store->keys_.emplace(e.record.id, std::move(e));
   }
   return store;
@@ -75,6 +76,7 @@ Result<KeyStore::Minted> KeyStore::mint(const api::KeySpec& spec, int64_t now) {
   e.record.created_at = now;
   const std::string secret = random_hex(kSecretHexChars / 2);
   e.secret_hash = sha256_hex(secret);
+  e.seq = next_seq_;
   Stmt s(db_,
          "INSERT INTO api_keys (id, name, secret_hash, max_sessions, max_creates_per_minute,"
          " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
@@ -84,18 +86,20 @@ Result<KeyStore::Minted> KeyStore::mint(const api::KeySpec& spec, int64_t now) {
   s.bind(6, now);
   if (s.step() != SQLITE_DONE) return db_error(db_, "insert key");
   Minted out{e.record, std::string(kKeyPrefix) + e.record.id + "." + secret};
+  ++next_seq_;
   keys_.emplace(e.record.id, std::move(e));
   return out;
 }
 
 std::vector<ApiKeyRecord> KeyStore::list() const {
-  std::vector<ApiKeyRecord> out;
+  std::vector<const Entry*> live;
   for (const auto& [_, e] : keys_) {
-    if (e.record.revoked_at == 0) out.push_back(e.record);
+    if (e.record.revoked_at == 0) live.push_back(&e);
   }
-  std::stable_sort(out.begin(), out.end(), [](const ApiKeyRecord& a, const ApiKeyRecord& b) {
-    return a.created_at < b.created_at;
-  });
+  // In the order they were minted (several may share a second).
+  std::sort(live.begin(), live.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
+  std::vector<ApiKeyRecord> out;
+  for (const Entry* e : live) out.push_back(e->record);
   return out;
 }
 

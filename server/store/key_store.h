@@ -59,10 +59,12 @@ class KeyStore {
   struct Entry {
     ApiKeyRecord record;
     std::string secret_hash;  // hex SHA-256 of the secret
+    uint64_t seq = 0;         // the order of minting
   };
   explicit KeyStore(sqlite3* db) : db_(db) {}
   sqlite3* db_;
   std::map<std::string, Entry, std::less<>> keys_;
+  uint64_t next_seq_ = 0;
 };
 
 }  // namespace cabin::store

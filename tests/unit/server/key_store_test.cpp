@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "server/api/ids.h"
 #include "server/api/key_spec.h"
@@ -121,6 +122,23 @@ TEST_CASE("a minted key verifies; a changed one, another's or a revoked one does
   REQUIRE(listed.size() == 1);
   CHECK(listed[0].id == b->record.id);
   CHECK(ks->get(a->record.id)->revoked_at == 2000);
+}
+
+TEST_CASE("keys are listed in the order they were minted, within a second too", "[keys]") {
+  testing::TempDir dir;
+  const std::string db = (dir.path / "cabin.db").string();
+  std::vector<std::string> minted;
+  {
+    auto ks = std::move(KeyStore::open(db).value());
+    for (int i = 0; i < 8; ++i) minted.push_back(ks->mint(spec(R"({"name":"k"})"), 1000)->record.id);
+    std::vector<std::string> listed;
+    for (const auto& k : ks->list()) listed.push_back(k.id);
+    CHECK(listed == minted);
+  }
+  auto ks = std::move(KeyStore::open(db).value());
+  std::vector<std::string> reopened;
+  for (const auto& k : ks->list()) reopened.push_back(k.id);
+  CHECK(reopened == minted);
 }
 
 TEST_CASE("keys are kept across a restart, as hashes: the secret is nowhere on disk", "[keys]") {
