@@ -287,6 +287,19 @@ int main(int argc, char** argv) {
 
   auth::TokenConnections token_connections(ioc.get_executor());
   preview::Previews previews(clock);
+  {
+    auto& db = **store;
+    std::vector<preview::Grant> kept;
+    for (auto& row : db.previews())
+      kept.push_back({row.id, row.session_id, row.port, row.created_at, row.expires_at});
+    previews.use_keeper(
+        {.saved =
+             [&db](const preview::Grant& g) {
+               (void)db.save_preview({g.id, g.session_id, g.port, g.created_at, g.expires_at});
+             },
+         .removed = [&db](const std::string& id) { (void)db.remove_preview(id); }});
+    previews.restore(kept, [&manager](const std::string& id) { return manager.find(id) != nullptr; });
+  }
   http_api::Api api(cfg, manager, tokens, token_connections, previews, api_key->key, ui);
   api.use_audit(&audit);
   auto api_keys = store::KeyStore::open((cfg.state_dir / "cabin.db").string());

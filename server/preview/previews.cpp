@@ -10,6 +10,7 @@ Result<Grant> Previews::create(const std::string& session_id, int port, int64_t 
   for (auto it = grants_.begin(); it != grants_.end();) {
     if (it->second.session_id == session_id && it->second.port == port) {
       if (replaced) *replaced = it->second;
+      if (keeper_.removed) keeper_.removed(it->first);
       it = grants_.erase(it);
       continue;
     }
@@ -23,6 +24,7 @@ Result<Grant> Previews::create(const std::string& session_id, int port, int64_t 
   }
   Grant g{api::new_preview_id(), session_id, port, clock_.unix_seconds(), expires_at};
   grants_[g.id] = g;
+  if (keeper_.saved) keeper_.saved(g);
   return g;
 }
 
@@ -54,6 +56,7 @@ std::optional<Grant> Previews::remove(const std::string& session_id, const std::
   if (it == grants_.end() || it->second.session_id != session_id) return std::nullopt;
   Grant g = it->second;
   grants_.erase(it);
+  if (keeper_.removed) keeper_.removed(g.id);
   return g;
 }
 

@@ -84,7 +84,10 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
       "CREATE TABLE IF NOT EXISTS idempotency ("
       " tenant TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL,"
       " session_id TEXT NOT NULL DEFAULT '', created_at INTEGER NOT NULL,"
-      " PRIMARY KEY (tenant, key));");
+      " PRIMARY KEY (tenant, key));"
+      "CREATE TABLE IF NOT EXISTS previews ("
+      " id TEXT PRIMARY KEY, session_id TEXT NOT NULL, port INTEGER NOT NULL,"
+      " created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL);");
   if (!r) return r.error();
   // Databases of earlier versions lack the newer columns.
   for (auto [column, definition] : {std::pair{"token_generation", "INTEGER NOT NULL DEFAULT 0"},
@@ -247,6 +250,35 @@ std::vector<std::string> SessionStore::end_unfinished(const std::string& reason,
   }
   for (const auto& id : ids) (void)set_status(id, SessionStatus::kEnded, reason, now);
   return ids;
+}
+
+Result<void> SessionStore::save_preview(const PreviewRow& p) {
+  Stmt s(db_,
+         "INSERT OR REPLACE INTO previews (id, session_id, port, created_at, expires_at)"
+         " VALUES (?1, ?2, ?3, ?4, ?5)");
+  if (!s.ok()) return db_error(db_, "prepare insert");
+  s.bind(1, p.id).bind(2, p.session_id).bind(3, int64_t{p.port}).bind(4, p.created_at);
+  s.bind(5, p.expires_at);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "insert");
+  return {};
+}
+
+Result<void> SessionStore::remove_preview(const std::string& id) {
+  Stmt s(db_, "DELETE FROM previews WHERE id = ?1");
+  if (!s.ok()) return db_error(db_, "prepare delete");
+  s.bind(1, id);
+  if (s.step() != SQLITE_DONE) return db_error(db_, "delete");
+  return {};
+}
+
+std::vector<SessionStore::PreviewRow> SessionStore::previews() {
+  Stmt s(db_, "SELECT id, session_id, port, created_at, expires_at FROM previews");
+  std::vector<PreviewRow> out;
+  while (s.step() == SQLITE_ROW) {
+    out.push_back({s.text(0), s.text(1), static_cast<int>(s.integer(2)), s.integer(3),
+                   s.integer(4)});
+  }
+  return out;
 }
 
 }  // namespace cabin::store

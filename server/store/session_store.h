@@ -63,6 +63,17 @@ class SessionStore {
   // session's egress secrets, so the state dir stays private (0700).
   Result<void> set_handoff(const std::string& id, const std::string& handoff);
   std::string handoff(const std::string& id);
+  // Preview grants, kept so that a restarted cabind honours the links it handed out.
+  struct PreviewRow {
+    std::string id;
+    std::string session_id;
+    int port = 0;
+    int64_t created_at = 0;
+    int64_t expires_at = 0;
+  };
+  Result<void> save_preview(const PreviewRow& p);
+  Result<void> remove_preview(const std::string& id);
+  std::vector<PreviewRow> previews();
   // A new lifetime (PATCH): timeout_s, the expiry it makes, and the idle timeout.
   Result<void> set_timers(const std::string& id, int64_t timeout_s, int64_t expires_at,
                           int64_t idle_timeout_s);

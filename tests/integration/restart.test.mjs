@@ -9,6 +9,7 @@ import { after, test } from 'node:test';
 import {
   Cdp, api, leftovers, removeServerDirs, startCabind, waitFor, waitForNoLeftovers, withDeadline,
 } from './helpers.mjs';
+import { exec, openPreview } from './preview_helpers.mjs';
 import { markPage, on, readPage } from './restart_world.mjs';
 
 const cleanup = [];
@@ -38,6 +39,14 @@ test('kill -9 of cabind ends no session: the next cabind adopts it as it was', a
   const view = await first.api('POST', `/v1/sessions/${s.id}/tokens`, { scope: 'view', ttl_s: 600 });
   assert.equal(view.status, 201, view.text);
   await markPage(s.cdp_url);
+  // A server in the sandbox, and a preview of it opened as a browser opens one.
+  const served = await exec(first, s.id, ['sh', '-c', 'mkdir -p site && echo kept > site/f.txt && ' +
+    '(setsid python3 -m http.server 8001 --bind 127.0.0.1 --directory site > /dev/null 2>&1 < /dev/null &)']);
+  assert.equal(served.exit_code, 0, JSON.stringify(served));
+  await waitFor(async () => (await exec(first, s.id, [
+    'python3', '-c', 'import socket; socket.create_connection(("127.0.0.1", 8001), 1)',
+  ])).exit_code === 0, { timeoutMs: 20000, intervalMs: 200, what: 'the server in the sandbox' });
+  const preview = await openPreview(first, s.id, 8001, 'path');
   const cdp = await Cdp.connect(s.cdp_url);
   const before = sandboxPids(s.id);
   assert.ok(before.length >= 3, `the sandbox's processes: ${before}`);
@@ -57,15 +66,20 @@ test('kill -9 of cabind ends no session: the next cabind adopts it as it was', a
   const page = await readPage(on(next, s.cdp_url));
   assert.deepEqual(page, { title: 'before restart', counter: 42, cookies: ['who=kept'] });
   // The agent answers again: a command, a screenshot, a live view token minted before.
-  const exec = await next.api('POST', `/v1/sessions/${s.id}/exec`, { argv: ['echo', 'again'] });
-  assert.equal(exec.status, 200, exec.text);
-  assert.equal(exec.json.stdout, 'again\n');
+  const ran = await next.api('POST', `/v1/sessions/${s.id}/exec`, { argv: ['echo', 'again'] });
+  assert.equal(ran.status, 200, ran.text);
+  assert.equal(ran.json.stdout, 'again\n');
   const shot = await next.api('GET', `/v1/sessions/${s.id}/screenshot`);
   assert.equal(shot.status, 200, shot.text);
   assert.equal(shot.headers.get('content-type'), 'image/png');
   const live = await api(next.base, null, 'GET',
                          `/v1/sessions/${s.id}/live?token=${encodeURIComponent(view.json.token)}`);
   assert.equal(live.status, 200, live.text.slice(0, 200));
+
+  // The preview's cookie, handed out before the restart, still opens it.
+  const file = await fetch(`${next.base}${preview.prefix}/f.txt`, { headers: { cookie: preview.cookie } });
+  assert.equal(file.status, 200);
+  assert.equal(await file.text(), 'kept\n');
 
   // Its end leaves nothing, as any session's does.
   await next.deleteSession(s.id);

@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <map>
+#include <optional>
 
 #include "server/preview/preview_request.h"
 #include "server/preview/previews.h"
@@ -194,4 +196,35 @@ TEST_CASE("grants: one per session and port, expiring, bounded") {
   CHECK(previews.create(kPreviewSid, 9999, 2000, nullptr).error().code == "too_many_previews");
   CHECK_FALSE(previews.remove("ses_aaaaaaaaaaaaaaaaaaaa", g2->id));
   CHECK(previews.remove(kPreviewSid, g2->id));
+}
+
+TEST_CASE("grants reach their keeper, and a restart restores the live ones", "[preview]") {
+  testing::FakeClock clock(1000);
+  std::map<std::string, Grant> kept;
+  GrantKeeper keeper{.saved = [&](const Grant& g) { kept[g.id] = g; },
+                     .removed = [&](const std::string& id) { kept.erase(id); }};
+  Previews first(clock);
+  first.use_keeper(keeper);
+  auto a = first.create("ses_a", 8000, 2000, nullptr);
+  auto b = first.create("ses_b", 8000, 1500, nullptr);
+  auto gone = first.create("ses_gone", 8000, 2000, nullptr);
+  REQUIRE((a.ok() && b.ok() && gone.ok()));
+  std::optional<Grant> replaced;
+  auto a2 = first.create("ses_a", 8000, 3000, &replaced);  // replaces a
+  REQUIRE(a2.ok());
+  CHECK(kept.size() == 3);
+  CHECK_FALSE(kept.count(a->id));
+
+  clock.set(1600);  // b has expired; ses_gone is no longer live
+  Previews next(clock);
+  next.use_keeper(keeper);
+  std::vector<Grant> all;
+  for (const auto& [_, g] : kept) all.push_back(g);
+  next.restore(all, [](const std::string& s) { return s != "ses_gone"; });
+  CHECK(next.find(a2->id));
+  CHECK_FALSE(next.find(b->id));
+  CHECK_FALSE(next.find(gone->id));
+  CHECK(kept.size() == 1);  // the keeper forgot what was dropped
+  REQUIRE(next.remove("ses_a", a2->id));
+  CHECK(kept.empty());
 }

@@ -126,3 +126,32 @@ TEST_CASE("an idempotency key is claimed once per tenant, settled, released, and
   CHECK_FALSE(s.claim_idempotency_key("tenant2", "k1", "h9", 1004, 86400)->has_value());
   CHECK_FALSE(s.claim_idempotency_key("admin", "k1", "h7", 1000 + 86401, 86400)->has_value());
 }
+
+TEST_CASE("preview grants and a live session's handoff are kept, and an ended session's is dropped",
+          "[store]") {
+  auto store = SessionStore::open(":memory:");
+  REQUIRE(store.ok());
+  auto& db = **store;
+  SessionRecord r;
+  r.id = "ses_handoff0000000000000";
+  r.driver = "namespace";
+  r.created_at = 100;
+  r.expires_at = 200;
+  REQUIRE(db.insert(r).ok());
+  REQUIRE(db.set_handoff(r.id, R"({"secret":"s"})").ok());
+  CHECK(db.handoff(r.id) == R"({"secret":"s"})");
+  REQUIRE(db.set_status(r.id, SessionStatus::kEnded, "deleted", 150).ok());
+  CHECK(db.handoff(r.id).empty());
+  REQUIRE(db.set_handoff(r.id, R"({"secret":"again"})").ok());
+  CHECK(db.handoff(r.id).empty());  // not for an ended session
+
+  REQUIRE(db.save_preview({"prv_a", r.id, 8000, 100, 700}).ok());
+  REQUIRE(db.save_preview({"prv_b", r.id, 8001, 100, 800}).ok());
+  REQUIRE(db.save_preview({"prv_a", r.id, 8000, 100, 900}).ok());  // replaced, not doubled
+  REQUIRE(db.remove_preview("prv_b").ok());
+  auto kept = db.previews();
+  REQUIRE(kept.size() == 1);
+  CHECK(kept[0].id == "prv_a");
+  CHECK(kept[0].port == 8000);
+  CHECK(kept[0].expires_at == 900);
+}
