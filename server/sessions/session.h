@@ -128,6 +128,7 @@ class Session final {
   int devtools_port_ = 0;
   std::string browser_path_;
   bool ending_ = false;
+  bool released_ = false;  // left running for the next cabind: this one no longer watches it
   std::shared_ptr<egress::NetworkLog> network_log_;
   std::shared_ptr<egress::EgressProxy> egress_;
   std::shared_ptr<egress::SessionCa> ca_;  // signs what the sandbox sees of hosts with secrets

@@ -581,7 +581,7 @@ void SessionManager::watch(SessionPtr s) {
       ex_,
       [this, s]() -> net::awaitable<void> {
         std::string why = co_await s->sandbox_->wait_exit();
-        if (!s->ending_) {
+        if (!s->ending_ && !s->released_) {
           log()->warn("session {}: sandbox exited: {}", s->id(), why);
           // Nothing in a live session exits on its own unless something broke.
           co_await finish(s, store::SessionStatus::kFailed, "sandbox exited: " + why);
@@ -761,6 +761,7 @@ net::awaitable<void> SessionManager::shutdown(std::chrono::milliseconds deadline
   for (auto& [_, s] : live_) {
     if (keep_running && !s->ending_ && (s->running() || s->paused() || s->pausing_)) {
       // Left as it is for the next cabind: the sandbox runs on, the record stays live.
+      s->released_ = true;
       s->expiry_.cancel();
       s->idle_timer_.cancel();
       if (s->egress_) s->egress_->stop();
@@ -854,7 +855,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::adopt_from_handoff(
   const auto began = std::chrono::steady_clock::now();
   auto d = drivers_.find(rec.driver);
   if (d == drivers_.end())
-    co_return make_error(Errc::kNotFound, "unknown_driver", "no driver " + rec.driver);
+    co_return make_error(Errc::kNotFound, "no_handoff", "no driver " + rec.driver + " here");
   auto h = parse_object(store_.handoff(rec.id));
   if (!h || !h->is_object() || !h->contains("sandbox"))
     co_return make_error(Errc::kNotFound, "no_handoff", "nothing was kept to adopt it by");

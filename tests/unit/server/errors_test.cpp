@@ -111,6 +111,9 @@ const std::map<std::string, std::string> kNeverAnswered = {
     {"bad_proxy_request", "the egress proxy's refusal"},
     {"dns_failed", "the egress proxy's refusal"},
     {"egress_failed", "a sandbox's start"},
+    // Adopting a sandbox at start-up: the session's end_reason carries the message.
+    {"no_handoff", "adopting a session at start-up"},
+    {"process_gone", "adopting a session at start-up"},
 };
 
 }  // namespace
