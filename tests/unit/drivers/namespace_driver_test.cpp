@@ -215,7 +215,8 @@ TEST_CASE("wait_exit reports a payload that ends on its own", "[sandbox]") {
   }
   SECTION("signal") {
     script = "kill -9 $$";
-    expected = "killed by signal 9 (SIGKILL)";
+    // The launcher names the payload in the agent's place.
+    expected = "cabin-agent killed by signal 9 (Killed)";
   }
   f.config.payload_override = {"/bin/sh", "-c", script};
   NamespaceDriver driver(f.config, f.io.get_executor());

@@ -81,7 +81,7 @@ TEST_CASE("sandbox CPUs default to the host's less one, at least one") {
   CHECK(cpus <= (online > 1 ? online - 1 : 1));
 }
 
-TEST_CASE("--metrics-listen: off by default; from a flag, the environment or the config file") {
+TEST_CASE("the metrics listener (--metrics-listen) is off by default, and comes from a flag, the environment or the config file") {
   auto parse = [](std::vector<std::string> args) {
     args.insert(args.begin(), "cabind");
     std::vector<char*> argv;

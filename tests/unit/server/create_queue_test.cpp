@@ -197,7 +197,7 @@ TEST_CASE("without a queue a create past the cap is refused at once", "[admissio
   CHECK(f.manager->queue_waiting() == 0);
 }
 
-TEST_CASE("a tenant over its quota never waits in the queue; its token comes back if it did",
+TEST_CASE("a tenant over its quota never waits in the queue, and its token comes back if it did",
           "[admission]") {
   Fixture f(1, 2, 200ms);
   const auto t = tenant("key_aaaaaaaaaaaaaaaaaaaa", 1, 1);

@@ -74,7 +74,7 @@ TEST_CASE("key ids have a fixed alphabet and length, checked by the router", "[k
   CHECK(api::route("PUT", "/v1/keys").error().code == "method_not_allowed");
 }
 
-TEST_CASE("a minted key verifies; a changed one, another's or a revoked one does not",
+TEST_CASE("a minted key verifies, and a changed one, another's or a revoked one does not",
           "[keys]") {
   auto ks = std::move(KeyStore::open(":memory:").value());
   auto a = ks->mint(spec(R"({"name":"a","max_sessions":2})"), 1000);

@@ -62,7 +62,7 @@ TEST_CASE("a token given back can be taken again, up to the bucket's size", "[ra
   CHECK(rates.take("b", 2) > 0);
 }
 
-TEST_CASE("a clock that steps back adds nothing; idle buckets are forgotten", "[rate]") {
+TEST_CASE("a clock that steps back adds nothing, and idle buckets are forgotten", "[rate]") {
   FakeClock clock;
   RateLimiter rates(clock);
   CHECK(rates.take("a", 2) == 0);
