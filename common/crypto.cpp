@@ -116,4 +116,54 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+namespace {
+
+constexpr size_t kSealKey = 32, kSealNonce = 12, kSealTag = 16;
+
+struct CipherCtx {
+  EVP_CIPHER_CTX* p = EVP_CIPHER_CTX_new();
+  ~CipherCtx() { EVP_CIPHER_CTX_free(p); }
+};
+
+const unsigned char* bytes(std::string_view s) {
+  return reinterpret_cast<const unsigned char*>(s.data());
+}
+
+}  // namespace
+
+std::optional<std::string> seal(std::string_view key, std::string_view plain) {
+  if (key.size() != kSealKey || plain.size() > (1u << 30)) return std::nullopt;
+  const std::string nonce = random_bytes(kSealNonce);
+  std::string out = nonce;
+  out.resize(kSealNonce + plain.size() + kSealTag);
+  auto* ct = reinterpret_cast<unsigned char*>(out.data()) + kSealNonce;
+  CipherCtx c;
+  int n = 0, tail = 0;
+  if (!c.p || EVP_EncryptInit_ex(c.p, EVP_aes_256_gcm(), nullptr, bytes(key), bytes(nonce)) != 1 ||
+      EVP_EncryptUpdate(c.p, ct, &n, bytes(plain), static_cast<int>(plain.size())) != 1 ||
+      EVP_EncryptFinal_ex(c.p, ct + n, &tail) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c.p, EVP_CTRL_GCM_GET_TAG, kSealTag, ct + plain.size()) != 1)
+    return std::nullopt;
+  return base64url_encode(out);
+}
+
+std::optional<std::string> open_sealed(std::string_view key, std::string_view sealed) {
+  auto raw = base64url_decode(sealed);
+  if (key.size() != kSealKey || !raw || raw->size() < kSealNonce + kSealTag) return std::nullopt;
+  const std::string_view all(*raw);
+  const auto nonce = all.substr(0, kSealNonce);
+  const auto ct = all.substr(kSealNonce, all.size() - kSealNonce - kSealTag);
+  std::string tag(all.substr(all.size() - kSealTag));
+  std::string plain(ct.size(), '\0');
+  CipherCtx c;
+  int n = 0, tail = 0;
+  if (!c.p || EVP_DecryptInit_ex(c.p, EVP_aes_256_gcm(), nullptr, bytes(key), bytes(nonce)) != 1 ||
+      EVP_DecryptUpdate(c.p, reinterpret_cast<unsigned char*>(plain.data()), &n, bytes(ct),
+                        static_cast<int>(ct.size())) != 1 ||
+      EVP_CIPHER_CTX_ctrl(c.p, EVP_CTRL_GCM_SET_TAG, kSealTag, tag.data()) != 1 ||
+      EVP_DecryptFinal_ex(c.p, reinterpret_cast<unsigned char*>(plain.data()) + n, &tail) != 1)
+    return std::nullopt;
+  return plain;
+}
+
 }  // namespace cabin

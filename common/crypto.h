@@ -1,4 +1,5 @@
-// Small cryptographic helpers over OpenSSL: random bytes, HMAC-SHA256, encodings, constant-time compare.
+// Small cryptographic helpers over OpenSSL: random bytes, HMAC-SHA256, encodings, constant-time
+// compare, sealing with AES-256-GCM.
 #pragma once
 
 #include <optional>
@@ -22,5 +23,10 @@ std::string base64_encode(std::string_view data);
 
 // Compares without leaking where the inputs differ; lengths may leak.
 bool constant_time_equal(std::string_view a, std::string_view b);
+
+// AES-256-GCM under a 32-byte key: base64url of a random 12-byte nonce, the ciphertext and the
+// 16-byte tag. open_sealed answers nullopt for another key, a wrong key size or any change.
+std::optional<std::string> seal(std::string_view key, std::string_view plain);
+std::optional<std::string> open_sealed(std::string_view key, std::string_view sealed);
 
 }  // namespace cabin

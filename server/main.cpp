@@ -174,6 +174,11 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(mc.logs_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
   {
+    auto key = auth::load_or_create_handoff_key(cfg.run_dir / "handoff.key");
+    if (!key) return fail(key.error().message);
+    mc.handoff_key = std::move(*key);
+  }
+  {
     auto& e = mc.egress;
     e.enabled = true;
     e.default_policy.mode = *egress::parse_mode(cfg.default_network);

@@ -436,7 +436,12 @@ void SessionManager::save_handoff(const Session& s) {
     auto key = s.ca_->key_pem();
     if (key) h["ca"] = {{"cert", s.ca_->certificate_pem()}, {"key", *key}};
   }
-  if (auto r = store_.set_handoff(s.id(), h.dump()); !r)
+  auto sealed = seal(config_.handoff_key, h.dump());
+  if (!sealed) {
+    log()->warn("session {}: its handoff could not be sealed", s.id());
+    return;
+  }
+  if (auto r = store_.set_handoff(s.id(), *sealed); !r)
     log()->warn("session {}: its handoff was not saved: {}", s.id(), r.error().message);
 }
 
@@ -856,7 +861,12 @@ net::awaitable<Result<SessionPtr>> SessionManager::adopt_from_handoff(
   auto d = drivers_.find(rec.driver);
   if (d == drivers_.end())
     co_return make_error(Errc::kNotFound, "no_handoff", "no driver " + rec.driver + " here");
-  auto h = parse_object(store_.handoff(rec.id));
+  auto opened = open_sealed(config_.handoff_key, store_.handoff(rec.id));
+  if (!opened) {
+    co_return make_error(Errc::kNotFound, "no_handoff",
+                         "its handoff cannot be opened (no key in the run dir, or another one)");
+  }
+  auto h = parse_object(*opened);
   if (!h || !h->is_object() || !h->contains("sandbox"))
     co_return make_error(Errc::kNotFound, "no_handoff", "nothing was kept to adopt it by");
   const auto secret = h->value("secret", std::string());

@@ -19,6 +19,7 @@
 
 #include "common/cancellation.h"
 #include "common/clock.h"
+#include "common/crypto.h"
 #include "common/notifier.h"
 #include "common/result.h"
 #include "server/api/session_spec.h"
@@ -57,6 +58,9 @@ struct ManagerConfig {
   std::filesystem::path logs_dir;  // where an ended session's last output is kept; empty: nowhere
   int pids_max = 2048;
   EgressConfig egress;
+  // Seals each live session's handoff in the store (auth::load_or_create_handoff_key); a manager
+  // that adopts must have the key of the one that saved.
+  std::string handoff_key = random_bytes(32);
   // Creates that find no room wait for it, in order of arrival: this many at most (0: none
   // wait, they are refused at once), each for this long at most.
   int create_queue = 16;

@@ -4,11 +4,13 @@
 // find the page, its JavaScript state and its cookies as they were. A session whose lifetime ran
 // out meanwhile ends as "timeout", and a sandbox the store does not know is killed.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { after, test } from 'node:test';
 
 import {
   Cdp, api, leftovers, removeServerDirs, startCabind, waitFor, waitForNoLeftovers, withDeadline,
 } from './helpers.mjs';
+import { startEgressWorld } from './egress_world.mjs';
 import { exec, openPreview } from './preview_helpers.mjs';
 import { markPage, on, readPage } from './restart_world.mjs';
 
@@ -170,3 +172,54 @@ test('a sandbox that died while no cabind ran is recorded as lost', async () => 
   assert.match(r.json.end_reason, /^sandbox lost while the server was down: /);
   await waitForNoLeftovers(s.id, first.runDir);
 });
+
+test('an adopted session keeps its way out: its live policy, its secrets and the CA its sandbox trusts',
+     async () => {
+  const world = await startEgressWorld();
+  cleanup.push(() => world.close());
+  const { servers, tlsRequests } = world;
+  const first = await startCabind({ args: world.cabindArgs() });
+  cleanup.push(() => removeServerDirs(first));
+  const value = `ghp_${Math.random().toString(36).slice(2)}Zq9`;
+  const s = await first.createSession({
+    network: {
+      mode: 'allowlist', allow: [{ host: 'site.test', ports: [servers.tlsPort] }],
+      secrets: [{ name: 'gh', value, hosts: ['site.test'], format: 'Bearer {value}' }],
+    },
+  });
+  // Changed live, before the restart: other.test is allowed too.
+  const put = await first.api('PUT', `/v1/sessions/${s.id}/network`, {
+    mode: 'allowlist',
+    allow: [{ host: 'site.test', ports: [servers.tlsPort] },
+            { host: 'other.test', ports: [servers.otherPort] }],
+    secrets: [{ name: 'gh', value, hosts: ['site.test'], format: 'Bearer {value}' }],
+  });
+  assert.equal(put.status, 200, put.text);
+  const placeholder = put.json.secrets[0].placeholder;
+  const curl = async (server, args) => (await exec(server, s.id,
+    ['curl', '-sS', '--max-time', '10', '-o', '/dev/null', '-w', '%{http_code}', ...args])).stdout;
+  const injected = async (server) => {
+    tlsRequests.length = 0;
+    const code = await curl(server, ['-H', `Authorization: ${placeholder}`,
+                                     `https://site.test:${servers.tlsPort}/`]);
+    return [code, tlsRequests[0]?.headers.authorization];
+  };
+  assert.deepEqual(await injected(first), ['200', value]);
+
+  await first.crash();
+  const next = await restart(first, world.cabindArgs());
+  // The same policy, the placeholder the sandbox holds, and the CA it trusts (curl checks it).
+  const read = await next.api('GET', `/v1/sessions/${s.id}/network`);
+  assert.deepEqual(read.json.allow.map((r) => r.host), ['site.test', 'other.test']);
+  assert.equal(read.json.secrets[0].placeholder, placeholder);
+  assert.deepEqual(await injected(next), ['200', value]);
+  assert.equal(await curl(next, [`http://other.test:${servers.otherPort}/`]), '200');
+  assert.equal(await curl(next, [`http://site.test:${servers.sitePort}/`]), '403');
+  // The secret is not in the new cabind's files either: the handoff is sealed.
+  const found = execFileSync('sh', ['-c', `grep -rl -- '${value}' '${first.stateDir}' || true`])
+    .toString();
+  assert.equal(found, '');
+  await next.deleteSession(s.id);
+  await waitForNoLeftovers(s.id, first.runDir);
+});
+

@@ -95,6 +95,8 @@ Result<UniqueFd> listen_agent_socket(const fs::path& dir) {
 }
 
 constexpr char kLauncherFileName[] = "launcher.pid";
+// The key that seals sessions' handoffs lives in this run dir too (server/main.cpp).
+constexpr char kHandoffKeyName[] = "handoff.key";
 
 // "PID START_TICKS", mode 0600, in the sandbox's run dir (which the sandbox never sees).
 void write_launcher_file(const fs::path& dir, pid_t pid) {
@@ -592,6 +594,7 @@ void NamespaceDriver::reap_leftovers(const std::set<std::string>& keep) {
     const bool session_dir =
         !it->is_symlink(ec2) && it->is_directory(ec2) && reapable_run_dir_entry(name);
     if (session_dir && keep.count(name)) continue;
+    if (name == kHandoffKeyName && it->is_regular_file(ec2)) continue;  // cabind's, not a sandbox's
     if (!session_dir) {
       log->warn("leaving unexpected entry in run dir: {}", it->path().string());
       continue;

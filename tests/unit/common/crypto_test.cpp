@@ -43,3 +43,21 @@ TEST_CASE("constant_time_equal compares contents and lengths") {
   CHECK(random_hex(16).size() == 32);
   CHECK(random_hex(16) != random_hex(16));
 }
+
+TEST_CASE("seal and open_sealed: a round trip under one key, nothing under another or changed") {
+  const std::string key = cabin::random_bytes(32), other = cabin::random_bytes(32);
+  const std::string plain = R"({"secret":"s3cr3t","ca":"-----BEGIN-----"})";
+  auto sealed = cabin::seal(key, plain);
+  REQUIRE(sealed);
+  CHECK(sealed->find("s3cr3t") == std::string::npos);
+  CHECK(cabin::seal(key, plain) != sealed);  // a fresh nonce each time
+  CHECK(cabin::open_sealed(key, *sealed) == plain);
+  CHECK_FALSE(cabin::open_sealed(other, *sealed));
+  CHECK_FALSE(cabin::open_sealed(key.substr(0, 16), *sealed));
+  std::string changed = *sealed;
+  changed[changed.size() / 2] = changed[changed.size() / 2] == 'A' ? 'B' : 'A';
+  CHECK_FALSE(cabin::open_sealed(key, changed));
+  CHECK_FALSE(cabin::open_sealed(key, ""));
+  CHECK_FALSE(cabin::open_sealed(key, "not base64url!"));
+  CHECK(cabin::open_sealed(key, *cabin::seal(key, "")) == std::string());
+}

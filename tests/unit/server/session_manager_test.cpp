@@ -322,6 +322,7 @@ struct NextManager {
     drivers.emplace("namespace", std::move(d));
     sessions::ManagerConfig config;
     config.driver_limits["namespace"].start_timeout = std::chrono::seconds(2);
+    config.handoff_key = f.manager->config().handoff_key;
     manager = std::make_unique<SessionManager>(f.io.get_executor(), config, std::move(drivers),
                                                *f.store, f.clock);
   }
@@ -345,7 +346,10 @@ TEST_CASE("shutdown keeping sessions leaves them to the next manager, which adop
   }
   CHECK(f.store->get(running)->status == SessionStatus::kRunning);
   CHECK(f.store->get(paused)->status == SessionStatus::kPaused);
-  CHECK_FALSE(f.store->handoff(running).empty());
+  // Sealed: the agent's secret is nowhere in the store in the clear.
+  const std::string sealed = f.store->handoff(running);
+  CHECK_FALSE(sealed.empty());
+  CHECK(sealed.find(f.driver->sandboxes[0]->secret) == std::string::npos);
 
   NextManager next(f);
   auto adopted = run_sync(f.io, next.manager->adopt_all());
