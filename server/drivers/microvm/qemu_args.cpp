@@ -8,6 +8,7 @@
 
 #include "common/crypto.h"
 #include "server/drivers/microvm/image_manifest.h"
+#include "server/drivers/microvm/wrap_line.h"
 #include "server/drivers/sandbox_process.h"
 
 namespace cabin::drivers {
@@ -121,7 +122,12 @@ std::string microvm_exit_reason(int code, int status, const std::string& last_in
     if (last_init_line.rfind(kInit, 0) == 0) return last_init_line.substr(kInit.size());
     if (last_init_line.rfind(kInitramfs, 0) == 0)
       return "guest setup failed: " + last_init_line.substr(kInitramfs.size());
-    if (code == 0) return "qemu exited" + (last_line.empty() ? "" : ": " + last_line);
+    if (code == 0) {
+      // Adopted: the wrap's last word says how, where there is one.
+      const std::string_view wrap = kWrapFailurePrefix;
+      if (last_line.rfind(wrap, 0) == 0) return last_line.substr(wrap.size());
+      return "qemu exited" + (last_line.empty() ? "" : ": " + last_line);
+    }
     if (status == 0) return "the VM powered off";
     return "qemu exited with status " + std::to_string(status) +
            (last_line.empty() ? "" : ": " + last_line);

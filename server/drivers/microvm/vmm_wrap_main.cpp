@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "server/drivers/microvm/wrap_line.h"
 #include "server/drivers/namespace/mounts.h"
 #include "server/drivers/namespace/netns.h"
 #include "server/drivers/namespace/sys_util.h"
@@ -160,6 +161,10 @@ int run_in_pid_namespace(char** qemu_argv) {
     }
     const pid_t done = ::waitpid(child, &status, WNOHANG);
     if (done == child) break;
+  }
+  if (WIFSIGNALED(status)) {
+    std::fprintf(stderr, "%sqemu killed by signal %d (%s)\n", cabin::drivers::kWrapFailurePrefix, WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
   }
   return cabin::nsbox::mirror_wait_status(status, 125);
 }

@@ -198,6 +198,12 @@ TEST_CASE("microvm exit reasons", "[microvm]") {
         "qemu exited with status 1: qemu-system-x86_64: -m: bad");
   CHECK(microvm_exit_reason(CLD_KILLED, SIGKILL, "cabin-init: x", "") ==
         "qemu killed by signal 9 (SIGKILL)");
+  // Adopted (no wait status): the wrap's last word, else what QEMU said last.
+  CHECK(microvm_exit_reason(0, 0, "", "cabin-vmm-wrap: qemu killed by signal 9 (Killed)") ==
+        "qemu killed by signal 9 (Killed)");
+  CHECK(microvm_exit_reason(0, 0, "", "qemu: terminating") == "qemu exited: qemu: terminating");
+  CHECK(microvm_exit_reason(0, 0, "cabin-init: agent exited with status 1", "") ==
+        "agent exited with status 1");
 }
 
 TEST_CASE("image manifest parsing", "[microvm]") {
