@@ -159,8 +159,10 @@ test('a fork bomb, a memory hog, a full /tmp and CPU spinners in one session har
     const health = await fetch(`${ctx.server.base}/healthz`);
     assert.equal(health.status, 200);
     const throttledPeriods = throttled(abuser.id) - throttled0;
-    // The measurement above was made under the bomb: most of the time near the limit.
-    assert.ok(pids[Math.floor(pids.length / 2)] >= pidsMax / 2, `processes: ${pids}`);
+    // The measurement above was made under the bomb: it filled the pids cgroup meanwhile. (How
+    // long it stays full is the kernel's: the OOM killer and the bomb's own deaths thin it out,
+    // and it grows back.)
+    assert.ok(pids[pids.length - 1] >= pidsMax - 8, `processes: ${pids}`);
 
     const report = {
       quiet_p50_ms: +p50(quiet).toFixed(2), quiet_p99_ms: +p99(quiet).toFixed(2),
