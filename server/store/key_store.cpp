@@ -23,14 +23,9 @@ bool lower_hex(std::string_view s) {
 }  // namespace
 
 Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK) {
-    Error e = db_error(db, "open");
-    sqlite3_close(db);
-    return e;
-  }
+  auto opened = open_database(path);
+  if (!opened) return opened.error();
+  sqlite3* db = *opened;
   std::unique_ptr<KeyStore> store(new KeyStore(db));
   // The other connection may be writing: wait for it rather than fail.
   sqlite3_busy_timeout(db, 2000);

@@ -62,14 +62,9 @@ SessionRecord read_row(const Stmt& s) {
 }  // namespace
 
 Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK) {
-    Error e = db_error(db, "open");
-    sqlite3_close(db);
-    return e;
-  }
+  auto opened = open_database(path);
+  if (!opened) return opened.error();
+  sqlite3* db = *opened;
   std::unique_ptr<SessionStore> store(new SessionStore(db));
   // It keeps live sessions' handoffs (their agents' and egress secrets): owner only.
   if (path != ":memory:") ::chmod(path.c_str(), 0600);

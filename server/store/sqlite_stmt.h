@@ -1,5 +1,5 @@
-// Stmt: one prepared SQLite statement, owned; and the store's error for a failed call. Shared by
-// the session and key stores, which use one database.
+// Stmt: one prepared SQLite statement, owned; opening the database, and the store's error for a
+// failed call. Shared by the session and key stores, which use one database.
 #pragma once
 
 #include <sqlite3.h>
@@ -40,6 +40,19 @@ class Stmt {
 
 inline Error db_error(sqlite3* db, const char* what) {
   return make_error(Errc::kInternal, "store", std::string(what) + ": " + sqlite3_errmsg(db));
+}
+
+// The database at `path` (created if missing), for one thread: ":memory:" is a private one.
+inline Result<sqlite3*> open_database(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    Error e = db_error(db, "open");
+    sqlite3_close(db);
+    return e;
+  }
+  return db;
 }
 
 }  // namespace cabin::store

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { Cdp, useCabind, waitFor, waitForNoLeftovers } from './helpers.mjs';
+import { Cdp, findDirs, useCabind, waitFor, waitForNoLeftovers } from './helpers.mjs';
 
 const ctx = useCabind();
 // Enough that the p99 is not the work of one stray burst on a shared machine.
@@ -25,25 +25,8 @@ function readText(p) {
 
 // The session's own cgroup dir that holds `file` (cgroup v1 controllers or the v2 hierarchy).
 function cgroupFile(sessionId, file) {
-  const found = [];
-  const walk = (dir, depth) => {
-    let entries = [];
-    try {
-      entries = fs.readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      if (!e.isDirectory() || e.isSymbolicLink()) continue;
-      const p = path.join(dir, e.name);
-      if (e.name.includes(sessionId)) {
-        if (fs.existsSync(path.join(p, file))) found.push(path.join(p, file));
-      } else if (depth > 1) {
-        walk(p, depth - 1);
-      }
-    }
-  };
-  walk('/sys/fs/cgroup', 5);
+  const found = findDirs('/sys/fs/cgroup', sessionId, 5).map((d) => path.join(d, file))
+    .filter((f) => fs.existsSync(f));
   assert.ok(found.length >= 1, `no ${file} in a cgroup of ${sessionId}`);
   return found.sort((a, b) => a.length - b.length)[0];
 }

@@ -12,7 +12,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { startCabind, waitFor } from './helpers.mjs';
+import { findDirs, startCabind, waitFor } from './helpers.mjs';
 
 const CYCLES = Number(process.env.CABIN_CHURN_CYCLES || 80);
 const CONCURRENCY = 4;
@@ -78,21 +78,9 @@ function leftoversOf(ids, runDir) {
     const hit = mine(readText(`/proc/${pid}/cmdline`)).concat(mine(readText(`/proc/${pid}/cgroup`)));
     if (hit.length) found.push(`process ${pid} of ${hit[0]}`);
   }
-  const walk = (dir, depth) => {
-    let entries = [];
-    try {
-      entries = fs.readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      if (!e.isDirectory() || e.isSymbolicLink()) continue;
-      const p = path.join(dir, e.name);
-      if (mine(e.name).length) found.push(`cgroup ${p}`);
-      else if (depth > 1) walk(p, depth - 1);
-    }
-  };
-  walk('/sys/fs/cgroup', 4);
+  for (const d of findDirs('/sys/fs/cgroup', (name) => mine(name).length > 0, 4)) {
+    found.push(`cgroup ${d}`);
+  }
   for (const line of readText('/proc/self/mountinfo').split('\n')) {
     if (mine(line).length) found.push(`mount ${line}`);
   }

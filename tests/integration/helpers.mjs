@@ -486,8 +486,9 @@ function readText(p) {
   }
 }
 
-// Directories under `dir` (to `depth` levels) whose name contains `needle`.
-function findDirs(dir, needle, depth, out) {
+// Directories under `dir` (to `depth` levels) whose name contains `needle` (a string), or for
+// which `needle(name)` holds; below a match it does not look.
+export function findDirs(dir, needle, depth, out = []) {
   let entries;
   try {
     entries = fs.readdirSync(dir, { withFileTypes: true });
@@ -497,9 +498,10 @@ function findDirs(dir, needle, depth, out) {
   for (const e of entries) {
     if (!e.isDirectory() || e.isSymbolicLink()) continue;
     const p = path.join(dir, e.name);
-    if (e.name.includes(needle)) out.push(p);
+    if (typeof needle === 'function' ? needle(e.name) : e.name.includes(needle)) out.push(p);
     else if (depth > 1) findDirs(p, needle, depth - 1, out);
   }
+  return out;
 }
 
 // Everything on this host that still carries the session id: processes (by command line or
