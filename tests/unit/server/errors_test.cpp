@@ -77,6 +77,7 @@ namespace {
 const std::map<std::string, std::string> kNeverAnswered = {
     // Start-up and configuration: cabind stops with the message.
     {"bad_api_key", "start-up"},
+    {"bad_handoff_key", "start-up"},
     {"bad_listen", "start-up"},
     {"listen_failed", "start-up"},
     {"dir_not_private", "start-up"},
