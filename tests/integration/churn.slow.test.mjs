@@ -84,7 +84,8 @@ function leftoversOf(ids, runDir) {
   for (const line of readText('/proc/self/mountinfo').split('\n')) {
     if (mine(line).length) found.push(`mount ${line}`);
   }
-  for (const e of fs.readdirSync(runDir)) found.push(`run dir entry ${e}`);
+  // Sessions' dirs, not cabind's own key file there.
+  for (const e of fs.readdirSync(runDir)) if (mine(e).length) found.push(`run dir entry ${e}`);
   for (const dir of ['/tmp', '/dev/shm', '/var/tmp']) {
     for (const e of fs.readdirSync(dir)) if (mine(e).length) found.push(`file ${dir}/${e}`);
   }
