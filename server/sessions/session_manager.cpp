@@ -626,19 +626,24 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   rec.status = status;
   rec.end_reason = reason;
   rec.ended_at = clock_.unix_seconds();
-  (void)store_.set_status(rec.id, status, reason, rec.ended_at);
   live_.erase(rec.id);
   room_.notify_all();  // a queued create may start now
+  // A start that failed is counted by its create; this is the end of a session that ran.
+  record_end(rec.id, status, reason, rec.ended_at, started);
+}
+
+void SessionManager::record_end(const std::string& id, store::SessionStatus status,
+                                const std::string& reason, int64_t ended_at, bool counted) {
+  (void)store_.set_status(id, status, reason, ended_at);
   if (audit_) {
     audit_->record({{"action", "session.end"},
-                    {"session", rec.id},
+                    {"session", id},
                     {"outcome", store::to_string(status)},
                     {"reason", reason.substr(0, 512)}});
   }
-  // A start that failed is counted by its create; this is the end of a session that ran.
-  if (started)
+  if (counted)
     metrics::registry().inc("cabin_session_ends_total", {metrics::end_reason_label(reason)});
-  log()->info("session {}: {} ({})", rec.id, store::to_string(status), reason);
+  log()->info("session {}: {} ({})", id, store::to_string(status), reason);
 }
 
 std::filesystem::path SessionManager::network_log_path(const std::string& id) const {
@@ -802,15 +807,7 @@ net::awaitable<std::set<std::string>> SessionManager::adopt_all() {
   size_t ended = 0, failed = 0;
   for (const auto& rec : store_.list(false, 100000)) {
     auto end_record = [&](store::SessionStatus status, const std::string& reason) {
-      (void)store_.set_status(rec.id, status, reason, clock_.unix_seconds());
-      if (audit_) {
-        audit_->record({{"action", "session.end"},
-                        {"session", rec.id},
-                        {"outcome", store::to_string(status)},
-                        {"reason", reason}});
-      }
-      metrics::registry().inc("cabin_session_ends_total", {metrics::end_reason_label(reason)});
-      log()->info("session {}: {} ({})", rec.id, store::to_string(status), reason);
+      record_end(rec.id, status, reason, clock_.unix_seconds(), true);
     };
     if (rec.status != store::SessionStatus::kRunning && rec.status != store::SessionStatus::kPaused) {
       // Killed by the drivers' leftover cleanup: a start or an end was cut short.

@@ -212,6 +212,9 @@ class SessionManager {
   void start_egress_proxy(const SessionPtr& s);
   std::filesystem::path network_log_path(const std::string& id) const;
   net::awaitable<void> finish(SessionPtr s, store::SessionStatus status, std::string reason);
+  // How a session ended, in the store, the audit log, the metrics (if `counted`) and the log.
+  void record_end(const std::string& id, store::SessionStatus status, const std::string& reason,
+                  int64_t ended_at, bool counted);
 
   net::any_io_executor ex_;
   ManagerConfig config_;
