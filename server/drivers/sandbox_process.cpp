@@ -114,6 +114,14 @@ DriverInfo unavailable_driver(DriverInfo info, std::string why) {
   return info;
 }
 
+Result<void> write_private_file(const std::filesystem::path& path, std::string_view data) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return nsbox::sys_error("create " + path.string());
+  if (::write(fd.get(), data.data(), data.size()) != static_cast<ssize_t>(data.size()))
+    return nsbox::sys_error("write " + path.string());
+  return {};
+}
+
 bool executable(const std::filesystem::path& p) {
   return !p.empty() && ::access(p.c_str(), X_OK) == 0;
 }

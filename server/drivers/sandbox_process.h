@@ -78,6 +78,9 @@ DriverInfo unavailable_driver(DriverInfo info, std::string why);
 
 bool executable(const std::filesystem::path& p);
 
+// A new file of cabind's alone (mode 0600; an existing file or a link is refused) holding `data`.
+Result<void> write_private_file(const std::filesystem::path& path, std::string_view data);
+
 // "SIGKILL" for 9; the number where the signal has no name.
 std::string signal_name(int sig);
 

@@ -160,14 +160,6 @@ Result<uint16_t> pick_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
-Result<void> write_private_file(const fs::path& path, std::string_view data) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return nsbox::sys_error("create " + path.string());
-  if (::write(fd.get(), data.data(), data.size()) != static_cast<ssize_t>(data.size()))
-    return nsbox::sys_error("write " + path.string());
-  return {};
-}
-
 }  // namespace
 
 MicrovmDriver::MicrovmDriver(MicrovmDriverConfig config, net::any_io_executor executor)

@@ -102,10 +102,8 @@ constexpr char kHandoffKeyName[] = "handoff.key";
 void write_launcher_file(const fs::path& dir, pid_t pid) {
   const std::string text =
       std::to_string(pid) + " " + std::to_string(process_start_ticks(pid).value_or(0)) + "\n";
-  UniqueFd fd(::open((dir / kLauncherFileName).c_str(),
-                     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid() || ::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
-    logger("driver.namespace")->warn("cannot write {}", (dir / kLauncherFileName).string());
+  if (auto w = write_private_file(dir / kLauncherFileName, text); !w)
+    logger("driver.namespace")->warn("{}", w.error().message);
 }
 
 // Kills the launcher recorded in `dir`, if it still runs: PID 1 of its sandbox dies with it, and
