@@ -1,5 +1,6 @@
 // CDP WebSocket bridge: forwards a client's WebSocket upgrade to Chromium through a tunnel, then
-// pumps bytes both ways without parsing CDP frames.
+// pumps bytes both ways without parsing CDP messages (only where Chromium's frames end, so that a
+// close frame can go in at shutdown).
 #pragma once
 
 // clang-format off
@@ -8,6 +9,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/message.hpp>
@@ -59,13 +61,10 @@ net::awaitable<void> splice(Client client, beast::flat_buffer client_buffer,
                                                net::redirect_error(net::use_awaitable, ec));
     count_bytes(counts.up, n);
   }
-  if (!ec && tunnel_buffer.size() > 0) {
-    const size_t n = co_await net::async_write(client, tunnel_buffer.data(),
-                                               net::redirect_error(net::use_awaitable, ec));
-    count_bytes(counts.down, n);
-  }
   if (ec) co_return;
-  co_await pump(std::move(client), std::move(tunnel), counts);
+  // Chromium's first frames, read with its answer, go down through the pump's frame tracking.
+  co_await pump_websocket(std::move(client), std::move(tunnel), counts,
+                          beast::buffers_to_string(tunnel_buffer.data()));
 }
 
 }  // namespace cabin::cdp

@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "common/spawn.h"
+#include "common/ws_frames.h"
 #include "server/auth/api_key.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
@@ -371,14 +372,20 @@ int main(int argc, char** argv) {
     cabin::spawn(
         ioc,
         [&]() -> net::awaitable<void> {
-          // Staged: the connections were asked to close, the sessions end (which ends the
-          // pumps to them), what is left gets a deadline, then the threads stop.
+          // Staged: the connections were asked to go away; WebSocket clients get a moment to
+          // answer the close frame (1001) before their sessions end (which ends the pumps to
+          // them); what is left gets a deadline, then the threads stop.
           const bool keep = cfg.on_shutdown == "keep";
-          const auto limit = std::chrono::seconds(cfg.shutdown_timeout_s);
+          const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::seconds(cfg.shutdown_timeout_s));
           const auto began = std::chrono::steady_clock::now();
+          const auto tail = std::min<std::chrono::milliseconds>(limit / 5, kConnectionsDrainTimeout);
+          co_await server.connections().wait_empty(
+              began + std::min<std::chrono::milliseconds>(tail, ws::kGoingAwayGrace));
           // Sessions get most of the time; the connections the rest.
-          co_await manager.shutdown(std::chrono::duration_cast<std::chrono::milliseconds>(limit) -
-                                        std::min<std::chrono::milliseconds>(limit / 5, kConnectionsDrainTimeout),
+          const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::steady_clock::now() - began);
+          co_await manager.shutdown(std::max(limit - tail - spent, std::chrono::milliseconds(0)),
                                     keep);
           const auto deadline =
               std::min(began + limit, std::chrono::steady_clock::now() + kConnectionsDrainTimeout);

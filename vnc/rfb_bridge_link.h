@@ -8,6 +8,7 @@
 
 #include <array>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -17,10 +18,12 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 #include <boost/beast/websocket/stream_base.hpp>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 
 #include "common/byte_count.h"
+#include "common/ws_frames.h"
 #include "vnc/rfb_bridge.h"
 
 namespace cabin::vnc {
@@ -120,10 +123,24 @@ net::awaitable<void> ws_to_stream(std::shared_ptr<Link<Ws, Stream>> l, Transform
   l->ws.next_layer().close(ignored);
 }
 
+// Cabind is shutting down: the client hears so (1001) and the relay ends with its answer.
+template <typename Ws, typename Stream>
+net::awaitable<void> go_away(std::shared_ptr<Link<Ws, Stream>> l) {
+  if (l->stats.close_reason.empty()) l->stats.close_reason = ws::kGoingAwayReason;
+  co_await l->close_ws(websocket::close_reason(websocket::close_code::going_away,
+                                               ws::kGoingAwayReason));
+}
+
 template <typename Ws, typename Stream, typename Transform>
 net::awaitable<BridgeStats> run_link(std::shared_ptr<Link<Ws, Stream>> l, std::string first,
                                      Transform transform, std::function<void()> alive) {
   auto ex = co_await net::this_coro::executor;
+  // A client of cabind's connection set (not vnc-forward's own dial) hears of a shutdown.
+  if constexpr (requires(Ws& w) { w.next_layer().on_going_away(std::function<void()>{}); }) {
+    l->ws.next_layer().on_going_away([weak = std::weak_ptr<Link<Ws, Stream>>(l), ex] {
+      if (auto l = weak.lock()) net::co_spawn(ex, go_away(l), net::detached);
+    });
+  }
   net::co_spawn(ex, stream_to_ws(l, std::move(first)), [l](std::exception_ptr) {
     l->stream_side_done = true;
     l->done.cancel();

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/notifier.h"
 #include "common/spawn.h"
+#include "common/ws_frames.h"
 #include "server/api/computer_wire.h"
 #include "server/api/errors.h"
 #include "server/http/websocket.h"
@@ -115,11 +116,12 @@ net::awaitable<void> read_feed(std::shared_ptr<FrameFeed> feed, std::function<vo
   done();
 }
 
-// Waits for a frame newer than `seen`, or until the feed ends or `gone` is set. Null: stop.
+// Waits for a frame newer than `seen`, or until the feed ends or `gone` or `leaving` is set.
+// Null: stop.
 net::awaitable<std::shared_ptr<const Frame>> next_frame(FrameFeed& feed, uint64_t seen,
-                                                        const bool& gone) {
+                                                        const bool& gone, const bool& leaving) {
   for (;;) {
-    if (gone || feed.ended) co_return nullptr;
+    if (gone || leaving || feed.ended) co_return nullptr;
     if (feed.latest && feed.latest->seq > seen) co_return feed.latest;
     co_await feed.changed.wait_until(Notifier::Clock::time_point::max());
   }
@@ -204,11 +206,13 @@ net::awaitable<void> watch_writes(std::shared_ptr<WriteWatch> w, ClientStream& s
 }
 
 // Writes the newest frame with `write` (a callable that starts the write and returns what to
-// co_await; not a coroutine itself) until the viewer leaves, the feed ends or a write fails.
+// co_await; not a coroutine itself) until the viewer leaves, the feed ends, cabind is leaving or
+// a write fails.
 // A frame that arrives while one is written replaces any before it: a slow viewer skips frames
 // and never builds a queue. Returns the frames sent.
 template <typename Write>
-net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, ClientStream& socket,
+net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, const bool& leaving,
+                                   ClientStream& socket,
                                    std::chrono::steady_clock::duration write_timeout, Write write,
                                    boost::system::error_code& ec) {
   auto watch = std::make_shared<WriteWatch>(socket.get_executor());
@@ -217,7 +221,7 @@ net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, ClientStre
   uint64_t seen = 0;
   size_t sent = 0;
   while (!ec) {
-    auto frame = co_await next_frame(feed, seen, gone);
+    auto frame = co_await next_frame(feed, seen, gone, leaving);
     if (!frame) break;
     watch->writing = true;
     watch->since = std::chrono::steady_clock::now();
@@ -316,19 +320,29 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   cabin::spawn(co_await net::this_coro::executor, watch_websocket(ws, gone, feed),
                "session " + id + ": frame viewer's reader");
 
+  // At shutdown the writer stops between two frames and says why.
+  auto leaving = std::make_shared<bool>(false);
+  beast::get_lowest_layer(ws).on_going_away(
+      [leaving, weak = std::weak_ptr<FrameFeed>(feed)] {
+        *leaving = true;
+        if (auto feed = weak.lock()) feed->changed.notify_all();
+      });
+
   nlohmann::json hello = {
       {"type", "hello"}, {"format", format}, {"fps", fps}, {"viewers", feed->viewers}};
   ws.text(true);
   co_await ws.async_write(net::buffer(hello.dump()), net::redirect_error(net::use_awaitable, ec));
   ws.binary(true);
   const size_t sent = co_await send_frames(
-      *feed, *gone, beast::get_lowest_layer(ws), write_timeout_,
+      *feed, *gone, *leaving, beast::get_lowest_layer(ws), write_timeout_,
       [&](const Frame& f) {
         return ws.async_write(net::buffer(f.bytes), net::redirect_error(net::use_awaitable, ec));
       },
       ec);
   if (!*gone && !ec) {
-    websocket::close_reason why(websocket::close_code::going_away, feed->end_reason.substr(0, 120));
+    websocket::close_reason why(websocket::close_code::going_away,
+                                *leaving ? std::string(ws::kGoingAwayReason)
+                                         : feed->end_reason.substr(0, 120));
     co_await ws.async_close(why, net::redirect_error(net::use_awaitable, ec));
   }
   // The reader must finish before `ws` goes out of scope.
@@ -357,8 +371,9 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
 
   std::string head;
   std::array<net::const_buffer, 3> parts;
+  const bool leaving = false;  // an HTTP answer has no way to say why it ends
   co_await send_frames(
-      *feed, *gone, socket, write_timeout_,
+      *feed, *gone, leaving, socket, write_timeout_,
       [&](const Frame& f) {
         head = "--cabinframe\r\nContent-Type: image/jpeg\r\nContent-Length: " +
                std::to_string(f.bytes.size()) + "\r\n\r\n";

@@ -60,6 +60,9 @@ class ClientStream {
   // Closes the connection from the control executor, wherever it runs by then; a no-op once it
   // ended (or for a stream in no set).
   std::function<void()> closer() const { return core_->member.closer(); }
+  // How the connection leaves when cabind shuts down, if not by being closed (a WebSocket's close
+  // frame); set on its executor once it runs where it will stay.
+  void on_going_away(std::function<void()> f) { core_->member.on_going_away(std::move(f)); }
 
   // Reads and writes go through one type-erased path (client_stream.cpp), so that the TLS and
   // TCP layers below are compiled once rather than once per operation that runs over them.

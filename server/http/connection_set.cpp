@@ -24,6 +24,7 @@ ConnectionSet::Member& ConnectionSet::Member::operator=(Member&& o) noexcept {
 void ConnectionSet::Member::leave() {
   if (!entry_) return;
   entry_->close = nullptr;  // a close still queued on this executor finds nothing to do
+  entry_->going_away = nullptr;
   std::function<void()> wake;
   {
     std::lock_guard lock(set_->mutex);
@@ -42,6 +43,10 @@ void ConnectionSet::Member::rebind(net::any_io_executor ex, std::function<void()
     entry_->ex = std::move(ex);
   }
   entry_->close = std::move(close);
+}
+
+void ConnectionSet::Member::on_going_away(std::function<void()> f) {
+  if (entry_) entry_->going_away = std::move(f);
 }
 
 std::function<void()> ConnectionSet::Member::closer() const {
@@ -64,26 +69,34 @@ ConnectionSet::Member ConnectionSet::join(net::any_io_executor ex, std::function
   return Member(state_, std::move(e));
 }
 
-void ConnectionSet::post_close(const std::shared_ptr<Entry>& e) {
+void ConnectionSet::post_close(const std::shared_ptr<Entry>& e, bool going_away) {
   net::any_io_executor ex;
   {
     std::lock_guard lock(e->mutex);
     ex = e->ex;
   }
-  net::post(ex, [e] {
-    if (e->close) e->close();
+  net::post(ex, [e, going_away] {
+    if (going_away && e->going_away) {
+      e->going_away();
+    } else if (e->close) {
+      e->close();
+    }
   });
 }
 
-void ConnectionSet::close_all() {
+void ConnectionSet::ask_all(bool going_away) {
   std::set<std::shared_ptr<Entry>> all;
   {
     std::lock_guard lock(state_->mutex);
     state_->closing = true;
     all = state_->entries;
   }
-  for (const auto& e : all) post_close(e);
+  for (const auto& e : all) post_close(e, going_away);
 }
+
+void ConnectionSet::close_all() { ask_all(false); }
+
+void ConnectionSet::go_away_all() { ask_all(true); }
 
 size_t ConnectionSet::size() const {
   std::lock_guard lock(state_->mutex);

@@ -1,6 +1,7 @@
 // ConnectionSet: every client connection cabind holds, taken-over ones (CDP, RFB, frames,
-// preview tunnels) included, so that shutdown can reach them all: ask each to close on its own
-// executor, wait for them to leave with a deadline, then stop the threads.
+// preview tunnels) included, so that shutdown can reach them all: ask each to go away on its own
+// executor (a WebSocket with a close frame, code 1001), wait for them to leave with a deadline,
+// then stop the threads.
 #pragma once
 
 // clang-format off
@@ -23,7 +24,8 @@ class ConnectionSet {
   struct Entry {
     std::mutex mutex;  // guards `ex`, which rebind() changes
     net::any_io_executor ex;
-    std::function<void()> close;  // touched only on `ex`
+    std::function<void()> close;       // touched only on `ex`
+    std::function<void()> going_away;  // likewise; empty: `close` does for it
   };
 
  public:
@@ -43,6 +45,9 @@ class ConnectionSet {
     // Asks the connection to close, on its executor, if it is still there. For the control
     // executor (revocation, expiry); it stays valid after the connection moved or ended.
     std::function<void()> closer() const;
+    // How the connection leaves when the server goes away, if not by `close`: a WebSocket says
+    // so with a close frame. Set on the connection's executor, after any rebind().
+    void on_going_away(std::function<void()> f);
 
    private:
     friend class ConnectionSet;
@@ -65,13 +70,16 @@ class ConnectionSet {
   // Asks every connection to close, each on its own executor; connections that join later are
   // asked at once.
   void close_all();
+  // The same, but each leaves by its going-away function where it has one.
+  void go_away_all();
   size_t size() const;
   // Waits on the control executor until every connection has left or `deadline` passed;
   // true when they all left.
   net::awaitable<bool> wait_empty(std::chrono::steady_clock::time_point deadline);
 
  private:
-  static void post_close(const std::shared_ptr<Entry>& e);
+  static void post_close(const std::shared_ptr<Entry>& e, bool going_away = false);
+  void ask_all(bool going_away);
 
   // Shared with the members: a coroutine frame holding one may be destroyed after the set.
   std::shared_ptr<Member::State> state_;

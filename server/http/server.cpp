@@ -220,7 +220,7 @@ void HttpServer::stop() {
   stopping_ = true;
   boost::system::error_code ec;
   acceptor_.close(ec);
-  connections_.close_all();
+  connections_.go_away_all();
 }
 
 net::awaitable<void> HttpServer::serve(ClientStream stream, [[maybe_unused]] Slot slot) {

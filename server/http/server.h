@@ -62,8 +62,9 @@ class HttpServer {
   Result<void> listen(const std::string& host, uint16_t port);
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
   net::awaitable<void> run();
-  // Stops accepting and asks every open connection to close, taken-over ones included; then
-  // connections().wait_empty() waits for them.
+
+  // Stops accepting and asks every open connection to go away, taken-over ones included (a
+  // WebSocket with a close frame, 1001); then connections().wait_empty() waits for them.
   void stop();
   ConnectionSet& connections() { return connections_; }
 

@@ -6,6 +6,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -495,18 +496,16 @@ net::awaitable<void> PreviewProxy::take_over(ClientStream& client, beast::flat_b
     count_bytes(counts.up, co_await net::async_write(up.stream, buffer.data(),
                                                      net::redirect_error(net::use_awaitable, ec)));
   }
-  if (!ec && up.buffer.size() > 0) {
-    count_bytes(counts.down, co_await net::async_write(client, up.buffer.data(),
-                                                       net::redirect_error(net::use_awaitable, ec)));
-  }
   if (ec) co_return;
   if (state.before_take) state.before_take();
   log()->debug("preview {}: WebSocket open", grant_id);
   // Ending the client's side ends the pump, which closes the app's side too.
   state.fds->close_tunnel = client.closer();
   state.fds->client = state.fds->upstream = -1;
-  auto bridge = [counts](ClientStream c, drivers::AgentStream u) {
-    return pump(std::move(c), std::move(u), counts);
+  // The app's first frames, read with its answer, go down through the pump's frame tracking.
+  auto bridge = [counts, first = beast::buffers_to_string(up.buffer.data())](
+                    ClientStream c, drivers::AgentStream u) mutable {
+    return pump_websocket(std::move(c), std::move(u), counts, std::move(first));
   };
   co_await http_api::run_pump(pumps_, std::move(client), std::move(up.stream), bridge);
   state.upstream.reset();

@@ -6,6 +6,8 @@
 
 #include "server/http/connection_set.h"
 
+#include <sys/socket.h>
+
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -19,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include "common/pump.h"
+#include "common/ws_frames.h"
 #include "server/http/client_stream.h"
 #include "server/http/io_pool.h"
 #include "tests/unit/run_sync.h"
@@ -170,4 +174,126 @@ TEST_CASE("wait_empty ends when the last connection leaves, or at its deadline")
   CHECK(set.size() == 0);
 }
 
+// A relayed WebSocket (the CDP bridge's, a preview's) between a blocking client and a blocking
+// "browser", its pump running on `io` in a thread of its own.
+struct Relay {
+  Relay() : cp(io), bp(io), set(io.get_executor()) {
+    timeval tv{10, 0};  // a read that would hang fails the test instead
+    setsockopt(cp.client.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ClientStream client(beast::tcp_stream(std::move(*cp.server)), &set);
+    net::co_spawn(io, pump_websocket(std::move(client), std::move(bp.client)),
+                  [this](std::exception_ptr) { ended.set_value(); });
+    runner = std::thread([this] { io.run(); });
+  }
+  ~Relay() {
+    boost::system::error_code ec;
+    cp.client.close(ec);
+    (*bp.server).close(ec);
+    (void)ended_future.wait_for(10s);
+    io.stop();
+    runner.join();
+  }
+  // Asks the connections to go away and waits until the request has run on `io`.
+  void go_away() {
+    set.go_away_all();
+    std::promise<void> ran;
+    net::post(io, [&] { ran.set_value(); });
+    REQUIRE(ran.get_future().wait_for(10s) == std::future_status::ready);
+  }
+  void browser_sends(const std::string& bytes) { net::write(*bp.server, net::buffer(bytes)); }
+  std::string client_reads(size_t n) {
+    std::string got(n, '\0');
+    net::read(cp.client, net::buffer(got));
+    return got;
+  }
+  // Everything until the connection ends; `ec` how it ended.
+  std::string client_reads_to_end(boost::system::error_code& ec) {
+    std::string all;
+    std::array<char, 4096> buf;
+    for (;;) {
+      const size_t n = cp.client.read_some(net::buffer(buf), ec);
+      if (ec) return all;
+      all.append(buf.data(), n);
+    }
+  }
+
+  net::io_context io{1};
+  Pair cp;  // client
+  Pair bp;  // browser: .client is the relay's side
+  ConnectionSet set;
+  std::promise<void> ended;
+  std::future<void> ended_future = ended.get_future();
+  std::thread runner;
+};
+
+std::string ws_frame(uint8_t first, const std::string& payload) {
+  std::string f(1, static_cast<char>(first));
+  if (payload.size() < 126) {
+    f += static_cast<char>(payload.size());
+  } else {
+    f += static_cast<char>(126);
+    f += static_cast<char>(payload.size() >> 8);
+    f += static_cast<char>(payload.size() & 0xff);
+  }
+  return f + payload;
+}
+
+const std::string kGoingAway = std::string("\x88\x16\x03\xe9", 4) + "server shutting down";
+
+TEST_CASE("going away puts a 1001 close frame after the relayed frame in progress") {
+  Relay r;
+  const std::string big = ws_frame(0x82, std::string(500, 'a') + std::string(500, 'b'));
+  r.browser_sends(big.substr(0, 504));
+  CHECK(r.client_reads(504) == big.substr(0, 504));
+  r.go_away();
+  // The frame's rest goes down, then the close frame; the browser's next frame does not.
+  r.browser_sends(big.substr(504) + ws_frame(0x81, "next"));
+  boost::system::error_code ec;
+  CHECK(r.client_reads_to_end(ec) == big.substr(504) + kGoingAway);
+  CHECK(ec == net::error::eof);
+  // The client's answer (here: its side closed) ends the relay.
+  r.cp.client.shutdown(tcp::socket::shutdown_send);
+  REQUIRE(r.ended_future.wait_for(10s) == std::future_status::ready);
+}
+
+TEST_CASE("going away between frames sends the close frame at once") {
+  Relay r;
+  r.browser_sends(ws_frame(0x81, "hello"));
+  CHECK(r.client_reads(7) == ws_frame(0x81, "hello"));
+  r.go_away();
+  boost::system::error_code ec;
+  CHECK(r.client_reads_to_end(ec) == kGoingAway);
+  CHECK(ec == net::error::eof);
+  // What the client sends on (its close frame) still reaches the browser.
+  net::write(r.cp.client, net::buffer("\x88\x80\x01\x02\x03\x04", 6));
+  std::string up(6, '\0');
+  net::read(*r.bp.server, net::buffer(up));
+  CHECK(up == std::string("\x88\x80\x01\x02\x03\x04", 6));
+}
+
+TEST_CASE("a relayed stream that is no WebSocket is cut when going away") {
+  Relay r;
+  r.browser_sends("HTTP/1.1 200 OK\r\n");
+  CHECK(r.client_reads(17) == "HTTP/1.1 200 OK\r\n");
+  r.go_away();
+  boost::system::error_code ec;
+  CHECK(r.client_reads_to_end(ec).empty());
+  CHECK((ec == net::error::eof || ec == net::error::connection_reset));
+  REQUIRE(r.ended_future.wait_for(10s) == std::future_status::ready);
+}
+
+TEST_CASE("a relayed frame that never ends is cut after the grace time") {
+  Relay r;
+  r.browser_sends(ws_frame(0x82, std::string(1000, 'x')).substr(0, 14));
+  CHECK(r.client_reads(14).size() == 14);
+  const auto t0 = std::chrono::steady_clock::now();
+  r.go_away();
+  boost::system::error_code ec;
+  CHECK(r.client_reads_to_end(ec).empty());
+  CHECK((ec == net::error::eof || ec == net::error::connection_reset));
+  CHECK(std::chrono::steady_clock::now() - t0 >= ws::kGoingAwayGrace - 100ms);
+  REQUIRE(r.ended_future.wait_for(10s) == std::future_status::ready);
+}
+
 }  // namespace
+
