@@ -74,6 +74,34 @@ json to_json(const ExecRequest& r) {
   return j;
 }
 
+Result<NavigateRequest> parse_navigate_request(std::string_view body) {
+  auto j = parse_object(body);
+  if (!j) return j.error();
+  if (auto r = reject_unknown(*j, {"url", "wait_until"}); !r) return r.error();
+  NavigateRequest req;
+  auto url = j->find("url");
+  if (url == j->end()) return invalid_field("url", "is required");
+  auto u = read_string(*url, "url", kMaxNavigateUrl);
+  if (!u) return u.error();
+  if (u->empty() || u->find_first_of(std::string_view("\0\r\n", 3)) != std::string::npos) {
+    return invalid_field("url", "must be a non-empty URL on one line");
+  }
+  req.url = std::move(*u);
+  if (auto it = j->find("wait_until"); it != j->end()) {
+    auto w = read_string(*it, "wait_until", 16);
+    if (!w) return w.error();
+    if (*w != "commit" && *w != "load" && *w != "networkidle") {
+      return invalid_field("wait_until", "must be commit, load or networkidle");
+    }
+    req.wait_until = std::move(*w);
+  }
+  return req;
+}
+
+nlohmann::json to_json(const NavigateRequest& r) {
+  return {{"url", r.url}, {"wait_until", r.wait_until}};
+}
+
 Result<ExecResult> parse_exec_result(std::string_view body, int64_t max_output_bytes) {
   auto bad = [](const std::string& why) {
     return make_error(Errc::kBadGateway, "agent_error", "exec answer from the agent: " + why);

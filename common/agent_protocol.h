@@ -29,6 +29,9 @@ inline constexpr std::string_view kExecPath = "/agent/v1/exec";
 inline constexpr std::string_view kScreenshotPath = "/agent/v1/screenshot";
 inline constexpr std::string_view kComputerPath = "/agent/v1/computer";
 inline constexpr std::string_view kFramesPath = "/agent/v1/frames";
+// Takes the browser's first page to a URL and answers once it got as far as asked: how a
+// sandbox started ahead of its session (a warm pool's) reaches the session's start URL.
+inline constexpr std::string_view kNavigatePath = "/agent/v1/navigate";
 // The microVM's door out: cabind keeps GETs to this waiting; the agent answers one with
 // kEgressPaired when a guest program connects to its egress port, and the connection carries
 // that program's bytes from then on.
@@ -67,6 +70,16 @@ struct ExecResult {
 };
 
 Result<ExecRequest> parse_exec_request(std::string_view body);
+
+inline constexpr size_t kMaxNavigateUrl = 4096;
+
+// POST kNavigatePath: {"url": "...", "wait_until": "commit" | "load" | "networkidle"}.
+struct NavigateRequest {
+  std::string url;
+  std::string wait_until = "load";
+};
+Result<NavigateRequest> parse_navigate_request(std::string_view body);
+nlohmann::json to_json(const NavigateRequest& r);
 nlohmann::json to_json(const ExecRequest& r);
 
 // Parses the agent's answer; `max_output_bytes` bounds each stream (a guest may lie).

@@ -162,6 +162,11 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->envname("CABIN_CREATE_QUEUE_TIMEOUT_S")
       ->check(CLI::Range(int64_t{1}, int64_t{3600}))
       ->capture_default_str();
+  app.add_option("--pool", c.pools,
+                 "DRIVER:WIDTHxHEIGHT:COUNT (repeatable): keep COUNT sandboxes of that driver and "
+                 "screen size started, their browser ready, for creates that ask for no more "
+                 "(default resources); e.g. namespace:1280x800:2")
+      ->envname("CABIN_POOL");
   app.add_option("--start-timeout-ms", c.start_timeout_ms, "how long a sandbox may take to be ready")
       ->check(CLI::Range(1000, 600000))->capture_default_str();
   app.add_option("--microvm-start-timeout-ms", c.microvm_start_timeout_ms,

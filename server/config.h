@@ -26,6 +26,7 @@ struct ServerConfig {
   // Creates that find no room wait for it, oldest first: this many at most (0: none wait),
   // each this long at most; then 503 capacity.
   int create_queue = 16;
+  std::vector<std::string> pools;  // --pool DRIVER:WIDTHxHEIGHT:COUNT
   int64_t create_queue_timeout_s = 30;
   int start_timeout_ms = 30000;             // namespace sessions
   int microvm_start_timeout_ms = 180000;    // microVMs boot a kernel, under TCG slowly

@@ -171,6 +171,11 @@ int main(int argc, char** argv) {
   mc.driver_limits["microvm"] = {std::chrono::milliseconds(cfg.microvm_start_timeout_ms),
                                  cfg.microvm_max_sessions};
   mc.memory_bytes = cfg.sandbox_memory_mb << 20;
+  for (const auto& text : cfg.pools) {
+    auto pool = sessions::parse_pool(text);
+    if (!pool) return fail("--pool " + pool.error().message);
+    mc.pools.push_back(*pool);
+  }
   mc.logs_dir = cfg.state_dir / "logs";
   std::filesystem::create_directories(mc.logs_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
@@ -243,12 +248,20 @@ int main(int argc, char** argv) {
     ioc.restart();
     manager.reap_leftovers(adopted.value_or(std::set<std::string>{}));
   }
+  // After the cleanup, which would kill their sandboxes.
+  manager.start_pools();
   // Read off the manager where scrapes are answered, on this thread.
   metrics::registry().on_scrape([&manager](metrics::Registry& r) {
     std::vector<std::pair<metrics::LabelValues, double>> live;
     for (const auto& [key, n] : manager.counts())
       live.push_back({{key.first, key.second}, static_cast<double>(n)});
     r.replace("cabin_sessions", std::move(live));
+    std::vector<std::pair<metrics::LabelValues, double>> pooled;
+    for (const auto& p : manager.pools()) {
+      pooled.push_back({{p.config.name(), "ready"}, static_cast<double>(p.ready)});
+      pooled.push_back({{p.config.name(), "starting"}, static_cast<double>(p.starting)});
+    }
+    r.replace("cabin_pool_sandboxes", std::move(pooled));
   });
 
   // TLS, or plain HTTP only where nothing beyond this host can reach it.

@@ -73,12 +73,23 @@ Response Api::info(const Authn& authn) const {
     if (!d.available) e["unavailable_reason"] = d.unavailable_reason;
     drivers.push_back(e);
   }
+  json pools = json::array();
+  for (const auto& p : sessions_.pools()) {
+    pools.push_back({{"driver", p.config.driver},
+                     {"resolution", {{"width", p.config.width}, {"height", p.config.height}}},
+                     {"size", p.config.count},
+                     {"ready", p.ready},
+                     {"starting", p.starting},
+                     {"claims", p.claims},
+                     {"misses", p.misses}});
+  }
   return json_response(
       http::status::ok,
       {{"name", "cabin"},
        {"version", CABIN_VERSION},
        {"default_driver", config_.default_driver},
        {"drivers", drivers},
+       {"pools", pools},
        // A tenant sees its own sessions against its own quota.
        {"sessions", authn.key ? json{{"live", sessions_.tenant_load(authn.key->id)},
                                      {"max", authn.key->max_sessions},

@@ -78,6 +78,12 @@ void declare_cabind(Registry& r) {
             "How long creates waited for room, by outcome (admitted, queue_timeout, client_gone, "
             "draining).",
             {"outcome"}, kQueueBuckets);
+  r.declare("cabin_pool_sandboxes", Type::kGauge,
+            "Warm pools' sandboxes, by pool (DRIVER:WIDTHxHEIGHT) and state (ready, starting).",
+            {"pool", "state"});
+  r.declare("cabin_pool_claims_total", Type::kCounter,
+            "Creates a warm pool serves, by pool and outcome (claimed; empty: it had none ready).",
+            {"pool", "outcome"});
   r.declare("cabin_api_keys", Type::kGauge, "Tenant API keys that work.", {});
   r.declare("cabin_connections", Type::kGauge,
             "Open client connections into sessions, by kind (cdp, vnc, frames, preview).",

@@ -226,6 +226,21 @@ net::awaitable<Result<agent_protocol::ExecResult>> AgentClient::exec(
   co_return agent_protocol::parse_exec_result(res->body(), r.max_output_bytes);
 }
 
+net::awaitable<Result<void>> AgentClient::navigate(const std::string& url,
+                                                  const std::string& wait_until,
+                                                  std::chrono::milliseconds timeout) {
+  const std::string target(agent_protocol::kNavigatePath);
+  std::string body = agent_protocol::to_json(agent_protocol::NavigateRequest{url, wait_until}).dump();
+  auto res = co_await request(http::verb::post, target, std::move(body), timeout, 64 * 1024);
+  if (!res) co_return res.error();
+  if (res->result() == http::status::ok) co_return Result<void>{};
+  // The agent says why (the page failed to load, it took too long); pass it on, bounded.
+  auto text = agent_error_message(res->body());
+  co_return make_error(Errc::kUnavailable, "start_page_failed",
+                       "the start page: " + (text ? text->message : "agent answered " +
+                                                                        std::to_string(res->result_int())));
+}
+
 net::awaitable<Result<ComputerAnswer>> AgentClient::computer(const computer::Batch& batch,
                                                              computer::ScreenSize screen) {
   const std::string target(agent_protocol::kComputerPath);

@@ -78,6 +78,10 @@ class AgentClient {
   net::awaitable<Result<AgentHealth>> health(int wait_ms);
   // Runs a command: its result, or 400 spawn_failed with the agent's reason.
   net::awaitable<Result<agent_protocol::ExecResult>> exec(const agent_protocol::ExecRequest& r);
+  // Takes the browser's first page to `url` and answers once it got as far as `wait_until`
+  // ("commit", "load", "networkidle"), within `timeout`.
+  net::awaitable<Result<void>> navigate(const std::string& url, const std::string& wait_until,
+                                        std::chrono::milliseconds timeout);
   // Runs a batch of actions on a screen of `screen` pixels.
   net::awaitable<Result<ComputerAnswer>> computer(const computer::Batch& batch,
                                                   computer::ScreenSize screen);

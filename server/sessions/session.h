@@ -109,7 +109,7 @@ class Session final {
   friend class SessionManager;  // drives the lifecycle: ready, ending, revocation
 
   store::SessionRecord record_;
-  const api::SessionSpec spec_;
+  api::SessionSpec spec_;  // a pooled sandbox's is set when it is claimed
   drivers::SandboxPtr sandbox_;
   AgentClient agent_;
   // Starts the idle time again, now, with the timer at idle_timeout_s (none for 0), if the
@@ -129,6 +129,7 @@ class Session final {
   std::string browser_path_;
   bool ending_ = false;
   bool released_ = false;  // left running for the next cabind: this one no longer watches it
+  bool pooled_ = false;    // a warm pool's, no session yet: not in the store, not live
   std::shared_ptr<egress::NetworkLog> network_log_;
   std::shared_ptr<egress::EgressProxy> egress_;
   std::shared_ptr<egress::SessionCa> ca_;  // signs what the sandbox sees of hosts with secrets

@@ -38,6 +38,7 @@ SessionManager::SessionManager(net::any_io_executor ex, ManagerConfig config,
       store_(store),
       clock_(clock) {
   metrics::registry().inc("cabin_create_queue_waiting", {}, 0);  // shown from the start
+  for (const auto& p : config_.pools) pools_.push_back(Pool{PoolState{p}, {}, 0});
 }
 
 std::vector<drivers::DriverInfo> SessionManager::driver_infos() const {
@@ -319,48 +320,25 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     co_return room.error();
   }
 
-  store::SessionRecord rec;
-  rec.id = api::new_session_id();
-  rec.driver = driver_name;
-  rec.status = store::SessionStatus::kStarting;
-  rec.width = spec.resolution.width;
-  rec.height = spec.resolution.height;
-  rec.start_url = spec.start_url.empty() ? "about:blank" : spec.start_url;
-  rec.timeout_s = spec.timeout_s;
-  rec.created_at = clock_.unix_seconds();
-  rec.expires_at = rec.created_at + spec.timeout_s;
-  rec.idle_timeout_s = spec.idle_timeout_s;
-  rec.on_idle = std::string(api::on_idle_name(spec.on_idle));
-  rec.owner = tenant.id;
-  if (auto r = store_.insert(rec); !r) co_return r.error();
-
-  drivers::SandboxSpec sb;
-  sb.session_id = rec.id;
-  sb.agent_secret = random_hex(32);
-  sb.width = spec.resolution.width;
-  sb.height = spec.resolution.height;
-  sb.start_url = spec.start_url;
-  sb.wait_until = std::string(api::wait_until_name(spec.wait_until));
-  sb.memory_bytes = spec.resources.memory_mb > 0 ? spec.resources.memory_mb << 20
-                                                 : config_.memory_bytes;
-  sb.vcpus = spec.resources.vcpus;
-  sb.pids_max = config_.pids_max;
-  const bool egress = config_.egress.enabled && info.supports_egress;
-  std::shared_ptr<egress::SessionCa> ca;
-  if (egress) {
-    sb.egress_proxy_port = config_.egress.port;
-    auto made = egress::SessionCa::create(rec.id);
-    if (!made) {
-      (void)store_.set_status(rec.id, store::SessionStatus::kFailed, made.error().message,
-                              clock_.unix_seconds());
-      co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
-                           "the session's CA: " + made.error().message);
-    }
-    ca = std::move(*made);
-    sb.trusted_ca_pem = ca->certificate_pem() + config_.egress.extra_ca_pem;
+  // A warm pool's sandbox, if one serves this spec; else one started now.
+  if (auto pooled = take_pooled(spec, driver_name)) {
+    if (auto r = claim(pooled, spec, tenant); !r) co_return r.error();
+    admission.release();  // counted in live_ from now on
+    co_return co_await ready_claimed(std::move(pooled));
   }
 
-  auto started = co_await d->second->create(sb);
+  store::SessionRecord rec = new_record(api::new_session_id(), driver_name, spec, tenant);
+  if (auto r = store_.insert(rec); !r) co_return r.error();
+
+  const bool egress = config_.egress.enabled && info.supports_egress;
+  std::shared_ptr<egress::SessionCa> ca;
+  auto sb = sandbox_spec(rec, spec, egress, ca);
+  if (!sb) {
+    (void)store_.set_status(rec.id, store::SessionStatus::kFailed, sb.error().message,
+                            clock_.unix_seconds());
+    co_return sb.error();
+  }
+  auto started = co_await d->second->create(*sb);
   if (!started) {
     log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
     (void)store_.set_status(rec.id, store::SessionStatus::kFailed, started.error().message,
@@ -368,7 +346,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
                          "sandbox could not start: " + started.error().message);
   }
-  auto s = std::make_shared<Session>(rec, spec, std::move(*started), sb.agent_secret, ex_);
+  auto s = std::make_shared<Session>(rec, spec, std::move(*started), sb->agent_secret, ex_);
   s->ca_ = std::move(ca);
   live_[rec.id] = s;
   admission.release();  // counted in live_ from now on
@@ -393,6 +371,53 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   start_running(s);
   log()->info("session {}: running on {} ({}x{})", rec.id, driver_name, rec.width, rec.height);
   co_return s;
+}
+
+store::SessionRecord SessionManager::new_record(std::string id, const std::string& driver,
+                                               const api::SessionSpec& spec,
+                                               const Tenant& tenant) const {
+  store::SessionRecord rec;
+  rec.id = std::move(id);
+  rec.driver = driver;
+  rec.status = store::SessionStatus::kStarting;
+  rec.width = spec.resolution.width;
+  rec.height = spec.resolution.height;
+  rec.start_url = spec.start_url.empty() ? "about:blank" : spec.start_url;
+  rec.timeout_s = spec.timeout_s;
+  rec.created_at = clock_.unix_seconds();
+  rec.expires_at = rec.created_at + spec.timeout_s;
+  rec.idle_timeout_s = spec.idle_timeout_s;
+  rec.on_idle = std::string(api::on_idle_name(spec.on_idle));
+  rec.owner = tenant.id;
+  return rec;
+}
+
+Result<drivers::SandboxSpec> SessionManager::sandbox_spec(const store::SessionRecord& rec,
+                                                          const api::SessionSpec& spec,
+                                                          bool egress,
+                                                          std::shared_ptr<egress::SessionCa>& ca) const {
+  drivers::SandboxSpec sb;
+  sb.session_id = rec.id;
+  sb.agent_secret = random_hex(32);
+  sb.width = spec.resolution.width;
+  sb.height = spec.resolution.height;
+  sb.start_url = spec.start_url;
+  sb.wait_until = std::string(api::wait_until_name(spec.wait_until));
+  sb.memory_bytes = spec.resources.memory_mb > 0 ? spec.resources.memory_mb << 20
+                                                 : config_.memory_bytes;
+  sb.vcpus = spec.resources.vcpus;
+  sb.pids_max = config_.pids_max;
+  if (egress) {
+    sb.egress_proxy_port = config_.egress.port;
+    auto made = egress::SessionCa::create(rec.id);
+    if (!made) {
+      return make_error(Errc::kUnavailable, "sandbox_unavailable",
+                        "the session's CA: " + made.error().message);
+    }
+    ca = std::move(*made);
+    sb.trusted_ca_pem = ca->certificate_pem() + config_.egress.extra_ca_pem;
+  }
+  return sb;
 }
 
 void SessionManager::start_running(const SessionPtr& s) {
@@ -586,6 +611,11 @@ void SessionManager::watch(SessionPtr s) {
       ex_,
       [this, s]() -> net::awaitable<void> {
         std::string why = co_await s->sandbox_->wait_exit();
+        if (s->pooled_) {
+          log()->warn("pooled sandbox {} exited: {}", s->id(), why);
+          co_await drop_pooled(s);
+          co_return;
+        }
         if (!s->ending_ && !s->released_) {
           log()->warn("session {}: sandbox exited: {}", s->id(), why);
           // Nothing in a live session exits on its own unless something broke.
@@ -795,6 +825,8 @@ net::awaitable<void> SessionManager::shutdown(std::chrono::milliseconds deadline
         "session " + s->id() + ": end at shutdown");
   }
   const auto until = std::chrono::steady_clock::now() + deadline;
+  // The pools' sandboxes are no one's: they go either way, beside the sessions.
+  co_await destroy_pools(until);
   while (pending->left > 0 && std::chrono::steady_clock::now() < until)
     co_await pending->done.wait_until(until);
   if (pending->left > 0)

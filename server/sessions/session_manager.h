@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/cancellation.h"
@@ -50,6 +51,21 @@ struct EgressConfig {
   std::optional<egress::UpstreamProxy> upstream_proxy;  // --egress-upstream-proxy
 };
 
+// A warm pool: this many sandboxes of one driver and screen size kept started, their browser
+// ready, for creates whose spec they can serve.
+struct PoolConfig {
+  std::string driver;
+  int width = 1280;
+  int height = 800;
+  int count = 0;
+  std::string name() const {
+    return driver + ":" + std::to_string(width) + "x" + std::to_string(height);
+  }
+};
+// "DRIVER:WIDTHxHEIGHT:COUNT" (--pool).
+Result<PoolConfig> parse_pool(std::string_view text);
+inline constexpr int kMaxPoolSize = 64;
+
 struct ManagerConfig {
   std::string default_driver = "namespace";
   int max_sessions = 16;                           // all drivers together
@@ -65,6 +81,16 @@ struct ManagerConfig {
   // wait, they are refused at once), each for this long at most.
   int create_queue = 16;
   std::chrono::milliseconds create_queue_timeout{30000};
+  std::vector<PoolConfig> pools;
+};
+
+// One warm pool as it is now.
+struct PoolState {
+  PoolConfig config;
+  int ready = 0;     // started and waiting for a create
+  int starting = 0;  // being started
+  uint64_t claims = 0;  // creates served from it
+  uint64_t misses = 0;  // creates it would have served, had it not been empty
 };
 
 // Who asks for a session, and the limits of its own that come before the server's.
@@ -158,6 +184,12 @@ class SessionManager {
   net::awaitable<std::set<std::string>> adopt_all();
   // The drivers' start-up cleanup, keeping `adopted`.
   void reap_leftovers(const std::set<std::string>& adopted);
+  // Starts filling the warm pools, after adoption and the drivers' cleanup (which would kill
+  // their sandboxes): each pool starts one sandbox at a time until it is full, and again after
+  // every claim. Their sandboxes are not sessions: they count against no cap, and shutdown
+  // destroys them.
+  void start_pools();
+  std::vector<PoolState> pools() const;
   size_t live_count() const { return live_.size(); }
   // Invalidates every token of a live session by bumping its generation (kept in the store).
   // Returns the new generation; kNotFound if the session is not live.
@@ -196,6 +228,26 @@ class SessionManager {
   int64_t soonest_end_s(const std::string* owner) const;
   // A ready (or adopted) session from now on: its lifetime and idle timers, its handoff.
   void start_running(const SessionPtr& s);
+  // A new session's record, status starting, from `spec`.
+  store::SessionRecord new_record(std::string id, const std::string& driver,
+                                  const api::SessionSpec& spec, const Tenant& tenant) const;
+  // What the driver is asked to start for the session `rec` of `spec`: with egress, its proxy's
+  // port and the session's new CA (into `ca`), trusted in the sandbox.
+  Result<drivers::SandboxSpec> sandbox_spec(const store::SessionRecord& rec,
+                                            const api::SessionSpec& spec, bool egress,
+                                            std::shared_ptr<egress::SessionCa>& ca) const;
+  // A sandbox for pool `p`, started until its browser is ready, or nothing left running.
+  net::awaitable<Result<SessionPtr>> start_pooled(const PoolConfig& p);
+  // A pool's sandbox for `spec`, out of its pool; null when no pool serves it or it is empty.
+  SessionPtr take_pooled(const api::SessionSpec& spec, const std::string& driver);
+  // Makes a pooled sandbox the session `spec` asks for: stored and live from now on.
+  Result<void> claim(const SessionPtr& s, const api::SessionSpec& spec, const Tenant& tenant);
+  // Then gives it the spec's policy and start page, and sets it running.
+  net::awaitable<Result<SessionPtr>> ready_claimed(SessionPtr s);
+  net::awaitable<void> fill_pool(size_t index);
+  // A pooled sandbox that died waiting: out of its pool, its remains removed.
+  net::awaitable<void> drop_pooled(SessionPtr s);
+  net::awaitable<void> destroy_pools(std::chrono::steady_clock::time_point deadline);
   // Keeps what a later cabind needs to adopt the session in the store.
   void save_handoff(const Session& s);
   net::awaitable<Result<SessionPtr>> adopt(const store::SessionRecord& rec);
@@ -227,6 +279,14 @@ class SessionManager {
   audit::AuditLog* audit_ = nullptr;
   std::map<std::string, int> pending_;  // per owner: creates admitted, not live yet
   std::list<std::shared_ptr<Waiter>> queue_;  // creates waiting for room, oldest first
+  struct Pool {
+    PoolState state;
+    std::list<SessionPtr> ready;  // oldest first; never claimed twice: a claim takes it out
+    int failures = 0;             // starts that failed in a row: the next waits longer
+  };
+  std::vector<Pool> pools_;  // as configured; not resized after construction
+  // Rung when a pool has room to fill, or a start of one ended.
+  Notifier pool_changed_{ex_};
   // Rung whenever room may have come (a session or a start went, a waiter left) and at drain.
   Notifier room_{ex_};
   RateLimiter rates_{clock_};

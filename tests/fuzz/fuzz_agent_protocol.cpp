@@ -1,4 +1,4 @@
-// Fuzz target: exec requests from clients and exec answers from the (hostile) guest.
+// Fuzz target: exec and navigate requests from clients and exec answers from the (hostile) guest.
 #include <cstdint>
 #include <string_view>
 
@@ -8,6 +8,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
   auto req = cabin::agent_protocol::parse_exec_request(in);
   if (req && req->argv.empty()) __builtin_trap();
+  auto nav = cabin::agent_protocol::parse_navigate_request(in);
+  if (nav && (nav->url.empty() || nav->url.size() > cabin::agent_protocol::kMaxNavigateUrl))
+    __builtin_trap();
   auto res = cabin::agent_protocol::parse_exec_result(in, 64);
   if (res && res->stdout_data.size() > 64 * 3 + 16) __builtin_trap();
   return 0;

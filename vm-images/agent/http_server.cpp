@@ -10,6 +10,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
@@ -25,6 +26,7 @@
 #include "vm-images/agent/computer.h"
 #include "vm-images/agent/desktop.h"
 #include "vm-images/agent/frames.h"
+#include "vm-images/agent/supervisor.h"
 #include "vm-images/agent/tunnel.h"
 
 namespace cabin::agent {
@@ -94,6 +96,8 @@ std::optional<Response> require_method(const Request& req, http::verb verb) {
 // Input and screenshots right after the start wait for Chromium's window and first frames (the
 // supervisor stops waiting for them well before this).
 constexpr std::chrono::seconds kDesktopWaitCap{15};
+// A start page that takes longer than this to load is reported as not loaded.
+constexpr std::chrono::seconds kNavigateTimeout{60};
 
 net::awaitable<Response> screenshot_route(std::shared_ptr<HttpServer::Conn> sh, Request req,
                                           std::string query) {
@@ -133,6 +137,24 @@ net::awaitable<Response> computer_route(std::shared_ptr<HttpServer::Conn> sh, Re
       to_json(outcome).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
+net::awaitable<Response> navigate_route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
+  if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
+  auto nav = agent_protocol::parse_navigate_request(req.body());
+  if (!nav) co_return error_response(nav.error());
+  const auto devtools = sh->state->snapshot().devtools;
+  if (!devtools) {
+    co_return error_response(http::status::service_unavailable, "not_ready",
+                             "the browser is not ready");
+  }
+  const WaitUntil wait = nav->wait_until == "commit" ? WaitUntil::kCommit
+                         : nav->wait_until == "networkidle" ? WaitUntil::kNetworkIdle
+                                                            : WaitUntil::kLoad;
+  auto done = co_await navigate_first_page(co_await net::this_coro::executor, devtools->port,
+                                           std::move(nav->url), wait, kNavigateTimeout);
+  if (!done) co_return error_response(done.error());
+  co_return json_response(http::status::ok, "{}");
+}
+
 net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
   auto [path, query] = split_target(req.target());
   if (path == agent_protocol::kHealthPath) {
@@ -169,6 +191,7 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
     co_return co_await screenshot_route(sh, std::move(req), std::string(query));
   }
   if (path == agent_protocol::kComputerPath) co_return co_await computer_route(sh, std::move(req));
+  if (path == agent_protocol::kNavigatePath) co_return co_await navigate_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
 

@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/buffers_to_string.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -311,6 +312,40 @@ net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, 
 }
 
 }  // namespace
+
+net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16_t port,
+                                                 std::string url, WaitUntil wait,
+                                                 std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  const auto page = co_await first_page(ex, port);
+  const std::string path = debugger_path(page, "/devtools/page/");
+  if (path.empty()) co_return make_error(Errc::kUnavailable, "no_page", "the browser has no page");
+  {
+    websocket::stream<beast::tcp_stream> ws(ex);
+    if (!co_await cdp_open(ws, port, path, std::chrono::seconds(10))) {
+      co_return make_error(Errc::kUnavailable, "cdp_failed", "the page's DevTools did not answer");
+    }
+    nlohmann::json go = {{"url", url}};
+    const auto answer = co_await cdp_call(ws, 1, "Page.navigate", std::move(go));
+    co_await cdp_close(ws);
+    if (!answer.is_object()) {
+      co_return make_error(Errc::kUnavailable, "navigation_failed", "Page.navigate failed");
+    }
+    // A page that fails to load gets Chromium's error page, as a start URL does: that loads.
+    if (const std::string why = answer.value("errorText", ""); !why.empty()) {
+      cabin::logger("agent")->info("navigation to {} failed: {}", url.substr(0, 200), why);
+    }
+  }
+  // Then as a start page: committed, loaded, or quiet, as asked.
+  while (Clock::now() < deadline) {
+    if (co_await start_page_reached(ex, port, wait)) co_return Result<void>{};
+    net::steady_timer t(ex, std::chrono::milliseconds(10));
+    co_await t.async_wait(net::use_awaitable);
+  }
+  co_return make_error(Errc::kTimeout, "start_timeout",
+                       "the page did not get as far as asked within " +
+                           std::to_string(timeout.count()) + " ms");
+}
 
 bool chromium_no_sandbox(ChromiumSandbox mode, uid_t euid, bool env_says_no_sandbox) {
   switch (mode) {

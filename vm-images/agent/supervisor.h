@@ -71,6 +71,12 @@ std::vector<std::string> chromium_argv(const SupervisorOptions& o, bool no_sandb
 // line 2 "/devtools/browser/<uuid>".
 std::optional<DevToolsEndpoint> parse_devtools_active_port(std::string_view content);
 
+// Navigates the browser's first page (DevTools on `port`) to `url` and waits until it got as far
+// as `wait`, within `timeout`.
+net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16_t port,
+                                                 std::string url, WaitUntil wait,
+                                                 std::chrono::milliseconds timeout);
+
 class Supervisor {
  public:
   Supervisor(net::any_io_executor ex, SupervisorOptions opts, AgentState& state);

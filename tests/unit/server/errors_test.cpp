@@ -78,6 +78,7 @@ const std::map<std::string, std::string> kNeverAnswered = {
     // Start-up and configuration: cabind stops with the message.
     {"bad_api_key", "start-up"},
     {"bad_handoff_key", "start-up"},
+    {"bad_pool", "start-up (--pool)"},
     {"bad_listen", "start-up"},
     {"listen_failed", "start-up"},
     {"dir_not_private", "start-up"},
@@ -97,6 +98,7 @@ const std::map<std::string, std::string> kNeverAnswered = {
     {"start_timeout", "a sandbox's start"},
     {"browser_failed", "a sandbox's start"},
     {"sandbox_exited", "a sandbox's start"},
+    {"start_page_failed", "a warm pool's sandbox given its start page"},
     // Inside the drivers: a failed direct path falls back to the agent's tunnel; QMP is how a
     // microVM is stopped.
     {"not_supported", "a direct path the driver lacks"},

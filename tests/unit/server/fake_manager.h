@@ -21,7 +21,7 @@
 namespace cabin::testing {
 
 struct FakeManager {
-  explicit FakeManager(int max_sessions = 16) {
+  explicit FakeManager(int max_sessions = 16, std::vector<sessions::PoolConfig> pools = {}) {
     auto d = std::make_unique<FakeDriver>(io.get_executor());
     driver = d.get();
     std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
@@ -29,6 +29,7 @@ struct FakeManager {
     sessions::ManagerConfig config;
     config.max_sessions = max_sessions;
     config.driver_limits["namespace"].start_timeout = std::chrono::seconds(2);
+    config.pools = std::move(pools);
     manager = std::make_unique<sessions::SessionManager>(io.get_executor(), config,
                                                          std::move(drivers), *store, clock);
   }

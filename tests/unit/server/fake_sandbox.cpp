@@ -55,6 +55,11 @@ AgentResponse default_agent_answer(const AgentRequest& req) {
     return json_answer(http::status::ok, agent_protocol::to_json(out).dump());
   }
   if (target.starts_with(agent_protocol::kFramesPath)) return frames_answer({"jpeg-bytes-1"});
+  if (target == agent_protocol::kNavigatePath) {
+    return agent_protocol::parse_navigate_request(req.body())
+               ? json_answer(http::status::ok, "{}")
+               : json_answer(http::status::bad_request, "{}");
+  }
   return json_answer(http::status::not_found, R"({"error":{"code":"not_found","message":"no"}})");
 }
 

@@ -5,9 +5,12 @@
 
 #include "server/sessions/session_manager.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <memory>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/spawn.h"
@@ -399,3 +402,117 @@ TEST_CASE("at start-up a session whose lifetime passed ends, and one whose sandb
   CHECK(f.driver->sandboxes[2]->destroyed);
   CHECK(next.manager->live_count() == 0);
 }
+
+namespace {
+
+using cabin::sessions::PoolConfig;
+
+TEST_CASE("a pool is read from DRIVER:WIDTHxHEIGHT:COUNT, and what is wrong is named", "[pools]") {
+  auto p = sessions::parse_pool("namespace:1024x768:3");
+  REQUIRE(p.ok());
+  CHECK(p->driver == "namespace");
+  CHECK(p->width == 1024);
+  CHECK(p->height == 768);
+  CHECK(p->count == 3);
+  CHECK(p->name() == "namespace:1024x768");
+  for (const char* bad : {"", "namespace", "namespace:1024x768", "docker:1024x768:1",
+                          "namespace:1024:1", "namespace:100x768:1", "namespace:1024x768:0",
+                          "namespace:1024x768:65", "namespace:1024x768:1:2", "namespace:1024x768:-1",
+                          "namespace:1024x768:1x"}) {
+    auto r = sessions::parse_pool(bad);
+    CHECK_FALSE(r.ok());
+    if (!r.ok()) CHECK(r.error().code == "bad_pool");
+  }
+}
+
+net::awaitable<void> create_into(SessionManager& m, api::SessionSpec spec,
+                                 std::vector<Result<SessionPtr>>& out) {
+  // Named, not a default argument's temporary: GCC 12 destroys those twice in a co_await.
+  const sessions::Tenant tenant;
+  out.push_back(co_await m.create(spec, tenant));
+}
+
+struct Pooled : Fixture {
+  Pooled() : Fixture(16, {PoolConfig{"namespace", 1280, 800, 2}}) {
+    manager->start_pools();
+    wait_ready(2);
+  }
+  void wait_ready(int n) {
+    run_until(io, [&] { return manager->pools()[0].ready == n && manager->pools()[0].starting == 0; });
+  }
+};
+
+TEST_CASE("a create the pool serves claims its oldest ready sandbox, and the pool starts another",
+          "[pools]") {
+  Pooled f;
+  REQUIRE(f.driver->sandboxes.size() == 2);
+  CHECK(f.manager->live_count() == 0);  // pooled sandboxes are no sessions
+  CHECK(f.store->list(true, 10).empty());
+  const std::string first = f.driver->sandboxes[0]->id;
+
+  auto s = run_sync(f.io, f.manager->create(
+                              f.spec(R"({"start_url": "https://example.test/", "wait_until": "commit"})")));
+  REQUIRE(s.ok());
+  CHECK((*s)->id() == first);
+  CHECK((*s)->running());
+  CHECK(f.manager->find(first) == *s);
+  auto stored = f.store->get(first);
+  REQUIRE(stored);
+  CHECK(stored->status == SessionStatus::kRunning);
+  CHECK(stored->start_url == "https://example.test/");
+  // Its start page was asked for, with the session's own wait.
+  auto& box = *f.driver->sandboxes[0];
+  REQUIRE_FALSE(box.targets.empty());
+  CHECK(box.targets.back() == agent_protocol::kNavigatePath);
+
+  f.wait_ready(2);
+  CHECK(f.driver->sandboxes.size() == 3);
+  const auto p = f.manager->pools()[0];
+  CHECK(p.claims == 1);
+  CHECK(p.misses == 0);
+  // A second claim takes the other one, never the first again.
+  auto t = run_sync(f.io, f.manager->create(f.spec()));
+  REQUIRE(t.ok());
+  CHECK((*t)->id() == f.driver->sandboxes[1]->id);
+}
+
+TEST_CASE("an empty pool counts a miss and the create starts cold, and other sizes never touch it",
+          "[pools]") {
+  Pooled f;
+  auto other = run_sync(f.io, f.manager->create(f.spec(R"({"resolution": {"width": 800, "height": 600}})")));
+  REQUIRE(other.ok());
+  CHECK(f.manager->pools()[0].ready == 2);
+  CHECK(f.manager->pools()[0].claims == 0);
+  CHECK(f.manager->pools()[0].misses == 0);
+  auto bigger = run_sync(f.io, f.manager->create(f.spec(R"({"resources": {"memory_mb": 4096}})")));
+  REQUIRE(bigger.ok());
+  CHECK(f.manager->pools()[0].ready == 2);
+
+  // Three at once: two claims, and the third finds the pool empty (no refill is ready so soon).
+  std::vector<Result<SessionPtr>> made;
+  for (int i = 0; i < 3; ++i) {
+    net::co_spawn(f.io, create_into(*f.manager, f.spec(), made), net::detached);
+  }
+  run_until(f.io, [&] { return made.size() == 3; });
+  for (const auto& r : made) CHECK(r.ok());
+  CHECK(f.manager->pools()[0].claims == 2);
+  CHECK(f.manager->pools()[0].misses == 1);
+  CHECK(f.manager->live_count() == 5);
+}
+
+TEST_CASE("a pooled sandbox that dies is dropped and replaced, and shutdown destroys the pool",
+          "[pools]") {
+  Pooled f;
+  auto& dead = *f.driver->sandboxes[0];
+  dead.exit("chromium killed by signal 9");
+  run_until(f.io, [&] { return dead.destroyed && f.driver->sandboxes.size() == 3; });
+  f.wait_ready(2);
+  CHECK(f.store->list(true, 10).empty());  // nothing of it was ever a session
+
+  run_sync(f.io, f.manager->shutdown(std::chrono::seconds(5)));
+  for (const auto& box : f.driver->sandboxes) {
+    if (box.get() != &dead) CHECK(box->destroyed);
+  }
+}
+
+}  // namespace
