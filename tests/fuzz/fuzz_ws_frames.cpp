@@ -18,14 +18,15 @@ std::vector<size_t> reference(std::span<const uint8_t> s, bool& broken) {
     const uint8_t op = s[at] & 0x0f;
     const bool fin = s[at] & 0x80;
     const bool masked = s[at + 1] & 0x80;
-    uint64_t len = s[at + 1] & 0x7f;
+    const uint8_t len7 = s[at + 1] & 0x7f;
+    uint64_t len = len7;
     size_t head = 2;
-    if (len == 126) head = 4;
-    if (len == 127) head = 10;
+    if (len7 == 126) head = 4;
+    if (len7 == 127) head = 10;
     if (masked) head += 4;
     if (at + head > s.size()) break;
-    if (len == 126) len = (uint64_t{s[at + 2]} << 8) | s[at + 3];
-    if (len == 127) {
+    if (len7 == 126) len = (uint64_t{s[at + 2]} << 8) | s[at + 3];
+    if (len7 == 127) {
       len = 0;
       for (int i = 0; i < 8; ++i) len = (len << 8) | s[at + 2 + i];
     }
