@@ -1,0 +1,45 @@
+// A browser profile as one blob: the tree Chromium leaves in its user data directory, packed so
+// that cabind can keep it sealed at rest (common/crypto's seal) between the sessions that use it.
+// The tree is written by a sandbox, so it is hostile: packing never follows a link, takes only
+// directories and regular files, and stops at the limits; unpacking checks every path and size
+// before it writes, and writes only below the directory it is given.
+//
+// Format: "CABINPF1", then entries until an end entry:
+//   u8 type (0 end, 1 directory, 2 file), u16 BE path length, the path (relative, '/'-separated),
+//   and for a file u64 BE size then its bytes. A directory comes before what it holds.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace cabin::profiles {
+
+struct ArchiveLimits {
+  uint64_t max_bytes = 256ull << 20;  // the files' bytes together
+  size_t max_entries = 100000;
+  size_t max_path = 1024;
+  size_t max_depth = 32;  // directories deep
+};
+
+struct Entry {
+  bool directory = false;
+  std::string path;
+  std::string_view data;  // a file's bytes, in the archive it was read from
+};
+
+// Packs the tree below `dir`. kTooLarge over a limit.
+Result<std::string> pack(const std::filesystem::path& dir, const ArchiveLimits& limits = {});
+// Reads an archive, checking every entry: its path (relative, no "." or ".." or empty part, no
+// NUL), its parent listed before it, the limits. Entries point into `archive`.
+Result<std::vector<Entry>> parse(std::string_view archive, const ArchiveLimits& limits = {});
+// parse(), then writes the tree into `dir` (which exists): directories 0700, files 0600, none
+// replacing anything.
+Result<void> unpack(std::string_view archive, const std::filesystem::path& dir,
+                    const ArchiveLimits& limits = {});
+
+}  // namespace cabin::profiles
