@@ -170,7 +170,8 @@ SessionPtr SessionManager::take_pooled(const api::SessionSpec& spec, const std::
     p.ready.pop_front();
     ++p.state.claims;
     metrics::registry().inc("cabin_pool_claims_total", {c.name(), "claimed"});
-    pool_changed_.notify_all();  // its filler starts the next
+    // Its filler starts the next once this claim is through (ready_claimed), not beside it: a
+    // start competes for the CPU the claimed session needs for its start page.
     return s;
   }
   return nullptr;
@@ -182,6 +183,7 @@ Result<void> SessionManager::claim(const SessionPtr& s, const api::SessionSpec& 
   s->record_ = new_record(s->id(), s->record_.driver, spec, tenant);
   s->spec_ = spec;
   if (auto r = store_.insert(s->record_); !r) {
+    pool_changed_.notify_all();
     cabin::spawn(ex_, [s]() -> net::awaitable<void> { co_await s->sandbox_->destroy(); },
                  "pooled sandbox " + s->id() + ": destroy");
     return r.error();
@@ -191,6 +193,10 @@ Result<void> SessionManager::claim(const SessionPtr& s, const api::SessionSpec& 
 }
 
 net::awaitable<Result<SessionPtr>> SessionManager::ready_claimed(SessionPtr s) {
+  struct Refill {
+    Notifier& n;
+    ~Refill() { n.notify_all(); }
+  } refill{pool_changed_};
   const auto limits = limits_for(s->record().driver);
   if (s->egress_) {
     s->egress_->set_policy(std::make_shared<const egress::Policy>(
