@@ -98,7 +98,7 @@ net::awaitable<void> SessionManager::fill_pool(size_t index) {
     --p.state.starting;
     pool_changed_.notify_all();
     if (made && draining_) {
-      co_await (*made)->sandbox_->destroy();
+      co_await drop_pooled(*made);
       co_return;
     }
     if (made) {
@@ -106,6 +106,7 @@ net::awaitable<void> SessionManager::fill_pool(size_t index) {
       p.ready.push_back(std::move(*made));
       continue;
     }
+    if (draining_) co_return;  // ended by the shutdown, not failed
     const auto wait = std::min<std::chrono::seconds>(kMaxRetry, kFirstRetry * (1 << std::min(p.failures, 6)));
     ++p.failures;
     pool_log()->warn("pool {}: a sandbox did not start ({}); next try in {} s",
@@ -134,14 +135,21 @@ net::awaitable<Result<SessionPtr>> SessionManager::start_pooled(const PoolConfig
   s->ca_ = std::move(ca);
   s->pooled_ = true;
   watch(s);
+  // Not a guard object: a frame destroyed with the io_context at exit must not touch the
+  // manager, which is gone by then.
+  pool_starting_.insert(s);
   const auto limits = limits_for(p.driver);
+  if (draining_) s->ending_ = true;  // shutdown came while the driver started it
   // Chromium starts once the egress proxy accepts: it gets the default policy until a claim
   // sets the session's.
   Result<void> ready;
   if (egress) ready = co_await start_egress(s, limits.start_timeout);
   if (ready) ready = co_await wait_ready(*s, limits.start_timeout);
+  pool_starting_.erase(s);
   if (!ready || !s->pooled_) {
-    s->pooled_ = false;  // its watcher leaves it alone: it is going here
+    // Its watcher leaves it alone: it is going here, and was never a session to end.
+    s->pooled_ = false;
+    s->ending_ = true;
     if (s->egress_) s->egress_->stop();
     co_await s->sandbox_->destroy();
     if (!ready) co_return ready.error();
@@ -183,6 +191,7 @@ Result<void> SessionManager::claim(const SessionPtr& s, const api::SessionSpec& 
   s->record_ = new_record(s->id(), s->record_.driver, spec, tenant);
   s->spec_ = spec;
   if (auto r = store_.insert(s->record_); !r) {
+    s->ending_ = true;  // never a session: its watcher has nothing to end
     pool_changed_.notify_all();
     cabin::spawn(ex_, [s]() -> net::awaitable<void> { co_await s->sandbox_->destroy(); },
                  "pooled sandbox " + s->id() + ": destroy");
@@ -193,10 +202,6 @@ Result<void> SessionManager::claim(const SessionPtr& s, const api::SessionSpec& 
 }
 
 net::awaitable<Result<SessionPtr>> SessionManager::ready_claimed(SessionPtr s) {
-  struct Refill {
-    Notifier& n;
-    ~Refill() { n.notify_all(); }
-  } refill{pool_changed_};
   const auto limits = limits_for(s->record().driver);
   if (s->egress_) {
     s->egress_->set_policy(std::make_shared<const egress::Policy>(
@@ -211,6 +216,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::ready_claimed(SessionPtr s) {
   if (ready && s->ending_) {
     ready = make_error(Errc::kUnavailable, "sandbox_exited", s->record().end_reason);
   }
+  pool_changed_.notify_all();  // the claim is through: its pool starts the next
   if (!ready) {
     pool_log()->warn("session {}: claimed sandbox did not become ready: {}", s->id(),
                      ready.error().message);
@@ -241,17 +247,18 @@ net::awaitable<void> SessionManager::drop_pooled(SessionPtr s) {
 
 net::awaitable<void> SessionManager::destroy_pools(std::chrono::steady_clock::time_point deadline) {
   pool_changed_.notify_all();  // fillers see the drain
-  std::vector<SessionPtr> all;
+  std::vector<SessionPtr> all(pool_starting_.begin(), pool_starting_.end());
   for (auto& p : pools_) {
     for (auto& s : p.ready) all.push_back(std::move(s));
     p.ready.clear();
   }
   for (auto& s : all) {
     s->pooled_ = false;
+    s->ending_ = true;  // never a session: its watcher has nothing to end
     if (s->egress_) s->egress_->stop();
     co_await s->sandbox_->destroy();
   }
-  // A start under way destroys what it made when it sees the drain.
+  // The starts under way see their sandbox end (ending_) and return.
   const auto starting = [this] {
     int n = 0;
     for (const auto& p : pools_) n += p.state.starting;

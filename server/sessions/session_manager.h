@@ -285,6 +285,9 @@ class SessionManager {
     int failures = 0;             // starts that failed in a row: the next waits longer
   };
   std::vector<Pool> pools_;  // as configured; not resized after construction
+  // Pools' sandboxes started and not ready yet: shutdown destroys them too, or a microVM that
+  // boots for longer than the shutdown would outlive it.
+  std::set<SessionPtr> pool_starting_;
   // Rung when a pool has room to fill, or a start of one ended.
   Notifier pool_changed_{ex_};
   // Rung whenever room may have come (a session or a start went, a waiter left) and at drain.

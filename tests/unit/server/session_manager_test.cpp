@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/spawn.h"
+#include "server/metrics/metrics.h"
 #include "tests/unit/run_sync.h"
 #include "tests/unit/server/fake_manager.h"
 
@@ -509,10 +510,43 @@ TEST_CASE("a pooled sandbox that dies is dropped and replaced, and shutdown dest
   f.wait_ready(2);
   CHECK(f.store->list(true, 10).empty());  // nothing of it was ever a session
 
+  const auto ends = [] {
+    const std::string text = metrics::registry().exposition();
+    const size_t at = text.find("# TYPE cabin_session_ends_total");
+    return text.substr(at, text.find("# HELP", at) - at);
+  };
+  const std::string before = ends();
+  f.manager->set_draining();  // as cabind does at SIGTERM
   run_sync(f.io, f.manager->shutdown(std::chrono::seconds(5)));
   for (const auto& box : f.driver->sandboxes) {
     if (box.get() != &dead) CHECK(box->destroyed);
   }
+  // Their watchers see them go, and end no session: none was one.
+  cabin::testing::run_for(f.io, 50ms);
+  CHECK(ends() == before);
+  CHECK(f.store->list(true, 10).empty());
+}
+
+}  // namespace
+
+namespace {
+
+TEST_CASE("shutdown destroys a pool's sandbox that is still starting", "[pools]") {
+  Fixture f(16, {sessions::PoolConfig{"namespace", 1280, 800, 1}});
+  // A browser that never gets ready, as a microVM still booting.
+  f.driver->handler = [](const testing::AgentRequest& req) {
+    if (std::string(req.target()).starts_with(agent_protocol::kHealthPath))
+      return json_answer(boost::beast::http::status::ok, R"({"state":"starting"})");
+    return testing::default_agent_answer(req);
+  };
+  f.manager->start_pools();
+  run_until(f.io, [&] { return f.driver->sandboxes.size() == 1; });
+  CHECK(f.manager->pools()[0].starting == 1);
+  f.manager->set_draining();
+  run_sync(f.io, f.manager->shutdown(std::chrono::seconds(5)));
+  CHECK(f.driver->sandboxes[0]->destroyed);
+  CHECK(f.manager->pools()[0].starting == 0);
+  CHECK(f.manager->pools()[0].ready == 0);
 }
 
 }  // namespace
