@@ -50,3 +50,34 @@ test('a microVM pool hands a booted guest to a create, and boots the next', asyn
   const result = await server.stop({ keep: true });
   assert.equal(result.code, 0);
 });
+
+// QEMU processes whose directory is under `runDir`'s microVM dir.
+function qemusUnder(runDir) {
+  const out = [];
+  for (const pid of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (!fs.readlinkSync(`/proc/${pid}/exe`).includes('qemu-system')) continue;
+      if (fs.readlinkSync(`/proc/${pid}/cwd`).startsWith(`${runDir}-vm/`)) out.push(Number(pid));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return out;
+}
+
+test('a shutdown while the pool boots its guest leaves no QEMU behind', async () => {
+  const server = await startCabind({ args: ['--pool', 'microvm:1024x768:1'] });
+  cleanup.push(() => server.stop());
+  await waitFor(() => qemusUnder(server.runDir).length === 1,
+                { timeoutMs: 60000, intervalMs: 100, what: 'the pool\'s QEMU to start' });
+  assert.equal((await pool(server)).ready, 0, 'still booting');
+  const pids = qemusUnder(server.runDir);
+  const result = await server.stop({ keep: true });
+  assert.equal(result.code, 0);
+  await waitFor(() => pids.every((pid) => !fs.existsSync(`/proc/${pid}`)),
+                { timeoutMs: 10000, what: 'the pool\'s QEMU to be gone' });
+  fs.rmSync(server.runDir, { recursive: true, force: true });
+  fs.rmSync(`${server.runDir}-vm`, { recursive: true, force: true });
+  fs.rmSync(server.stateDir, { recursive: true, force: true });
+});
