@@ -466,8 +466,15 @@ TEST_CASE("a create the pool serves claims its oldest ready sandbox, and the poo
   REQUIRE_FALSE(box.targets.empty());
   CHECK(box.targets.back() == agent_protocol::kNavigatePath);
 
+  // Its agent's secret is its own, made when the sandbox started, and every call carries it.
+  CHECK(box.secret.size() == 64);
+  CHECK(box.secret != f.driver->sandboxes[1]->secret);
+  for (const auto& sent : box.secrets) CHECK(sent == box.secret);
+
   f.wait_ready(2);
   CHECK(f.driver->sandboxes.size() == 3);
+  CHECK(f.driver->sandboxes[2]->secret != box.secret);
+  CHECK(f.driver->sandboxes[2]->secret != f.driver->sandboxes[1]->secret);
   const auto p = f.manager->pools()[0];
   CHECK(p.claims == 1);
   CHECK(p.misses == 0);
