@@ -40,6 +40,9 @@ bool valid_preview_id(std::string_view id) { return valid_id(id, kPreviewIdPrefi
 std::string new_key_id() { return random_id(kKeyIdPrefix); }
 bool valid_key_id(std::string_view id) { return valid_id(id, kKeyIdPrefix); }
 
+std::string new_profile_id() { return random_id(kProfileIdPrefix); }
+bool valid_profile_id(std::string_view id) { return valid_id(id, kProfileIdPrefix); }
+
 bool valid_target_id(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id) {

@@ -21,6 +21,10 @@ bool valid_preview_id(std::string_view id);
 inline constexpr std::string_view kKeyIdPrefix = "key_";
 std::string new_key_id();
 bool valid_key_id(std::string_view id);
+// Profile ids: "prf_" and 20 of [a-z0-9]; they name a browser profile in paths (/v1/profiles/<id>).
+inline constexpr std::string_view kProfileIdPrefix = "prf_";
+std::string new_profile_id();
+bool valid_profile_id(std::string_view id);
 // Chromium target ids are 32 upper-case hex digits; accept [A-Za-z0-9] up to 64.
 bool valid_target_id(std::string_view id);
 // Web UI file names under /ui/: [A-Za-z0-9._-], at most 128, no leading dot.

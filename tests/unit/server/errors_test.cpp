@@ -99,8 +99,10 @@ const std::map<std::string, std::string> kNeverAnswered = {
     {"browser_failed", "a sandbox's start"},
     {"sandbox_exited", "a sandbox's start"},
     {"start_page_failed", "a warm pool's sandbox given its start page"},
-    // The profile archive's: no endpoint answers them yet (profiles are planned).
-    {"profile_too_large", "the profile archive (planned endpoints)"},
+    // The profile store's: no endpoint answers them yet (profiles are planned).
+    {"profile_too_large", "the profile store (planned endpoints)"},
+    {"profile_not_found", "the profile store (planned endpoints)"},
+    {"profile_in_use", "the profile store (planned endpoints)"},
     // Inside the drivers: a failed direct path falls back to the agent's tunnel; QMP is how a
     // microVM is stopped.
     {"not_supported", "a direct path the driver lacks"},

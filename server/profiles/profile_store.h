@@ -1,0 +1,79 @@
+// ProfileStore: browser profiles that outlive their sessions. A record per profile in the
+// database (who made it, its name, which session has it now), and its saved tree as one archive
+// (archive.h) sealed with cabind's profile key in <state-dir>/profiles/, so that the disk never
+// holds a profile's cookies in the clear. A profile is used by one live session at a time.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "server/profiles/archive.h"
+
+namespace cabin::profiles {
+
+struct ProfileRecord {
+  std::string id;     // api::valid_profile_id
+  std::string owner;  // the tenant that made it: "admin" or a key's id
+  std::string name;
+  int64_t created_at = 0;
+  int64_t saved_at = 0;     // 0: never saved, empty
+  uint64_t size_bytes = 0;  // of its last saved tree
+  std::string in_use_by;    // the session that has it; empty: free
+};
+
+inline constexpr size_t kMaxProfileName = 128;
+
+class ProfileStore {
+ public:
+  // Its own connection to the database at `db_path` (":memory:" for tests); archives in `dir`
+  // (made 0700), sealed with `key` (32 bytes).
+  static Result<std::unique_ptr<ProfileStore>> open(const std::string& db_path,
+                                                    std::filesystem::path dir, std::string key,
+                                                    ArchiveLimits limits = {});
+  ~ProfileStore();
+  ProfileStore(const ProfileStore&) = delete;
+  ProfileStore& operator=(const ProfileStore&) = delete;
+
+  // A new, empty profile of `owner`'s. invalid_request for a name that is empty, too long or
+  // not printable.
+  Result<ProfileRecord> create(const std::string& owner, const std::string& name, int64_t now);
+  // profile_not_found unless `owner` made it ("admin" sees every profile).
+  Result<ProfileRecord> get(const std::string& id, const std::string& owner) const;
+  // `owner`'s profiles ("admin": all), oldest first.
+  std::vector<ProfileRecord> list(const std::string& owner) const;
+  // Removes it and its archive; profile_in_use while a session has it.
+  Result<void> remove(const std::string& id, const std::string& owner);
+  // Gives the profile to `session`: profile_in_use (409) if another session has it; then its
+  // saved tree is unpacked into `into` (an existing, empty directory).
+  Result<ProfileRecord> check_out(const std::string& id, const std::string& owner,
+                                  const std::string& session, const std::filesystem::path& into);
+  // Takes it back from `session`. With `from`, the tree there is packed, sealed and kept as the
+  // profile's from now on; one over the limits is refused and the profile keeps what it had.
+  // Free again either way.
+  Result<void> check_in(const std::string& id, const std::string& session,
+                        const std::filesystem::path* from, int64_t now);
+
+ private:
+  ProfileStore(sqlite3* db, std::filesystem::path dir, std::string key, ArchiveLimits limits)
+      : db_(db), dir_(std::move(dir)), key_(std::move(key)), limits_(limits) {}
+  std::filesystem::path archive_path(const std::string& id) const { return dir_ / (id + ".sealed"); }
+  Result<void> save(const ProfileRecord& r);
+
+  sqlite3* db_;
+  std::filesystem::path dir_;
+  std::string key_;
+  ArchiveLimits limits_;
+  std::map<std::string, ProfileRecord> profiles_;  // by id
+  std::map<std::string, uint64_t> order_;          // id -> creation order
+  uint64_t next_ = 0;
+};
+
+}  // namespace cabin::profiles

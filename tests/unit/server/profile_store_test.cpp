@@ -1,0 +1,129 @@
+// ProfileStore: profiles are their owner's, used by one session at a time, and kept sealed at
+// rest: what a session leaves comes back to the next that checks the profile out, and the disk
+// never shows it in the clear.
+#include "server/profiles/profile_store.h"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/crypto.h"
+
+namespace fs = std::filesystem;
+using namespace cabin::profiles;
+
+namespace {
+
+struct Dir {
+  Dir() {
+    char tmpl[] = "/tmp/cabin-profiles-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~Dir() { fs::remove_all(path); }
+  fs::path path;
+};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("a profile is its owner's, and the admin sees them all", "[profiles]") {
+  Dir state;
+  auto s = ProfileStore::open(":memory:", state.path / "profiles", cabin::random_bytes(32));
+  REQUIRE(s.ok());
+  auto& store = **s;
+  auto a = store.create("key_a", "shop login", 100);
+  REQUIRE(a.ok());
+  CHECK(a->id.starts_with("prf_"));
+  CHECK(a->in_use_by.empty());
+  auto b = store.create("key_b", "other", 101);
+  REQUIRE(b.ok());
+  CHECK(store.get(a->id, "key_a").ok());
+  auto hidden = store.get(a->id, "key_b");
+  REQUIRE_FALSE(hidden.ok());
+  CHECK(hidden.error().code == "profile_not_found");
+  CHECK(store.list("key_a").size() == 1);
+  CHECK(store.list("admin").size() == 2);
+  CHECK_FALSE(store.remove(a->id, "key_b").ok());
+  for (const std::string& bad : {std::string(), std::string(200, 'n'), std::string("a\nb")}) {
+    auto r = store.create("key_a", bad, 102);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == "invalid_request");
+  }
+}
+
+TEST_CASE("one session at a time, and what it saves comes back sealed", "[profiles]") {
+  Dir state, first, second, third;
+  const std::string key = cabin::random_bytes(32);
+  const fs::path db = state.path / "cabin.db";
+  auto s = ProfileStore::open(db.string(), state.path / "profiles", key);
+  REQUIRE(s.ok());
+  auto& store = **s;
+  auto p = store.create("admin", "p", 100);
+  REQUIRE(p.ok());
+
+  auto out = store.check_out(p->id, "admin", "ses_one", first.path);
+  REQUIRE(out.ok());
+  CHECK(fs::is_empty(first.path));  // never saved: empty
+  auto busy = store.check_out(p->id, "admin", "ses_two", second.path);
+  REQUIRE_FALSE(busy.ok());
+  CHECK(busy.error().code == "profile_in_use");
+  CHECK(busy.error().errc == cabin::Errc::kConflict);
+  CHECK(store.remove(p->id, "admin").error().code == "profile_in_use");
+
+  fs::create_directories(first.path / "Default");
+  std::ofstream(first.path / "Default" / "Cookies") << "who=kept-cookie-value";
+  REQUIRE(store.check_in(p->id, "ses_one", &first.path, 200).ok());
+  auto saved = store.get(p->id, "admin");
+  REQUIRE(saved.ok());
+  CHECK(saved->in_use_by.empty());
+  CHECK(saved->saved_at == 200);
+  CHECK(saved->size_bytes > 0);
+  // At rest: sealed, nothing of the cookie in the clear.
+  const std::string at_rest = read_all(state.path / "profiles" / (p->id + ".sealed"));
+  REQUIRE_FALSE(at_rest.empty());
+  CHECK(at_rest.find("kept-cookie-value") == std::string::npos);
+
+  // A later cabind with the same key finds it and hands it on.
+  s->reset();
+  auto again = ProfileStore::open(db.string(), state.path / "profiles", key);
+  REQUIRE(again.ok());
+  REQUIRE((*again)->check_out(p->id, "admin", "ses_two", second.path).ok());
+  CHECK(read_all(second.path / "Default" / "Cookies") == "who=kept-cookie-value");
+  // Given back without saving: it keeps what it had.
+  REQUIRE((*again)->check_in(p->id, "ses_two", nullptr, 300).ok());
+  CHECK((*again)->get(p->id, "admin")->saved_at == 200);
+
+  // Another key opens nothing.
+  auto other = ProfileStore::open(db.string(), state.path / "profiles", cabin::random_bytes(32));
+  REQUIRE(other.ok());
+  auto refused = (*other)->check_out(p->id, "admin", "ses_three", third.path);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == "profile_corrupt");
+  CHECK((*other)->get(p->id, "admin")->in_use_by.empty());
+}
+
+TEST_CASE("a saved tree over the limits is refused and the profile keeps what it had",
+          "[profiles]") {
+  Dir state, tree;
+  ArchiveLimits small;
+  small.max_bytes = 16;
+  auto s = ProfileStore::open(":memory:", state.path / "profiles", cabin::random_bytes(32), small);
+  REQUIRE(s.ok());
+  auto p = (*s)->create("admin", "p", 1);
+  REQUIRE((*s)->check_out(p->id, "admin", "ses_one", tree.path).ok());
+  std::ofstream(tree.path / "big") << std::string(100, 'x');
+  auto r = (*s)->check_in(p->id, "ses_one", &tree.path, 2);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == "profile_too_large");
+  auto after = (*s)->get(p->id, "admin");
+  CHECK(after->in_use_by.empty());  // free again
+  CHECK(after->saved_at == 0);
+  CHECK_FALSE(fs::exists(state.path / "profiles" / (p->id + ".sealed")));
+}
