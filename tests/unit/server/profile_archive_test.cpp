@@ -12,19 +12,16 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/fakes/temp_dir.h"
+
 namespace fs = std::filesystem;
 using namespace cabin::profiles;
 
 namespace {
 
-struct TempDir {
-  TempDir() {
-    char tmpl[] = "/tmp/cabin-profile-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
-};
+using cabin::testing::TempDir;
+
+
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 

@@ -10,19 +10,16 @@
 
 #include "common/crypto.h"
 
+#include "tests/fakes/temp_dir.h"
+
 namespace fs = std::filesystem;
 using namespace cabin::profiles;
 
 namespace {
 
-struct Dir {
-  Dir() {
-    char tmpl[] = "/tmp/cabin-profiles-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~Dir() { fs::remove_all(path); }
-  fs::path path;
-};
+using cabin::testing::TempDir;
+
+
 
 std::string read_all(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -34,7 +31,7 @@ std::string read_all(const fs::path& p) {
 }  // namespace
 
 TEST_CASE("a profile is its owner's, and the admin sees them all", "[profiles]") {
-  Dir state;
+  TempDir state;
   auto s = ProfileStore::open(":memory:", state.path / "profiles", cabin::random_bytes(32));
   REQUIRE(s.ok());
   auto& store = **s;
@@ -59,7 +56,7 @@ TEST_CASE("a profile is its owner's, and the admin sees them all", "[profiles]")
 }
 
 TEST_CASE("one session at a time, and what it saves comes back sealed", "[profiles]") {
-  Dir state, first, second, third;
+  TempDir state, first, second, third;
   const std::string key = cabin::random_bytes(32);
   const fs::path db = state.path / "cabin.db";
   auto s = ProfileStore::open(db.string(), state.path / "profiles", key);
@@ -111,7 +108,7 @@ TEST_CASE("one session at a time, and what it saves comes back sealed", "[profil
 
 TEST_CASE("a saved tree over the limits is refused and the profile keeps what it had",
           "[profiles]") {
-  Dir state, tree;
+  TempDir state, tree;
   ArchiveLimits small;
   small.max_bytes = 16;
   auto s = ProfileStore::open(":memory:", state.path / "profiles", cabin::random_bytes(32), small);
