@@ -37,8 +37,10 @@ inline constexpr size_t kPumpBufferSize = 64 * 1024;
 
 namespace detail {
 
+// Copies `from` into `to` until a read or a write fails; returns why (eof: `from` ended).
 template <typename From, typename To>
-net::awaitable<void> copy_one_way(From& from, To& to, bool& failed, ShardedCount* counted) {
+net::awaitable<boost::system::error_code> copy_until_end(From& from, To& to,
+                                                         ShardedCount* counted) {
   std::array<char, kPumpBufferSize> buf;
   boost::system::error_code ec;
   for (;;) {
@@ -50,6 +52,12 @@ net::awaitable<void> copy_one_way(From& from, To& to, bool& failed, ShardedCount
     if (ec) break;
     count_bytes(counted, n);
   }
+  co_return ec;
+}
+
+template <typename From, typename To>
+net::awaitable<void> copy_one_way(From& from, To& to, bool& failed, ShardedCount* counted) {
+  boost::system::error_code ec = co_await copy_until_end(from, to, counted);
   if (ec == net::error::eof && !failed) {
     // Half-close: the peer sees EOF and the other direction may still finish.
     to.shutdown(net::socket_base::shutdown_send, ec);
@@ -218,17 +226,7 @@ net::awaitable<void> ws_down(std::shared_ptr<WsRelay<A, B>> r, std::string first
 // goodbye, whatever the server still does.
 template <typename A, typename B>
 net::awaitable<void> ws_up(std::shared_ptr<WsRelay<A, B>> r, ShardedCount* counted) {
-  std::array<char, kPumpBufferSize> buf;
-  boost::system::error_code ec;
-  for (;;) {
-    const size_t n = co_await r->a.async_read_some(net::buffer(buf),
-                                                   net::redirect_error(net::use_awaitable, ec));
-    if (ec) break;
-    co_await net::async_write(r->b, net::buffer(buf.data(), n),
-                              net::redirect_error(net::use_awaitable, ec));
-    if (ec) break;
-    count_bytes(counted, n);
-  }
+  boost::system::error_code ec = co_await copy_until_end(r->a, r->b, counted);
   if (ec == net::error::eof && !r->going_away) {
     r->b.shutdown(net::socket_base::shutdown_send, ec);
   } else {
