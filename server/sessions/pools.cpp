@@ -147,11 +147,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::start_pooled(const PoolConfig
   if (ready) ready = co_await wait_ready(*s, limits.start_timeout);
   pool_starting_.erase(s);
   if (!ready || !s->pooled_) {
-    // Its watcher leaves it alone: it is going here, and was never a session to end.
-    s->pooled_ = false;
-    s->ending_ = true;
-    if (s->egress_) s->egress_->stop();
-    co_await s->sandbox_->destroy();
+    co_await drop_pooled(s);
     if (!ready) co_return ready.error();
     co_return make_error(Errc::kUnavailable, "sandbox_exited", "the sandbox exited while starting");
   }
@@ -191,10 +187,8 @@ Result<void> SessionManager::claim(const SessionPtr& s, const api::SessionSpec& 
   s->record_ = new_record(s->id(), s->record_.driver, spec, tenant);
   s->spec_ = spec;
   if (auto r = store_.insert(s->record_); !r) {
-    s->ending_ = true;  // never a session: its watcher has nothing to end
-    pool_changed_.notify_all();
-    cabin::spawn(ex_, [s]() -> net::awaitable<void> { co_await s->sandbox_->destroy(); },
-                 "pooled sandbox " + s->id() + ": destroy");
+    pool_changed_.notify_all();  // its pool starts the next
+    cabin::spawn(ex_, drop_pooled(s), "pooled sandbox " + s->id() + ": destroy");
     return r.error();
   }
   live_[s->id()] = s;
@@ -239,8 +233,10 @@ net::awaitable<void> SessionManager::drop_pooled(SessionPtr s) {
     p.ready.erase(it);
     pool_changed_.notify_all();
   }
+  // Its watcher leaves it alone from now on (it was never a session to end), and a start still
+  // waiting for it gives up.
   s->pooled_ = false;
-  s->ending_ = true;  // a start still waiting for it gives up
+  s->ending_ = true;
   if (s->egress_) s->egress_->stop();
   co_await s->sandbox_->destroy();
 }
@@ -252,12 +248,7 @@ net::awaitable<void> SessionManager::destroy_pools(std::chrono::steady_clock::ti
     for (auto& s : p.ready) all.push_back(std::move(s));
     p.ready.clear();
   }
-  for (auto& s : all) {
-    s->pooled_ = false;
-    s->ending_ = true;  // never a session: its watcher has nothing to end
-    if (s->egress_) s->egress_->stop();
-    co_await s->sandbox_->destroy();
-  }
+  for (auto& s : all) co_await drop_pooled(s);
   // The starts under way see their sandbox end (ending_) and return.
   const auto starting = [this] {
     int n = 0;

@@ -245,7 +245,8 @@ class SessionManager {
   // Then gives it the spec's policy and start page, and sets it running.
   net::awaitable<Result<SessionPtr>> ready_claimed(SessionPtr s);
   net::awaitable<void> fill_pool(size_t index);
-  // A pooled sandbox that died waiting: out of its pool, its remains removed.
+  // A pool's sandbox that goes without having been a session (it died waiting, its start
+  // failed, its claim failed, shutdown): out of its pool, destroyed.
   net::awaitable<void> drop_pooled(SessionPtr s);
   net::awaitable<void> destroy_pools(std::chrono::steady_clock::time_point deadline);
   // Keeps what a later cabind needs to adopt the session in the store.
