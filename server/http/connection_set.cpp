@@ -84,19 +84,15 @@ void ConnectionSet::post_close(const std::shared_ptr<Entry>& e, bool going_away)
   });
 }
 
-void ConnectionSet::ask_all(bool going_away) {
+void ConnectionSet::go_away_all() {
   std::set<std::shared_ptr<Entry>> all;
   {
     std::lock_guard lock(state_->mutex);
     state_->closing = true;
     all = state_->entries;
   }
-  for (const auto& e : all) post_close(e, going_away);
+  for (const auto& e : all) post_close(e, true);
 }
-
-void ConnectionSet::close_all() { ask_all(false); }
-
-void ConnectionSet::go_away_all() { ask_all(true); }
 
 size_t ConnectionSet::size() const {
   std::lock_guard lock(state_->mutex);

@@ -67,10 +67,8 @@ class ConnectionSet {
   // on, and never after the Member is gone.
   Member join(net::any_io_executor ex, std::function<void()> close);
 
-  // Asks every connection to close, each on its own executor; connections that join later are
-  // asked at once.
-  void close_all();
-  // The same, but each leaves by its going-away function where it has one.
+  // Asks every connection to go away, each on its own executor: by its going-away function
+  // where it has one, else by closing. Connections that join later are asked to close at once.
   void go_away_all();
   size_t size() const;
   // Waits on the control executor until every connection has left or `deadline` passed;
@@ -79,7 +77,6 @@ class ConnectionSet {
 
  private:
   static void post_close(const std::shared_ptr<Entry>& e, bool going_away = false);
-  void ask_all(bool going_away);
 
   // Shared with the members: a coroutine frame holding one may be destroyed after the set.
   std::shared_ptr<Member::State> state_;

@@ -62,7 +62,6 @@ class HttpServer {
   Result<void> listen(const std::string& host, uint16_t port);
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
   net::awaitable<void> run();
-
   // Stops accepting and asks every open connection to go away, taken-over ones included (a
   // WebSocket with a close frame, 1001); then connections().wait_empty() waits for them.
   void stop();

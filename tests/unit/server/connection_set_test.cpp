@@ -75,7 +75,7 @@ void destroy_on(const net::any_io_executor& ex, ClientStream s) {
   REQUIRE(gone.get_future().wait_for(10s) == std::future_status::ready);
 }
 
-TEST_CASE("close_all ends a connection moved to a pump thread, on that thread") {
+TEST_CASE("go_away_all ends a connection moved to a pump thread, on that thread") {
   net::io_context io(1);
   ConnectionSet set(io.get_executor());
   IoPool pool(1);
@@ -94,7 +94,7 @@ TEST_CASE("close_all ends a connection moved to a pump thread, on that thread") 
   net::co_spawn(ex, read_until_error(moved, done), net::detached);
   net::write(p.client, net::buffer("hello", 5));
 
-  set.close_all();
+  set.go_away_all();
   REQUIRE(ended.wait_for(10s) == std::future_status::ready);
   auto end = ended.get();
   CHECK(end.closed());
@@ -143,10 +143,10 @@ TEST_CASE("a closer of a connection that ended does nothing") {
   CHECK(io.poll() == 0);  // nothing was posted
 }
 
-TEST_CASE("a connection that joins after close_all is asked to close at once") {
+TEST_CASE("a connection that joins after go_away_all is asked to close at once") {
   net::io_context io(1);
   ConnectionSet set(io.get_executor());
-  set.close_all();
+  set.go_away_all();
   Pair p(io);
   ClientStream s(beast::tcp_stream(std::move(*p.server)), &set);
   std::promise<ReadEnd> done;
