@@ -146,9 +146,7 @@ net::awaitable<Response> navigate_route(std::shared_ptr<HttpServer::Conn> sh, Re
     co_return error_response(http::status::service_unavailable, "not_ready",
                              "the browser is not ready");
   }
-  const WaitUntil wait = nav->wait_until == "commit" ? WaitUntil::kCommit
-                         : nav->wait_until == "networkidle" ? WaitUntil::kNetworkIdle
-                                                            : WaitUntil::kLoad;
+  const WaitUntil wait = kWaitUntilNames.at(nav->wait_until);  // checked by the parser
   auto done = co_await navigate_first_page(co_await net::this_coro::executor, devtools->port,
                                            std::move(nav->url), wait, kNavigateTimeout);
   if (!done) co_return error_response(done.error());

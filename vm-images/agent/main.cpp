@@ -52,12 +52,9 @@ int main(int argc, char** argv) {
   app.add_option("--width", sup.width, "screen width")->check(CLI::Range(64, 8192));
   app.add_option("--height", sup.height, "screen height")->check(CLI::Range(64, 8192));
   app.add_option("--start-url", sup.start_url, "first page Chromium opens");
-  const std::map<std::string, WaitUntil> waits = {{"commit", WaitUntil::kCommit},
-                                                  {"load", WaitUntil::kLoad},
-                                                  {"networkidle", WaitUntil::kNetworkIdle}};
   app.add_option("--wait-until", sup.wait_until,
                  "commit|load|networkidle: when the start page is ready")
-      ->transform(CLI::CheckedTransformer(waits));
+      ->transform(CLI::CheckedTransformer(kWaitUntilNames));
   app.add_option("--chromium", sup.chromium, "Chromium binary");
   app.add_option("--xvfb", sup.xvfb, "Xvfb binary");
   app.add_option("--devtools-port", sup.devtools_port, "DevTools port on 127.0.0.1 (0: any)");

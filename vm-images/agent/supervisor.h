@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,11 @@ enum class ChromiumSandbox { kAuto, kOn, kOff };
 // How far the start page must have come before the agent reports ready: its navigation
 // committed, its load event fired, or besides that no request of its in flight for 500 ms.
 enum class WaitUntil { kCommit, kLoad, kNetworkIdle };
+// Their names, as the command line and cabind's requests give them.
+inline const std::map<std::string, WaitUntil> kWaitUntilNames = {
+    {"commit", WaitUntil::kCommit},
+    {"load", WaitUntil::kLoad},
+    {"networkidle", WaitUntil::kNetworkIdle}};
 
 struct SupervisorOptions {
   std::string xvfb = "/usr/bin/Xvfb";
