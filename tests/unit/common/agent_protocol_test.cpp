@@ -61,3 +61,34 @@ TEST_CASE("exec results from the guest are checked and bounded") {
   REQUIRE_FALSE(big);
   CHECK(big.error().errc == Errc::kBadGateway);
 }
+
+TEST_CASE("navigate requests parse strictly, and what cabind sends parses back") {
+  auto ok = parse_navigate_request(R"({"url":"https://example.test/a","wait_until":"networkidle"})");
+  REQUIRE(ok);
+  CHECK(ok->url == "https://example.test/a");
+  CHECK(ok->wait_until == "networkidle");
+  auto defaulted = parse_navigate_request(R"({"url":"about:blank"})");
+  REQUIRE(defaulted);
+  CHECK(defaulted->wait_until == "load");
+  auto back = parse_navigate_request(to_json(NavigateRequest{"data:text/html,x", "commit"}).dump());
+  REQUIRE(back);
+  CHECK(back->url == "data:text/html,x");
+  CHECK(back->wait_until == "commit");
+
+  for (const std::string& bad : {
+           std::string("{}"),
+           std::string(R"({"url":""})"),
+           std::string(R"({"url":"a\nb"})"),
+           std::string(R"({"url":"a\u0000b"})"),
+           std::string(R"({"url":5})"),
+           R"({"url":")" + std::string(kMaxNavigateUrl + 1, 'u') + R"("})",
+           std::string(R"({"url":"x","wait_until":"soon"})"),
+           std::string(R"({"url":"x","extra":1})"),
+           std::string("[1]"),
+           std::string("not json"),
+       }) {
+    auto r = parse_navigate_request(bad);
+    CHECK_FALSE(r);
+    if (!r) CHECK(r.error().errc == Errc::kInvalidArgument);
+  }
+}
