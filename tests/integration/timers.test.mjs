@@ -12,9 +12,9 @@ import { chromium } from 'playwright-core';
 import { Cdp, useCabind, waitFor, waitForNoLeftovers, wsOpen } from './helpers.mjs';
 
 // The start pages' server, on the host's loopback, reached as page.test through the egress
-// proxy. /slow.png and /late answer only when the test lets them (release).
-const held = { 'slow.png': [], late: [] };
-const asked = { 'slow.png': 0, late: 0 };
+// proxy. /slow.png, /late and /doc answer only when the test lets them (release).
+const held = { 'slow.png': [], late: [], doc: [] };
+const asked = { 'slow.png': 0, late: 0, doc: 0 };
 function release(what) {
   for (const res of held[what].splice(0)) res.end('ok');
 }
@@ -39,6 +39,7 @@ const sitePort = site.address().port;
 after(() => {
   release('slow.png');
   release('late');
+  release('doc');
   site.close();
 });
 
@@ -171,6 +172,27 @@ test('201 means the start page has loaded: a click sent at once reaches its load
     assert.equal(await page.evaluate(() => document.readyState), 'complete');
     await page.waitForFunction(() => window.clicks === 1, null, { timeout: 5000 });
   });
+});
+
+test('201 waits for the start page to commit: while its answer is held, the first about:blank is not it', async () => {
+  for (const waitUntil of ['commit', 'load']) {
+    asked.doc = 0;
+    let releasedAt = 0;
+    const letGo = waitFor(() => asked.doc > 0, { timeoutMs: 60000, what: 'the start page request' })
+      .then(() => sleep(1000)).then(() => {
+        releasedAt = Date.now();
+        release('doc');
+      });
+    const s = await ctx.server.createSession({ ...pageAt('/doc'), wait_until: waitUntil });
+    const answeredAt = Date.now();
+    await letGo;
+    assert.ok(answeredAt >= releasedAt, `${waitUntil}: 201 came before the start page answered`);
+    await firstPage(s.cdp_url, async (page) => {
+      assert.equal(new URL(page.url()).pathname, '/doc');
+      assert.equal(await page.evaluate(() => location.pathname), '/doc');
+    });
+    assert.equal((await ctx.server.api('DELETE', `/v1/sessions/${s.id}`)).status, 200);
+  }
 });
 
 test('wait_until commit answers before the page has loaded; networkidle after its late request', async () => {

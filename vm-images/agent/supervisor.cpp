@@ -202,15 +202,24 @@ constexpr auto kNetworkIdleWait = std::chrono::seconds(15);
 net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, WaitUntil wait) {
   const auto page = co_await first_page(ex, port);
   if (!start_page_committed(page)) co_return false;
-  if (wait == WaitUntil::kCommit) co_return true;
   const std::string path = debugger_path(page, "/devtools/page/");
   if (path.empty()) co_return false;
   websocket::stream<beast::tcp_stream> ws(ex);
   if (!co_await cdp_open(ws, port, path, std::chrono::seconds(5))) co_return false;
-  // Named, not temporaries: GCC 12 mishandles initializer lists in a co_await's arguments.
-  nlohmann::json ask_state = {{"expression", "document.readyState"}, {"returnByValue", true}};
+  // The target's URL is the navigation's as soon as it starts; the document's own says whether
+  // it has committed. Until then the page is the first about:blank, "complete" from the start.
+  // (Named, not temporaries: GCC 12 mishandles initializer lists in a co_await's arguments.)
+  nlohmann::json ask_state = {{"expression", "[document.readyState, location.href]"},
+                              {"returnByValue", true}};
   const auto answer = co_await cdp_call(ws, 1, "Runtime.evaluate", std::move(ask_state));
-  const auto state = evaluate_result(answer);
+  const auto found = evaluate_result(answer);
+  const bool committed = found.is_array() && found.size() == 2 && found[1].is_string() &&
+                         found[1].get<std::string>() != "about:blank";
+  const auto state = committed ? found[0] : nlohmann::json();
+  if (!committed || wait == WaitUntil::kCommit) {
+    co_await cdp_close(ws);
+    co_return committed;
+  }
   if (state != "complete" || wait == WaitUntil::kLoad) {
     co_await cdp_close(ws);
     co_return state == "complete";
