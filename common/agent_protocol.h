@@ -32,6 +32,10 @@ inline constexpr std::string_view kFramesPath = "/agent/v1/frames";
 // Takes the browser's first page to a URL and answers once it got as far as asked: how a
 // sandbox started ahead of its session (a warm pool's) reaches the session's start URL.
 inline constexpr std::string_view kNavigatePath = "/agent/v1/navigate";
+// Closes the browser the way a person would (CDP Browser.close), so that it writes its profile
+// (cookies, storage) to disk, and answers once it has exited: how a session whose profile is kept
+// ends. The agent and the desktop stay up.
+inline constexpr std::string_view kBrowserClosePath = "/agent/v1/browser/close";
 // The microVM's door out: cabind keeps GETs to this waiting; the agent answers one with
 // kEgressPaired when a guest program connects to its egress port, and the connection carries
 // that program's bytes from then on.

@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(mc.logs_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
   {
-    auto key = auth::load_or_create_handoff_key(cfg.run_dir / "handoff.key");
+    auto key = auth::load_or_create_key_file(cfg.run_dir / "handoff.key");
     if (!key) return fail(key.error().message);
     mc.handoff_key = std::move(*key);
   }
@@ -236,6 +236,13 @@ int main(int argc, char** argv) {
   audit::AuditLog audit(cfg.state_dir / "audit.log");
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
   manager.use_audit(&audit);
+  // Profiles outlive reboots, so their key is in the state dir, beside the sealed archives.
+  auto profile_key = auth::load_or_create_key_file(cfg.state_dir / "profile.key");
+  if (!profile_key) return fail(profile_key.error().message);
+  auto profile_store = profiles::ProfileStore::open((cfg.state_dir / "cabin.db").string(),
+                                                    cfg.state_dir / "profiles", *profile_key);
+  if (!profile_store) return fail(profile_store.error().message);
+  manager.use_profiles(profile_store->get(), cfg.state_dir / "profiles" / "live");
   {
     // Sessions an earlier cabind left running are taken over before the first request, then
     // every sandbox nobody knows is killed.

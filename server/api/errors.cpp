@@ -33,9 +33,11 @@ constexpr std::array kCatalogue{
     ErrorKind{"session_ended", Errc::kNotFound},
     ErrorKind{"preview_not_found", Errc::kNotFound},
     ErrorKind{"key_not_found", Errc::kNotFound},
+    ErrorKind{"profile_not_found", Errc::kNotFound},
     ErrorKind{"method_not_allowed", Errc::kMethodNotAllowed},
     ErrorKind{"too_many_previews", Errc::kConflict},
     ErrorKind{"session_paused", Errc::kConflict},
+    ErrorKind{"profile_in_use", Errc::kConflict},
     ErrorKind{"cannot_pause", Errc::kConflict},
     ErrorKind{"idempotency_in_progress", Errc::kConflict},
     ErrorKind{"idempotency_key_reused", Errc::kUnprocessable},
@@ -121,6 +123,8 @@ Error no_egress() {
                      "the session's driver gives its sandbox no way out, so it has no network "
                      "policy");
 }
+
+Error profile_not_found() { return CABIN_ERROR("profile_not_found", "no such profile"); }
 
 Error session_not_found() {
   return CABIN_ERROR("session_not_found", "no live session with that id");

@@ -147,6 +147,20 @@ Result<Route> route(std::string_view method, std::string_view target) {
     }
     return errors::key_not_found();
   }
+  if (seg[1] == "profiles") {
+    if (n == 2) {
+      if (method == "POST") return want("POST", RouteId::kCreateProfile, Auth::kApiKey);
+      if (method == "GET") return want("GET", RouteId::kListProfiles, Auth::kApiKey);
+      return method_not_allowed("GET or POST");
+    }
+    if (n == 3 && valid_profile_id(seg[2])) {
+      r.profile_id = std::string(seg[2]);
+      if (method == "GET") return want("GET", RouteId::kGetProfile, Auth::kApiKey);
+      if (method == "DELETE") return want("DELETE", RouteId::kDeleteProfile, Auth::kApiKey);
+      return method_not_allowed("GET or DELETE");
+    }
+    return errors::profile_not_found();
+  }
   if (seg[1] != "sessions") return not_found();
   if (n == 2) {
     if (method == "POST") return want("POST", RouteId::kCreateSession, Auth::kApiKey);

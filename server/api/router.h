@@ -49,6 +49,10 @@ enum class RouteId {
   kCreateKey,      // POST /v1/keys: a tenant API key (the admin key only)
   kListKeys,       // GET /v1/keys
   kDeleteKey,      // DELETE /v1/keys/{key}: revokes it
+  kCreateProfile,  // POST /v1/profiles {name}: a saved browser profile, empty
+  kListProfiles,   // GET /v1/profiles
+  kGetProfile,     // GET /v1/profiles/{profile}
+  kDeleteProfile,  // DELETE /v1/profiles/{profile}
 };
 
 // What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but
@@ -76,6 +80,7 @@ struct Route {
   std::string asset;  // kUiAsset: a plain file name (valid_asset_name)
   std::string preview_id;
   std::string key_id;  // kDeleteKey: api::valid_key_id
+  std::string profile_id;  // kGetProfile, kDeleteProfile: api::valid_profile_id
   std::map<std::string, std::string> query;  // decoded
 };
 

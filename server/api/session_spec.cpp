@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/json_fields.h"
+#include "server/api/ids.h"
 
 namespace cabin::api {
 namespace {
@@ -48,7 +49,8 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
   if (!j) return j.error();
   if (auto r =
           reject_unknown(*j, {"driver", "resolution", "display", "resources", "timeout_s",
-                              "idle_timeout_s", "on_idle", "wait_until", "start_url", "network"});
+                              "idle_timeout_s", "on_idle", "wait_until", "start_url", "network",
+                              "profile"});
       !r) {
     return r.error();
   }
@@ -146,6 +148,21 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
     auto p = egress::parse_policy(*it, "network");
     if (!p) return p.error();
     spec.network = std::move(*p);
+  }
+  if (auto it = j->find("profile"); it != j->end()) {
+    if (!it->is_object()) return invalid_field("profile", "must be an object {id, persist}");
+    if (auto r = reject_unknown(*it, {"id", "persist"}, "profile."); !r) return r.error();
+    auto f = it->find("id");
+    if (f == it->end()) return invalid_field("profile.id", "is required");
+    auto id = read_string(*f, "profile.id", 64);
+    if (!id) return id.error();
+    if (!valid_profile_id(*id)) return invalid_field("profile.id", "is not a profile id");
+    ProfileUse use{*id, false};
+    if (auto p = it->find("persist"); p != it->end()) {
+      if (!p->is_boolean()) return invalid_field("profile.persist", "must be true or false");
+      use.persist = p->get<bool>();
+    }
+    spec.profile = std::move(use);
   }
   return spec;
 }

@@ -30,6 +30,11 @@ std::string_view wait_until_name(WaitUntil w);
 enum class OnIdle { kDelete, kPause };
 std::string_view on_idle_name(OnIdle o);
 
+struct ProfileUse {
+  std::string id;  // api::valid_profile_id
+  bool persist = false;
+};
+
 struct SessionSpec {
   std::string driver;  // empty: the server's default driver
   Resolution resolution;
@@ -45,6 +50,9 @@ struct SessionSpec {
   std::string start_url;  // empty: about:blank
   // What the sandbox may reach; unset: the server's default (--default-network).
   std::optional<egress::Policy> network;
+  // A saved profile Chromium starts with (POST /v1/profiles); with `persist`, what the session
+  // leaves in it is saved back when it ends.
+  std::optional<ProfileUse> profile;
 };
 
 struct SpecLimits {

@@ -53,7 +53,7 @@ Result<LoadedApiKey> load_or_create_api_key(const std::filesystem::path& state_d
   return LoadedApiKey{key, true, path};
 }
 
-Result<std::string> load_or_create_handoff_key(const std::filesystem::path& path) {
+Result<std::string> load_or_create_key_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (in) {
     std::string hex;
@@ -63,7 +63,7 @@ Result<std::string> load_or_create_handoff_key(const std::filesystem::path& path
       key.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
     }
     if (key.size() != 32 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      return make_error(Errc::kInvalidArgument, "bad_handoff_key", "malformed key in " + path.string());
+      return make_error(Errc::kInvalidArgument, "bad_key_file", "malformed key in " + path.string());
     }
     return key;
   }
@@ -78,7 +78,7 @@ Result<std::string> load_or_create_handoff_key(const std::filesystem::path& path
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   const std::string line = hex + "\n";
   if (!fd.valid() || ::write(fd.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-    return make_error(Errc::kInternal, "run_dir", "cannot write " + path.string());
+    return make_error(Errc::kInternal, "key_file", "cannot write " + path.string());
   return key;
 }
 

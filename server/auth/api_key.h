@@ -19,10 +19,11 @@ struct LoadedApiKey {
 Result<LoadedApiKey> load_or_create_api_key(const std::filesystem::path& state_dir,
                                             const char* env_value);
 
-// The key that seals each live session's handoff in the store (32 random bytes as hex in `path`,
-// mode 0600), made on first use. It belongs in the run dir, a tmpfs: the disk never holds a
-// session's secrets in the clear, and a reboot, which ends every sandbox, forgets it.
-Result<std::string> load_or_create_handoff_key(const std::filesystem::path& path);
+// A key that seals what cabind keeps (32 random bytes as hex in `path`, mode 0600), made on first
+// use. The one for live sessions' handoffs belongs in the run dir, a tmpfs: the disk never holds
+// a session's secrets in the clear, and a reboot, which ends every sandbox, forgets it. The one
+// for profiles, which outlive reboots, is in the state dir.
+Result<std::string> load_or_create_key_file(const std::filesystem::path& path);
 
 // Checks an `Authorization` header value ("Bearer <key>") in constant time.
 bool check_bearer(std::string_view authorization, std::string_view key);

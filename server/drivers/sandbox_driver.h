@@ -35,6 +35,9 @@ struct DriverInfo {
   // (listen_loopback), or else connections cabind keeps waiting at their agent, which hands
   // each program's connection to one. Otherwise they have no way out at all.
   bool supports_egress = false;
+  // Chromium's profile can come from a host dir (SandboxSpec::profile_dir) and be read back
+  // from it when the sandbox is gone.
+  bool supports_profiles = false;
 };
 
 // Immutable input to create(): everything the driver needs, already validated.
@@ -56,6 +59,9 @@ struct SandboxSpec {
   // PEM certificates the sandbox trusts besides the system's (its Chromium and its commands):
   // the session's CA, and the operator's extra CA.
   std::string trusted_ca_pem;
+  // A host dir holding the profile Chromium starts with and writes to (supports_profiles);
+  // empty: a fresh one inside the sandbox.
+  std::filesystem::path profile_dir;
 };
 
 class Sandbox {

@@ -239,6 +239,10 @@ const char* audit_action(api::RouteId id) {
       return "key.mint";
     case RouteId::kDeleteKey:
       return "key.revoke";
+    case RouteId::kCreateProfile:
+      return "profile.create";
+    case RouteId::kDeleteProfile:
+      return "profile.delete";
     default:
       return nullptr;
   }
@@ -270,7 +274,8 @@ std::optional<nlohmann::json> Api::audit_entry(const api::Route& route, const Au
   // answer may carry screenshots).
   const bool read_out = !ok || route.id == api::RouteId::kCreateSession ||
                         route.id == api::RouteId::kExec || route.id == api::RouteId::kCreatePreview ||
-                        route.id == api::RouteId::kCreateKey;
+                        route.id == api::RouteId::kCreateKey ||
+                        route.id == api::RouteId::kCreateProfile;
   const json out = read_out ? json::parse(res.body(), nullptr, false) : json();
   json e = {
       {"action", action},
@@ -333,6 +338,12 @@ std::optional<nlohmann::json> Api::audit_entry(const api::Route& route, const Au
       break;
     case api::RouteId::kDeleteKey:
       e["api_key"] = route.key_id;
+      break;
+    case api::RouteId::kCreateProfile:
+      if (ok && out.is_object()) e["profile"] = out.value("id", "");
+      break;
+    case api::RouteId::kDeleteProfile:
+      e["profile"] = route.profile_id;
       break;
     default:
       break;
@@ -443,6 +454,14 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
       co_return list_keys();
     case RouteId::kDeleteKey:
       co_return delete_key(route);
+    case RouteId::kCreateProfile:
+      co_return create_profile(authn, req);
+    case RouteId::kListProfiles:
+      co_return list_profiles(authn);
+    case RouteId::kGetProfile:
+      co_return get_profile(authn, route);
+    case RouteId::kDeleteProfile:
+      co_return delete_profile(authn, route);
     case RouteId::kCdpBrowser:
     case RouteId::kCdpPage:
     case RouteId::kFrames:

@@ -158,6 +158,11 @@ class Api {
   Response create_key(const Request& req);
   Response list_keys() const;
   Response delete_key(const api::Route& route);
+  // profiles_api.cpp: saved browser profiles, each tenant's own.
+  Response create_profile(const Authn& authn, const Request& req);
+  Response list_profiles(const Authn& authn) const;
+  Response get_profile(const Authn& authn, const api::Route& route) const;
+  Response delete_profile(const Authn& authn, const api::Route& route);
   Response ui_file(std::string_view name, const Request& req, PageCache cache) const;
   Response live_status(const api::Route& route, const Request& req) const;
   Response mint_token(const api::Route& route, const Request& req);

@@ -45,6 +45,7 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
   if (auto s = sessions_.find(r.id)) {
     if (auto p = s->network()) j["network"] = egress::policy_json(*p);
     j["wait_until"] = api::wait_until_name(s->spec().wait_until);
+    if (const auto& p = s->spec().profile) j["profile"] = {{"id", p->id}, {"persist", p->persist}};
     if (auto idle = s->idle_since()) j["idle_since"] = format_rfc3339(*idle);
   }
   return j;

@@ -41,6 +41,7 @@ void put_u64(std::string& out, uint64_t v) {
 
 struct Packer {
   const ArchiveLimits& limits;
+  const std::set<std::string>& skip_dirs;
   std::string out;
   uint64_t bytes = 0;
   size_t entries = 0;
@@ -77,6 +78,7 @@ struct Packer {
       if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone
       const std::string path = prefix.empty() ? name : prefix + "/" + name;
       if (S_ISDIR(st.st_mode)) {
+        if (skip_dirs.count(name)) continue;
         UniqueFd sub(::openat(dirfd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!sub.valid()) continue;  // replaced meanwhile: left out
         CABIN_TRY(entry(kDir, path));
@@ -132,10 +134,11 @@ std::string parent_of(std::string_view p) {
 
 }  // namespace
 
-Result<std::string> pack(const std::filesystem::path& dir, const ArchiveLimits& limits) {
+Result<std::string> pack(const std::filesystem::path& dir, const ArchiveLimits& limits,
+                         const std::set<std::string>& skip_dirs) {
   UniqueFd top(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!top.valid()) return io_error("open " + dir.string());
-  Packer p{limits};
+  Packer p{limits, skip_dirs};
   p.out.append(kMagic);
   CABIN_TRY(p.walk(top.get(), "", 0));
   p.out.push_back(static_cast<char>(kEnd));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,8 +33,10 @@ struct Entry {
   std::string_view data;  // a file's bytes, in the archive it was read from
 };
 
-// Packs the tree below `dir`. kTooLarge over a limit.
-Result<std::string> pack(const std::filesystem::path& dir, const ArchiveLimits& limits = {});
+// Packs the tree below `dir`, leaving out directories named in `skip_dirs` (at any depth).
+// kTooLarge over a limit.
+Result<std::string> pack(const std::filesystem::path& dir, const ArchiveLimits& limits = {},
+                         const std::set<std::string>& skip_dirs = {});
 // Reads an archive, checking every entry: its path (relative, no "." or ".." or empty part, no
 // NUL), its parent listed before it, the limits. Entries point into `archive`.
 Result<std::vector<Entry>> parse(std::string_view archive, const ArchiveLimits& limits = {});

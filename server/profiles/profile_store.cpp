@@ -11,15 +11,14 @@
 
 #include "common/crypto.h"
 #include "common/json_fields.h"
+#include "server/api/errors.h"
 #include "server/api/ids.h"
 #include "server/store/sqlite_stmt.h"
 
 namespace cabin::profiles {
 namespace {
 
-Error not_found() {
-  return make_error(Errc::kNotFound, "profile_not_found", "no such profile");
-}
+Error not_found() { return api::errors::profile_not_found(); }
 
 Error in_use(const std::string& session) {
   return make_error(Errc::kConflict, "profile_in_use",
@@ -190,6 +189,20 @@ Result<ProfileRecord> ProfileStore::check_out(const std::string& id, const std::
   return r;
 }
 
+std::vector<std::string> ProfileStore::release_unless(const std::set<std::string>& live) {
+  std::vector<std::string> freed;
+  for (auto& [id, r] : profiles_) {
+    if (r.in_use_by.empty() || live.count(r.in_use_by)) continue;
+    ProfileRecord changed = r;
+    changed.in_use_by.clear();
+    if (save(changed)) {
+      r = std::move(changed);
+      freed.push_back(id);
+    }
+  }
+  return freed;
+}
+
 Result<void> ProfileStore::check_in(const std::string& id, const std::string& session,
                                     const std::filesystem::path* from, int64_t now) {
   auto it = profiles_.find(id);
@@ -198,7 +211,7 @@ Result<void> ProfileStore::check_in(const std::string& id, const std::string& se
   if (r.in_use_by != session) return in_use(r.in_use_by.empty() ? "none" : r.in_use_by);
   Result<void> kept;
   if (from) {
-    auto packed = pack(*from, limits_);
+    auto packed = pack(*from, limits_, kChromiumCacheDirs);
     if (!packed) {
       kept = packed.error();
     } else if (auto sealed = seal(key_, *packed); !sealed) {

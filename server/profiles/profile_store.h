@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct ProfileRecord {
 };
 
 inline constexpr size_t kMaxProfileName = 128;
+// What Chromium rebuilds on its own and a saved profile leaves out: caches of the network, of
+// compiled code and shaders, and crash reports.
+inline const std::set<std::string> kChromiumCacheDirs = {
+    "Cache",     "Code Cache",        "GPUCache",        "ShaderCache", "GrShaderCache",
+    "DawnCache", "DawnGraphiteCache", "DawnWebGPUCache", "Crashpad",    "component_crx_cache"};
 
 class ProfileStore {
  public:
@@ -60,6 +66,9 @@ class ProfileStore {
   // Free again either way.
   Result<void> check_in(const std::string& id, const std::string& session,
                         const std::filesystem::path* from, int64_t now);
+  // Frees every profile held by a session not in `live` (one a restart did not bring back),
+  // keeping what it had; answers their ids.
+  std::vector<std::string> release_unless(const std::set<std::string>& live);
 
  private:
   ProfileStore(sqlite3* db, std::filesystem::path dir, std::string key, ArchiveLimits limits)

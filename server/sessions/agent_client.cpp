@@ -241,6 +241,17 @@ net::awaitable<Result<void>> AgentClient::navigate(const std::string& url,
                                                                         std::to_string(res->result_int())));
 }
 
+net::awaitable<Result<void>> AgentClient::close_browser(std::chrono::milliseconds timeout) {
+  const std::string target(agent_protocol::kBrowserClosePath);
+  std::string body = "{}";
+  auto res = co_await request(http::verb::post, target, std::move(body), timeout, 64 * 1024);
+  if (!res) co_return res.error();
+  if (res->result() == http::status::ok) co_return Result<void>{};
+  auto text = agent_error_message(res->body());
+  co_return api::errors::agent_error(text ? text->message
+                                          : "agent answered " + std::to_string(res->result_int()));
+}
+
 net::awaitable<Result<ComputerAnswer>> AgentClient::computer(const computer::Batch& batch,
                                                              computer::ScreenSize screen) {
   const std::string target(agent_protocol::kComputerPath);

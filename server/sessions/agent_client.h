@@ -82,6 +82,8 @@ class AgentClient {
   // ("commit", "load", "networkidle"), within `timeout`.
   net::awaitable<Result<void>> navigate(const std::string& url, const std::string& wait_until,
                                         std::chrono::milliseconds timeout);
+  // Closes the browser so that it writes its profile out; answers once it has exited.
+  net::awaitable<Result<void>> close_browser(std::chrono::milliseconds timeout);
   // Runs a batch of actions on a screen of `screen` pixels.
   net::awaitable<Result<ComputerAnswer>> computer(const computer::Batch& batch,
                                                   computer::ScreenSize screen);

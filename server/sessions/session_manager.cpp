@@ -16,6 +16,9 @@
 namespace cabin::sessions {
 namespace {
 
+// The agent gives Chromium 10 s to write its profile out and exit.
+constexpr std::chrono::milliseconds kProfileCloseTimeout{15000};
+
 const auto& log() {
   static auto l = logger("sessions");
   return l;
@@ -299,6 +302,15 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   if (spec.on_idle == api::OnIdle::kPause && !info.supports_pause) {
     co_return invalid_field("on_idle", "driver " + driver_name + " cannot pause sessions");
   }
+  // A profile the tenant cannot use is refused before the create waits for room.
+  if (spec.profile) {
+    if (!info.supports_profiles) {
+      co_return invalid_field("profile",
+                              "driver " + driver_name + " cannot start from a saved profile");
+    }
+    if (!profiles_) co_return api::errors::profile_not_found();
+    if (auto p = profiles_->get(spec.profile->id, tenant.id); !p) co_return p.error();
+  }
   const DriverLimits limits = limits_for(driver_name);
   // The tenant's own limits come before the queue: a tenant over them never waits.
   auto& m = metrics::registry();
@@ -320,15 +332,29 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     co_return room.error();
   }
 
-  // A warm pool's sandbox, if one serves this spec; else one started now.
-  if (auto pooled = take_pooled(spec, driver_name)) {
+  // A warm pool's sandbox, if one serves this spec; else one started now. A pooled browser
+  // has its profile already: a spec with a saved one starts its own.
+  if (auto pooled = spec.profile ? nullptr : take_pooled(spec, driver_name)) {
     if (auto r = claim(pooled, spec, tenant); !r) co_return r.error();
     admission.release();  // counted in live_ from now on
     co_return co_await ready_claimed(std::move(pooled));
   }
 
   store::SessionRecord rec = new_record(api::new_session_id(), driver_name, spec, tenant);
-  if (auto r = store_.insert(rec); !r) co_return r.error();
+  std::filesystem::path profile;
+  if (spec.profile) {
+    auto out = check_out_profile(*spec.profile, tenant.id, rec.id, info);
+    if (!out) co_return out.error();
+    profile = std::move(*out);
+  }
+  // Until the session is live, a start that goes wrong gives the profile back unchanged.
+  auto give_back_profile = [&] {
+    if (spec.profile) check_in_profile(rec.id, *spec.profile, false);
+  };
+  if (auto r = store_.insert(rec); !r) {
+    give_back_profile();
+    co_return r.error();
+  }
 
   const bool egress = config_.egress.enabled && info.supports_egress;
   std::shared_ptr<egress::SessionCa> ca;
@@ -336,10 +362,13 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   if (!sb) {
     (void)store_.set_status(rec.id, store::SessionStatus::kFailed, sb.error().message,
                             clock_.unix_seconds());
+    give_back_profile();
     co_return sb.error();
   }
+  sb->profile_dir = profile;
   auto started = co_await d->second->create(*sb);
   if (!started) {
+    give_back_profile();
     log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
     (void)store_.set_status(rec.id, store::SessionStatus::kFailed, started.error().message,
                             clock_.unix_seconds());
@@ -451,6 +480,7 @@ void SessionManager::save_handoff(const Session& s) {
                       {"devtools_port", s.devtools_port_},
                       {"browser_path", s.browser_path_}};
   if (const auto& d = s.spec().display) h["display"] = {{"width", d->width}, {"height", d->height}};
+  if (const auto& p = s.spec().profile) h["profile"] = {{"id", p->id}, {"persist", p->persist}};
   if (auto policy = s.network(); policy && !policy->source.empty()) {
     h["network"] = policy->source;
     nlohmann::json placeholders = nlohmann::json::object();
@@ -642,11 +672,20 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   if (s->ending_) co_return;
   s->ending_ = true;
   const bool started = s->record_.status != store::SessionStatus::kStarting;
+  const bool was_running = s->record_.status == store::SessionStatus::kRunning;
   s->record_.status = store::SessionStatus::kEnding;
   s->expiry_.cancel();
   s->idle_timer_.cancel();
   if (s->egress_) s->egress_->stop();
+  const auto& profile = s->spec().profile;
+  const bool save_profile = profile && profile->persist && started;
+  if (save_profile && was_running) {
+    // Chromium writes cookies and storage out when it closes; killed, it loses the last ones.
+    if (auto r = co_await s->agent_.close_browser(kProfileCloseTimeout); !r)
+      log()->warn("session {}: the browser did not close cleanly: {}", s->id(), r.error().message);
+  }
   co_await s->sandbox_->destroy();
+  if (profile) check_in_profile(s->id(), *profile, save_profile);
   if (!config_.logs_dir.empty()) {
     // Kept for debugging after the sandbox is gone; bounded by the driver's tail.
     std::ofstream out(config_.logs_dir / (s->id() + ".log"), std::ios::trunc);
@@ -660,6 +699,41 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   room_.notify_all();  // a queued create may start now
   // A start that failed is counted by its create; this is the end of a session that ran.
   record_end(rec.id, status, reason, rec.ended_at, started);
+}
+
+Result<std::filesystem::path> SessionManager::check_out_profile(const api::ProfileUse& use,
+                                                               const std::string& owner,
+                                                               const std::string& session,
+                                                               const drivers::DriverInfo& driver) {
+  if (!profiles_ || !driver.supports_profiles) return api::errors::profile_not_found();
+  const auto dir = profile_dir(session);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(profiles_live_, ec);
+  if (!std::filesystem::create_directory(dir, ec) || ec) {
+    return make_error(Errc::kInternal, "profile_io",
+                      "cannot make the session's profile dir: " + ec.message());
+  }
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  auto out = profiles_->check_out(use.id, owner, session, dir);
+  if (!out) {
+    std::filesystem::remove_all(dir, ec);
+    return out.error();
+  }
+  return dir;
+}
+
+void SessionManager::check_in_profile(const std::string& session, const api::ProfileUse& use,
+                                      bool save) {
+  if (!profiles_) return;
+  const auto dir = profile_dir(session);
+  if (auto r = profiles_->check_in(use.id, session, save ? &dir : nullptr, clock_.unix_seconds());
+      !r) {
+    log()->warn("session {}: profile {} not saved: {}", session, use.id, r.error().message);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
 }
 
 void SessionManager::record_end(const std::string& id, store::SessionStatus status,
@@ -873,6 +947,18 @@ net::awaitable<std::set<std::string>> SessionManager::adopt_all() {
 
 void SessionManager::reap_leftovers(const std::set<std::string>& adopted) {
   for (auto& [_, d] : drivers_) d->reap_leftovers(adopted);
+  if (!profiles_) return;
+  // Profiles of sessions that did not come back keep what they had saved before.
+  for (const auto& id : profiles_->release_unless(adopted))
+    log()->warn("profile {}: its session did not survive the restart; it keeps its last save", id);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(profiles_live_, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!adopted.count(it->path().filename().string())) {
+      std::error_code rm;
+      std::filesystem::remove_all(it->path(), rm);
+    }
+  }
 }
 
 net::awaitable<Result<SessionPtr>> SessionManager::adopt(const store::SessionRecord& rec) {
@@ -909,6 +995,9 @@ net::awaitable<Result<SessionPtr>> SessionManager::adopt_from_handoff(
   spec.idle_timeout_s = rec.idle_timeout_s;
   spec.on_idle = rec.on_idle == "pause" ? api::OnIdle::kPause : api::OnIdle::kDelete;
   spec.start_url = rec.start_url;
+  if (auto it = h->find("profile"); it != h->end() && it->is_object()) {
+    spec.profile = api::ProfileUse{it->value("id", std::string()), it->value("persist", false)};
+  }
   if (auto it = h->find("display"); it != h->end() && it->is_object()) {
     spec.display = api::Resolution{it->value("width", rec.width), it->value("height", rec.height)};
   }

@@ -26,6 +26,7 @@
 #include "server/api/session_spec.h"
 #include "server/audit/audit_log.h"
 #include "server/drivers/sandbox_driver.h"
+#include "server/profiles/profile_store.h"
 #include "server/sessions/rate_limiter.h"
 #include "server/sessions/session.h"
 #include "server/store/session_store.h"
@@ -74,7 +75,7 @@ struct ManagerConfig {
   std::filesystem::path logs_dir;  // where an ended session's last output is kept; empty: nowhere
   int pids_max = 2048;
   EgressConfig egress;
-  // Seals each live session's handoff in the store (auth::load_or_create_handoff_key); a manager
+  // Seals each live session's handoff in the store (auth::load_or_create_key_file); a manager
   // that adopts must have the key of the one that saved.
   std::string handoff_key = random_bytes(32);
   // Creates that find no room wait for it, in order of arrival: this many at most (0: none
@@ -109,6 +110,13 @@ class SessionManager {
   std::vector<drivers::DriverInfo> driver_infos() const;
   // How sessions end is recorded there from now on (null: nowhere).
   void use_audit(audit::AuditLog* log) { audit_ = log; }
+  // Saved profiles, and the dir where live sessions' profiles are unpacked (null: a spec with a
+  // profile is refused).
+  void use_profiles(profiles::ProfileStore* store, std::filesystem::path live_dir) {
+    profiles_ = store;
+    profiles_live_ = std::move(live_dir);
+  }
+  profiles::ProfileStore* profiles() const { return profiles_; }
   const ManagerConfig& config() const { return config_; }
 
   // Answers once the browser's DevTools is reachable, or with the reason it could not start.
@@ -265,6 +273,19 @@ class SessionManager {
   void start_egress_proxy(const SessionPtr& s);
   std::filesystem::path network_log_path(const std::string& id) const;
   net::awaitable<void> finish(SessionPtr s, store::SessionStatus status, std::string reason);
+  // The profile `use` names, for a session of `owner`'s: checked and unpacked into its own dir
+  // (the profile is that session's until check_in_profile). 400 where the driver keeps none,
+  // 404 for another tenant's or none, 409 while another session has it.
+  Result<std::filesystem::path> check_out_profile(const api::ProfileUse& use,
+                                                  const std::string& owner,
+                                                  const std::string& session,
+                                                  const drivers::DriverInfo& driver);
+  // Gives the profile back, with `save` what the session left in its dir kept from now on,
+  // and removes the dir.
+  void check_in_profile(const std::string& session, const api::ProfileUse& use, bool save);
+  std::filesystem::path profile_dir(const std::string& session) const {
+    return profiles_live_ / session;
+  }
   // How a session ended, in the store, the audit log, the metrics (if `counted`) and the log.
   void record_end(const std::string& id, store::SessionStatus status, const std::string& reason,
                   int64_t ended_at, bool counted);
@@ -278,6 +299,8 @@ class SessionManager {
   std::map<std::string, int> starting_;  // per driver: sandboxes being created
   bool draining_ = false;
   audit::AuditLog* audit_ = nullptr;
+  profiles::ProfileStore* profiles_ = nullptr;
+  std::filesystem::path profiles_live_;
   std::map<std::string, int> pending_;  // per owner: creates admitted, not live yet
   std::list<std::shared_ptr<Waiter>> queue_;  // creates waiting for room, oldest first
   struct Pool {

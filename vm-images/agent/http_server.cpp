@@ -153,6 +153,17 @@ net::awaitable<Response> navigate_route(std::shared_ptr<HttpServer::Conn> sh, Re
   co_return json_response(http::status::ok, "{}");
 }
 
+net::awaitable<Response> close_browser_route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
+  if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
+  if (!sh->opts.close_browser) {
+    co_return error_response(http::status::service_unavailable, "not_ready",
+                             "the browser is not running");
+  }
+  auto closed = co_await sh->opts.close_browser();
+  if (!closed) co_return error_response(closed.error());
+  co_return json_response(http::status::ok, "{}");
+}
+
 net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
   auto [path, query] = split_target(req.target());
   if (path == agent_protocol::kHealthPath) {
@@ -190,6 +201,8 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
   }
   if (path == agent_protocol::kComputerPath) co_return co_await computer_route(sh, std::move(req));
   if (path == agent_protocol::kNavigatePath) co_return co_await navigate_route(sh, std::move(req));
+  if (path == agent_protocol::kBrowserClosePath)
+    co_return co_await close_browser_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
 

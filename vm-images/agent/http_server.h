@@ -10,6 +10,7 @@
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,8 @@ struct HttpServerOptions {
   ExecOptions exec;
   // The microVM's door out (kEgressWaitPath); null: the agent has none.
   EgressDoor* egress_door = nullptr;
+  // Closes the browser so that it writes its profile out (kBrowserClosePath); empty: refused.
+  std::function<net::awaitable<Result<void>>()> close_browser;
 };
 
 class HttpServer {

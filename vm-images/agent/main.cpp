@@ -159,6 +159,12 @@ int main(int argc, char** argv) {
     }
     http.egress_door = &*door;
   }
+  // Set once the supervisor exists, below; the server answers no request before io.run().
+  Supervisor* supervising = nullptr;
+  http.close_browser = [&supervising] {
+    // Chromium writes its profile out on the way; a big one takes a few seconds.
+    return supervising->close_browser(std::chrono::seconds(10));
+  };
   HttpServer server(io.get_executor(), http, state);
   if (auto r = server.start(); !r) {
     log->error("{}", r.error().message);
@@ -184,6 +190,7 @@ int main(int argc, char** argv) {
     };
   }
   Supervisor supervisor(io.get_executor(), sup, state);
+  supervising = &supervisor;
   net::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;

@@ -447,7 +447,8 @@ void Supervisor::fail(std::string why) {
 
 net::awaitable<void> Supervisor::watch(ChildProcess* child, std::string name) {
   int status = co_await child->wait();
-  if (!stopping_) fail(name + " " + describe_wait_status(status));
+  const bool closed = browser_closing_ && child == chromium_.get();
+  if (!stopping_ && !closed) fail(name + " " + describe_wait_status(status));
   changed_.notify_all();
 }
 
@@ -661,6 +662,29 @@ net::awaitable<void> Supervisor::stop_children() {
     if (c) c->kill_group(SIGKILL);
   }
   while (!all_exited()) co_await changed_.wait_until(Clock::time_point::max());
+}
+
+net::awaitable<Result<void>> Supervisor::close_browser(std::chrono::milliseconds grace) {
+  if (!chromium_ || chromium_->exited()) co_return Result<void>{};
+  browser_closing_ = true;
+  const auto deadline = Clock::now() + grace;
+  bool asked = false;
+  if (const auto devtools = state_.snapshot().devtools) {
+    websocket::stream<beast::tcp_stream> ws(ex_);
+    if (co_await cdp_open(ws, devtools->port, devtools->browser_path, std::chrono::seconds(5))) {
+      nlohmann::json none = nlohmann::json::object();
+      // The browser may exit before it answers: the exit below is what counts.
+      (void)co_await cdp_call(ws, 1, "Browser.close", std::move(none));
+      asked = true;
+    }
+  }
+  while (!chromium_->exited() && Clock::now() < deadline) co_await changed_.wait_until(deadline);
+  if (chromium_->exited()) co_return Result<void>{};
+  chromium_->kill_group(SIGKILL);
+  while (!chromium_->exited()) co_await changed_.wait_until(Clock::time_point::max());
+  co_return make_error(Errc::kTimeout, "browser_close_timeout",
+                       asked ? "the browser did not exit within its grace after Browser.close"
+                             : "the browser's DevTools did not answer; it was killed");
 }
 
 net::awaitable<Result<void>> Supervisor::run() {

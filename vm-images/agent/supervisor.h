@@ -96,6 +96,9 @@ class Supervisor {
   net::awaitable<Result<void>> run();
   // Asks run() to stop the children (SIGTERM, then SIGKILL after stop_grace) and return.
   void request_stop();
+  // Closes Chromium with CDP's Browser.close, which writes its profile out, and waits for it to
+  // exit (killed if it has not within `grace`). Its exit is then no failure; Xvfb stays.
+  net::awaitable<Result<void>> close_browser(std::chrono::milliseconds grace);
 
  private:
   net::awaitable<Result<void>> start_children();
@@ -114,6 +117,7 @@ class Supervisor {
   bool display_eof_ = false;
   std::optional<std::string> failure_;
   bool stopping_ = false;
+  bool browser_closing_ = false;
 };
 
 }  // namespace cabin::agent

@@ -43,6 +43,7 @@ std::vector<std::string> build_launcher_argv(const std::string& launcher_path,
   if (!args.agent.empty()) argv.insert(argv.end(), {"--agent", args.agent});
   if (!args.chromium_policy.empty())
     argv.insert(argv.end(), {"--chromium-policy", args.chromium_policy});
+  if (!args.profile.empty()) argv.insert(argv.end(), {"--profile", args.profile});
   if (args.map_root) argv.insert(argv.end(), {"--map-root", ids_text(*args.map_root)});
   if (args.map_user) argv.insert(argv.end(), {"--map-user", ids_text(*args.map_user)});
   for (const auto& f : args.cgroup_procs) argv.insert(argv.end(), {"--cgroup-procs", f});
@@ -75,12 +76,15 @@ Result<LauncherArgs> parse_launcher_args(const std::vector<std::string>& argv) {
       auto fd = parse_number<int>(v);
       if (!fd || *fd < 3) return usage("--agent-fd needs a descriptor number, at least 3");
       a.agent_fd = *fd;
-    } else if (flag == "--agent" || flag == "--cgroup-procs" || flag == "--chromium-policy") {
+    } else if (flag == "--agent" || flag == "--cgroup-procs" || flag == "--chromium-policy" ||
+               flag == "--profile") {
       if (v.empty() || v[0] != '/') return usage(flag + " needs an absolute path");
       if (flag == "--agent")
         a.agent = v;
       else if (flag == "--chromium-policy")
         a.chromium_policy = v;
+      else if (flag == "--profile")
+        a.profile = v;
       else
         a.cgroup_procs.push_back(v);
     } else if (flag == "--map-root" || flag == "--map-user") {

@@ -14,6 +14,8 @@ namespace cabin::nsbox {
 // Fixed paths inside every sandbox.
 inline constexpr char kSandboxAgentPath[] = "/opt/cabin/bin/cabin-agent";
 inline constexpr char kSandboxHome[] = "/home/cabin";
+// Chromium's user data directory: the agent starts it with --user-data-dir=HOME/chromium.
+inline constexpr char kSandboxProfilePath[] = "/home/cabin/chromium";
 // Where Chromium on Linux reads managed (enterprise) policies.
 inline constexpr char kSandboxChromiumPolicyPath[] = "/etc/chromium/policies/managed/cabin.json";
 inline constexpr char kAgentSocketName[] = "agent.sock";  // in the host's <run-dir>/<id>/
@@ -41,6 +43,9 @@ struct LauncherArgs {
   // Host file bound read-only as Chromium's managed policy (kSandboxChromiumPolicyPath); empty:
   // none.
   std::string chromium_policy;
+  // Host dir bound writable as Chromium's profile (kSandboxProfilePath), owned by map_user's
+  // host ids; empty: the profile starts empty in the home tmpfs.
+  std::string profile;
   // Host ids for inside-root and inside-1000; only used (and required) when the launcher is root.
   std::optional<HostIds> map_root;
   std::optional<HostIds> map_user;

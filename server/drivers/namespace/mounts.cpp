@@ -247,6 +247,11 @@ std::vector<MountEntry> sandbox_mounts(const MountPlan& plan) {
        "the sandbox user's home: Chromium profile, downloads"},
   };
   t.insert(t.end(), rest.begin(), rest.end());
+  if (!plan.profile_source.empty()) {
+    t.push_back({MountKind::kBindRw, plan.profile_source, kSandboxProfilePath,
+                 MS_NOSUID | MS_NODEV | MS_NOEXEC, "", false,
+                 "the session's saved profile, which cabind packs when the session ends"});
+  }
   if (!plan.agent_source.empty()) {
     t.push_back({MountKind::kBindFileRo, plan.agent_source, kSandboxAgentPath, MS_NOSUID | MS_NODEV,
                  "", false, "the cabin-agent binary, read-only"});

@@ -38,6 +38,7 @@ struct MountEntry {
 struct MountPlan {
   std::string agent_source;    // host file for the agent binary; empty: none
   std::string chromium_policy_source;  // host file for Chromium's managed policy; empty: none
+  std::string profile_source;  // host dir bound writable as Chromium's profile; empty: none
   uint64_t tmpfs_bytes = 512ull << 20;
 };
 

@@ -283,6 +283,22 @@ class NamespaceSandbox final : public ProcessSandbox<NamespaceProcess> {
   }
 };
 
+// Hands a tree cabind just wrote to `uid`:`gid`, links included, following none.
+Result<void> chown_tree(const fs::path& top, uint32_t uid, uint32_t gid) {
+  auto give = [&](const fs::path& p) -> Result<void> {
+    if (::lchown(p.c_str(), uid, gid) != 0)
+      return make_error(Errc::kInternal, "profile_failed", "chown " + p.string() + ": " +
+                                                                std::strerror(errno));
+    return {};
+  };
+  CABIN_TRY(give(top));
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(top, ec), end; !ec && it != end; it.increment(ec))
+    CABIN_TRY(give(it->path()));
+  if (ec) return make_error(Errc::kInternal, "profile_failed", "walk the profile: " + ec.message());
+  return {};
+}
+
 // The agent's argv inside the sandbox.
 std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const SandboxSpec& spec) {
   if (!c.payload_override.empty()) return c.payload_override;
@@ -326,6 +342,7 @@ std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& co
     a.map_root = nsbox::HostIds{config.sandbox_root_uid, config.sandbox_root_gid};
     a.map_user = nsbox::HostIds{config.sandbox_uid, config.sandbox_gid};
   }
+  if (!spec.profile_dir.empty()) a.profile = spec.profile_dir.string();
   a.cgroup_procs = cgroup_procs;
   // Each tmpfs may take half the memory; the memory cgroup bounds them together.
   a.tmpfs_bytes = std::max<uint64_t>(64ull << 20, spec.memory_bytes / 2);
@@ -390,6 +407,7 @@ DriverInfo NamespaceDriver::probe() const {
       layout == CgroupLayout::kV2 ||
       (layout == CgroupLayout::kV1 && fs::exists(config_.cgroup_root / "freezer" / "cgroup.procs"));
   info.supports_egress = true;
+  info.supports_profiles = true;
   auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.launcher_path))
     return unavailable("launcher not executable: " + config_.launcher_path.string());
@@ -459,6 +477,14 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
     for (const auto& d : cgroups) procs.push_back((d / "cgroup.procs").string());
   }
 
+  if (!spec.profile_dir.empty() && host_root_) {
+    // The sandbox's user owns its profile: inside, the host's sandbox uid is uid 1000.
+    if (auto r = chown_tree(spec.profile_dir, config_.sandbox_uid, config_.sandbox_gid); !r) {
+      for (const auto& d : cgroups) (void)nsbox::remove_cgroup(d);
+      fs::remove_all(dir, ec);
+      co_return r.error();
+    }
+  }
   auto argv = namespace_launcher_argv(config_, spec, host_root_, procs);
   std::vector<std::string> env = {"CABIN_AGENT_SECRET=" + spec.agent_secret};
   if (!spec.trusted_ca_pem.empty()) env.push_back("CABIN_TRUSTED_CA=" + spec.trusted_ca_pem);

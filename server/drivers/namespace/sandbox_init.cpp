@@ -138,6 +138,7 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
   // mounts, which bind refuses) and with the host uid we started with, before anything hides them.
   UniqueFd agent = open_path(args.agent, 0, "open agent");
   UniqueFd policy = open_path(args.chromium_policy, 0, "open chromium policy");
+  UniqueFd profile = open_path(args.profile, O_DIRECTORY | O_NOFOLLOW, "open profile");
 
   if (::setresgid(maps.setup_gid, maps.setup_gid, maps.setup_gid) != 0)
     fail_errno("setresgid setup");
@@ -155,6 +156,7 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
   MountPlan plan;
   if (agent.valid()) plan.agent_source = "/proc/self/fd/" + std::to_string(agent.get());
   if (policy.valid()) plan.chromium_policy_source = "/proc/self/fd/" + std::to_string(policy.get());
+  if (profile.valid()) plan.profile_source = "/proc/self/fd/" + std::to_string(profile.get());
   plan.tmpfs_bytes = args.tmpfs_bytes;
   std::vector<std::string> warnings;
   check(build_and_enter_root(sandbox_mounts(plan), kNewRoot, &warnings), "mounts");
@@ -163,6 +165,7 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
                  w.c_str());
   agent.reset();
   policy.reset();
+  profile.reset();
 
   check(bring_up_loopback(), "loopback");
   check(install_seccomp(seccomp_denylist()), "seccomp");

@@ -2,6 +2,7 @@
 // table, seccomp policy and exit reasons.
 #include <seccomp.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +37,7 @@ TEST_CASE("launcher argv round-trips through the parser") {
   a.agent_fd = 3;
   a.agent = "/opt/bin/cabin-agent";
   a.chromium_policy = "/opt/bin/chromium-policy.json";
+  a.profile = "/var/lib/cabin/profiles/live/s_1";
   a.map_root = HostIds{600000, 600001};
   a.map_user = HostIds{601000, 601001};
   a.cgroup_procs = {"/sys/fs/cgroup/memory/cabin/s_1/cgroup.procs",
@@ -50,6 +52,7 @@ TEST_CASE("launcher argv round-trips through the parser") {
   CHECK(back->agent_fd == 3);
   CHECK(back->agent == a.agent);
   CHECK(back->chromium_policy == a.chromium_policy);
+  CHECK(back->profile == a.profile);
   CHECK(back->map_root->uid == 600000);
   CHECK(back->map_root->gid == 600001);
   CHECK(back->map_user->uid == 601000);
@@ -70,6 +73,7 @@ TEST_CASE("launcher argv parser rejects bad input") {
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "x", "--", "/bin/true"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--", "/bin/true"}).ok());  // a payload needs its socket
   CHECK_FALSE(parse({"--id", "s", "--agent", "rel", "--agent-fd", "3", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--profile", "rel", "--agent-fd", "3", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--bogus", "1", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--map-root", "0:0", "--map-user",
                      "601000:601000", "--", "/x"})
@@ -204,6 +208,26 @@ TEST_CASE("seccomp denylist is sane") {
     return std::string(r.name) == "socket" && r.arg_index == 0 && r.arg_value == AF_VSOCK &&
            r.err == EAFNOSUPPORT;
   }));
+}
+
+TEST_CASE("mount table: a saved profile is Chromium's user data dir, bound over the home") {
+  MountPlan plan;
+  const auto without = sandbox_mounts(plan);
+  CHECK(std::none_of(without.begin(), without.end(),
+                     [](const MountEntry& e) { return e.target == kSandboxProfilePath; }));
+  plan.profile_source = "/proc/self/fd/8";
+  const auto table = sandbox_mounts(plan);
+  auto at = [&](const std::string& t) {
+    return std::find_if(table.begin(), table.end(), [&](auto& e) { return e.target == t; });
+  };
+  const auto home = at(kSandboxHome), profile = at(kSandboxProfilePath);
+  REQUIRE(profile != table.end());
+  CHECK(profile > home);  // over the home tmpfs, not under it
+  CHECK(profile->kind == MountKind::kBindRw);
+  CHECK(profile->source == "/proc/self/fd/8");
+  CHECK((profile->flags & MS_NOEXEC) != 0);
+  CHECK((profile->flags & MS_NOSUID) != 0);
+  CHECK((profile->flags & MS_NODEV) != 0);
 }
 
 TEST_CASE("mount table: read-only system dirs, private writable dirs, each with a reason") {

@@ -77,7 +77,8 @@ namespace {
 const std::map<std::string, std::string> kNeverAnswered = {
     // Start-up and configuration: cabind stops with the message.
     {"bad_api_key", "start-up"},
-    {"bad_handoff_key", "start-up"},
+    {"bad_key_file", "start-up"},
+    {"key_file", "start-up"},
     {"bad_pool", "start-up (--pool)"},
     {"bad_listen", "start-up"},
     {"listen_failed", "start-up"},
@@ -99,10 +100,8 @@ const std::map<std::string, std::string> kNeverAnswered = {
     {"browser_failed", "a sandbox's start"},
     {"sandbox_exited", "a sandbox's start"},
     {"start_page_failed", "a warm pool's sandbox given its start page"},
-    // The profile store's: no endpoint answers them yet (profiles are planned).
-    {"profile_too_large", "the profile store (planned endpoints)"},
-    {"profile_not_found", "the profile store (planned endpoints)"},
-    {"profile_in_use", "the profile store (planned endpoints)"},
+    // Saving a profile when its session ends: logged, the profile keeps what it had.
+    {"profile_too_large", "saving a profile at a session's end"},
     // Inside the drivers: a failed direct path falls back to the agent's tunnel; QMP is how a
     // microVM is stopped.
     {"not_supported", "a direct path the driver lacks"},

@@ -124,3 +124,42 @@ TEST_CASE("a saved tree over the limits is refused and the profile keeps what it
   CHECK(after->saved_at == 0);
   CHECK_FALSE(fs::exists(state.path / "profiles" / (p->id + ".sealed")));
 }
+
+TEST_CASE("profiles of sessions that did not come back are free again", "[profiles]") {
+  TempDir state, a, b;
+  auto s = ProfileStore::open(":memory:", state.path / "profiles", cabin::random_bytes(32));
+  REQUIRE(s.ok());
+  auto& store = **s;
+  auto kept = store.create("admin", "kept", 1);
+  auto lost = store.create("admin", "lost", 1);
+  auto idle = store.create("admin", "idle", 1);
+  REQUIRE(store.check_out(kept->id, "admin", "ses_alive", a.path).ok());
+  REQUIRE(store.check_out(lost->id, "admin", "ses_gone", b.path).ok());
+  auto freed = store.release_unless({"ses_alive"});
+  CHECK(freed == std::vector<std::string>{lost->id});
+  CHECK(store.get(kept->id, "admin")->in_use_by == "ses_alive");
+  CHECK(store.get(lost->id, "admin")->in_use_by.empty());
+  CHECK(store.get(idle->id, "admin")->in_use_by.empty());
+}
+
+TEST_CASE("Chromium's caches stay out of a saved profile", "[profiles]") {
+  TempDir state, from, into;
+  auto s = ProfileStore::open(":memory:", state.path / "profiles", cabin::random_bytes(32));
+  REQUIRE(s.ok());
+  auto& store = **s;
+  auto p = store.create("admin", "p", 1);
+  REQUIRE(store.check_out(p->id, "admin", "ses_one", from.path).ok());
+  fs::create_directories(from.path / "Default" / "Cache" / "Cache_Data");
+  fs::create_directories(from.path / "Default" / "Code Cache" / "js");
+  fs::create_directories(from.path / "GrShaderCache");
+  std::ofstream(from.path / "Default" / "Cache" / "Cache_Data" / "data_0") << "cached";
+  std::ofstream(from.path / "Default" / "Code Cache" / "js" / "index") << "compiled";
+  std::ofstream(from.path / "GrShaderCache" / "data_1") << "shader";
+  std::ofstream(from.path / "Default" / "Cookies") << "kept";
+  REQUIRE(store.check_in(p->id, "ses_one", &from.path, 2).ok());
+  REQUIRE(store.check_out(p->id, "admin", "ses_two", into.path).ok());
+  CHECK(read_all(into.path / "Default" / "Cookies") == "kept");
+  CHECK_FALSE(fs::exists(into.path / "Default" / "Cache"));
+  CHECK_FALSE(fs::exists(into.path / "Default" / "Code Cache"));
+  CHECK_FALSE(fs::exists(into.path / "GrShaderCache"));
+}

@@ -61,6 +61,20 @@ TEST_CASE("a full spec parses") {
   CHECK_FALSE(s->display);
 }
 
+TEST_CASE("a profile names a saved one, kept back only when asked") {
+  auto kept = parse_session_spec(R"({"profile":{"id":"prf_0123456789abcdefghij","persist":true}})",
+                                 SpecLimits{});
+  REQUIRE(kept);
+  REQUIRE(kept->profile);
+  CHECK(kept->profile->id == "prf_0123456789abcdefghij");
+  CHECK(kept->profile->persist);
+  auto used = parse_session_spec(R"({"profile":{"id":"prf_0123456789abcdefghij"}})", SpecLimits{});
+  REQUIRE(used);
+  REQUIRE(used->profile);
+  CHECK_FALSE(used->profile->persist);
+  CHECK_FALSE(parse_session_spec("{}", SpecLimits{})->profile);
+}
+
 TEST_CASE("a declared display is the model's size, no larger than the resolution") {
   auto s = parse_session_spec(
       R"({"resolution":{"width":1920,"height":1080},"display":{"width":1024,"height":768}})",
@@ -119,6 +133,14 @@ TEST_CASE("invalid specs name the field and the code") {
            {R"({"start_url":"http://a b"})", "invalid_request", "start_url"},
            {R"({"start_url":"data:text/html,<p>a\tb</p>"})", "invalid_request", "start_url"},
            {R"({"network":{"mode":"sometimes"}})", "invalid_request", "network.mode"},
+           {R"({"profile":"prf_0123456789abcdefghij"})", "invalid_request", "profile"},
+           {R"({"profile":{}})", "invalid_request", "profile.id"},
+           {R"({"profile":{"id":"prf_short"}})", "invalid_request", "profile.id"},
+           {R"({"profile":{"id":7}})", "invalid_request", "profile.id"},
+           {R"({"profile":{"id":"prf_0123456789abcdefghij","persist":1}})", "invalid_request",
+            "profile.persist"},
+           {R"({"profile":{"id":"prf_0123456789abcdefghij","name":"x"}})", "unknown_field",
+            "profile.name"},
            {R"({"network":{"mode":"allowlist","allow":[{"host":"*"}]}})", "invalid_request",
             "network.allow[0].host"},
            {R"({"network":{"mode":"none","secrets":[{"name":"a","value":"v","hosts":["*"]}]}})",

@@ -1,0 +1,222 @@
+// Profiles: a session that starts from a saved profile with `persist` leaves its cookies and
+// storage in it when it ends, and the next session that uses the profile finds them: still
+// logged in to a site the test serves. One live session at a time has a profile (409), a session
+// without `persist` changes nothing, another tenant sees no profile of the admin's, and the
+// saved profile is sealed on disk.
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { after, test } from 'node:test';
+
+import { Cdp, api, sessionPids, startCabind, waitFor } from './helpers.mjs';
+
+const site = http.createServer((req, res) => {
+  res.setHeader('content-type', 'text/html');
+  if (req.url === '/login') {
+    res.setHeader('set-cookie', 'sid=opensesame; Max-Age=86400; Path=/');
+    res.end('<title>logged in</title>');
+  } else if (req.url === '/logout') {
+    res.setHeader('set-cookie', 'sid=; Max-Age=0; Path=/');
+    res.end('<title>logged out</title>');
+  } else {
+    const sid = /(?:^|; )sid=(\w+)/.exec(req.headers.cookie || '')?.[1];
+    res.end(`<title>${sid ? `hello ${sid}` : 'anonymous'}</title>`);
+  }
+});
+await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
+const PORT = site.address().port;
+const ORIGIN = `http://shop.test:${PORT}`;
+
+const server = await startCabind({
+  args: ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32'],
+});
+after(async () => {
+  await server.stop();
+  site.close();
+});
+
+const network = { mode: 'allowlist', allow: [{ host: 'shop.test', ports: [PORT] }] };
+
+// The session's first page: its title, and what `expression` evaluates to there.
+async function onPage(s, expression = 'null') {
+  const cdp = await Cdp.connect(s.cdp_url);
+  try {
+    const { targetInfos } = await cdp.send('Target.getTargets');
+    const page = targetInfos.find((t) => t.type === 'page');
+    const { sessionId } = await cdp.send('Target.attachToTarget', {
+      targetId: page.targetId, flatten: true,
+    });
+    const r = await cdp.send('Runtime.evaluate', {
+      expression: `[document.title, ${expression}]`, returnByValue: true,
+    }, sessionId);
+    const [title, value] = r.result.value;
+    return { title, value };
+  } finally {
+    await cdp.close();
+  }
+}
+
+async function profile(id, key) {
+  const r = key ? await api(server.base, key, 'GET', `/v1/profiles/${id}`)
+    : await server.api('GET', `/v1/profiles/${id}`);
+  return r;
+}
+
+test('a login and local storage outlive the session that made them, in its profile', async () => {
+  const made = await server.api('POST', '/v1/profiles', { name: 'shop login' });
+  assert.equal(made.status, 201, made.text);
+  const id = made.json.id;
+  assert.match(id, /^prf_[a-z0-9]{20}$/);
+  assert.equal(made.json.saved_at, null);
+  assert.equal(made.json.in_use_by, null);
+
+  // 1: logs in, keeps a cart in local storage, and saves both when it ends.
+  const first = await server.createSession({
+    network, start_url: `${ORIGIN}/login`, profile: { id, persist: true },
+  });
+  assert.deepEqual(first.profile, { id, persist: true });
+  const stored = await onPage(first, "(localStorage.setItem('cart', '3 apples'), 'kept')");
+  assert.equal(stored.title, 'logged in');
+  assert.equal(stored.value, 'kept');
+
+  // One live session at a time; the profile cannot go while it is used.
+  const second = await server.api('POST', '/v1/sessions', { network, profile: { id } });
+  assert.equal(second.status, 409, second.text);
+  assert.equal(second.json.error.code, 'profile_in_use');
+  assert.equal((await profile(id)).json.in_use_by, first.id);
+  const busyDelete = await server.api('DELETE', `/v1/profiles/${id}`);
+  assert.equal(busyDelete.status, 409, busyDelete.text);
+
+  assert.equal((await server.api('DELETE', `/v1/sessions/${first.id}`)).status, 200);
+  const saved = (await profile(id)).json;
+  assert.equal(saved.in_use_by, null);
+  assert.ok(saved.saved_at, JSON.stringify(saved));
+  assert.ok(saved.size_bytes > 0, JSON.stringify(saved));
+  // Sealed at rest: the cookie's value is nowhere in the clear; the session's dir is gone.
+  const sealed = fs.readFileSync(path.join(server.stateDir, 'profiles', `${id}.sealed`));
+  assert.ok(!sealed.includes('opensesame'), 'the saved profile holds the cookie in the clear');
+  assert.ok(!fs.existsSync(path.join(server.stateDir, 'profiles', 'live', first.id)));
+
+  // 2: without persist, finds the login, logs out; nothing of that is kept.
+  const viewer = await server.createSession({
+    network, start_url: `${ORIGIN}/`, profile: { id, persist: false },
+  });
+  const seen = await onPage(viewer, "localStorage.getItem('cart')");
+  assert.equal(seen.title, 'hello opensesame', 'still logged in');
+  assert.equal(seen.value, '3 apples');
+  await onPage(viewer, `location.href = '${ORIGIN}/logout'`);
+  await waitFor(async () => (await onPage(viewer)).title === 'logged out',
+                { timeoutMs: 10000, what: 'the logout page' });
+  assert.equal((await server.api('DELETE', `/v1/sessions/${viewer.id}`)).status, 200);
+  assert.equal((await profile(id)).json.saved_at, saved.saved_at, 'not saved again');
+
+  // 3: still logged in, as the first left it.
+  const third = await server.createSession({ network, start_url: `${ORIGIN}/`, profile: { id } });
+  assert.equal((await onPage(third)).title, 'hello opensesame');
+  assert.equal((await server.api('DELETE', `/v1/sessions/${third.id}`)).status, 200);
+
+  // A session without a profile starts empty.
+  const fresh = await server.createSession({ network, start_url: `${ORIGIN}/` });
+  assert.equal((await onPage(fresh)).title, 'anonymous');
+  assert.equal((await server.api('DELETE', `/v1/sessions/${fresh.id}`)).status, 200);
+
+  const listed = await server.api('GET', '/v1/profiles');
+  assert.deepEqual(listed.json.profiles.map((p) => p.id), [id]);
+  const gone = await server.api('DELETE', `/v1/profiles/${id}`);
+  assert.equal(gone.status, 200, gone.text);
+  assert.equal(gone.json.deleted, true);
+  assert.equal((await profile(id)).status, 404);
+  assert.ok(!fs.existsSync(path.join(server.stateDir, 'profiles', `${id}.sealed`)));
+});
+
+test('profiles are their tenant\'s own, bad ones are refused before anything starts', async () => {
+  const made = await server.api('POST', '/v1/profiles', { name: 'admin only' });
+  assert.equal(made.status, 201, made.text);
+  const id = made.json.id;
+  const minted = await server.api('POST', '/v1/keys', { name: 'tenant' });
+  assert.equal(minted.status, 201, minted.text);
+  const key = minted.json.key;
+
+  // Another tenant's profile is no profile at all to this one.
+  assert.equal((await profile(id, key)).status, 404);
+  assert.deepEqual((await api(server.base, key, 'GET', '/v1/profiles')).json.profiles, []);
+  const theirs = await api(server.base, key, 'POST', '/v1/sessions', { profile: { id } });
+  assert.equal(theirs.status, 404, theirs.text);
+  assert.equal(theirs.json.error.code, 'profile_not_found');
+  assert.equal((await api(server.base, key, 'DELETE', `/v1/profiles/${id}`)).status, 404);
+  const own = await api(server.base, key, 'POST', '/v1/profiles', { name: 'mine' });
+  assert.equal(own.status, 201, own.text);
+  assert.equal(own.json.owner, minted.json.id);
+  assert.equal((await profile(own.json.id)).status, 200, 'the admin key sees every profile');
+
+  for (const [body, code] of [
+    [{ profile: { id: 'prf_nope' } }, 'invalid_request'],
+    [{ profile: { persist: true } }, 'invalid_request'],
+    [{ profile: { id, persist: 'yes' } }, 'invalid_request'],
+    [{ profile: { id, extra: 1 } }, 'unknown_field'],
+    [{ profile: { id: 'prf_aaaaaaaaaaaaaaaaaaaa' } }, 'profile_not_found'],
+  ]) {
+    const r = await server.api('POST', '/v1/sessions', body);
+    assert.equal(r.json.error.code, code, `${JSON.stringify(body)}: ${r.text}`);
+  }
+  for (const body of [{}, { name: '' }, { name: 'x'.repeat(129) }, { name: 'a', more: 1 }]) {
+    const r = await server.api('POST', '/v1/profiles', body);
+    assert.equal(r.status, 400, `${JSON.stringify(body)}: ${r.text}`);
+  }
+  const info = await server.api('GET', '/v1/info');
+  if (info.json.drivers.find((d) => d.name === 'microvm')?.available) {
+    const vm = await server.api('POST', '/v1/sessions', { driver: 'microvm', profile: { id } });
+    assert.equal(vm.status, 400, vm.text);
+    assert.match(vm.json.error.message, /profile/);
+  }
+  const sessions = await server.api('GET', '/v1/sessions');
+  assert.deepEqual(sessions.json.sessions.filter((s) => s.profile?.id === id), [],
+                   'nothing was started');
+  assert.equal((await profile(id)).json.in_use_by, null);
+});
+
+test('a session left to the next cabind keeps its profile; one that is lost frees it', async () => {
+  const args = ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32',
+                '--on-shutdown', 'keep'];
+  const first = await startCabind({ args });
+  let next;
+  try {
+    const kept = (await first.api('POST', '/v1/profiles', { name: 'kept' })).json.id;
+    const lost = (await first.api('POST', '/v1/profiles', { name: 'lost' })).json.id;
+    const a = await first.createSession({
+      network, start_url: `${ORIGIN}/login`, profile: { id: kept, persist: true },
+    });
+    const b = await first.createSession({ profile: { id: lost, persist: true } });
+    await first.stop({ keep: true });
+    // b's sandbox dies while no cabind is there.
+    for (const pid of sessionPids(b.id)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
+    }
+    await waitFor(() => sessionPids(b.id).length === 0, { what: "b's processes to go" });
+
+    next = await startCabind({ args, stateDir: first.stateDir, runDir: first.runDir, key: first.key });
+    const profiles = Object.fromEntries(
+      (await next.api('GET', '/v1/profiles')).json.profiles.map((p) => [p.id, p]));
+    assert.equal(profiles[kept].in_use_by, a.id, 'the adopted session still has its profile');
+    assert.equal(profiles[lost].in_use_by, null, 'the lost session\'s profile is free');
+    assert.ok(!fs.existsSync(path.join(first.stateDir, 'profiles', 'live', b.id)));
+    const adopted = await next.api('GET', `/v1/sessions/${a.id}`);
+    assert.deepEqual(adopted.json.profile, { id: kept, persist: true });
+    // Ended by the next cabind, it is saved as the first would have saved it.
+    assert.equal((await next.api('DELETE', `/v1/sessions/${a.id}`)).status, 200);
+    const saved = (await next.api('GET', `/v1/profiles/${kept}`)).json;
+    assert.equal(saved.in_use_by, null);
+    assert.ok(saved.saved_at, JSON.stringify(saved));
+    const again = await next.createSession({ network, start_url: `${ORIGIN}/`, profile: { id: kept } });
+    assert.equal((await onPage(again)).title, 'hello opensesame');
+  } finally {
+    // Both keep their sessions at shutdown: the one still running ends them first.
+    const last = next ?? first;
+    const live = await last.api('GET', '/v1/sessions').catch(() => null);
+    for (const s of live?.json?.sessions ?? []) await last.api('DELETE', `/v1/sessions/${s.id}`);
+    await last.stop();
+  }
+});
