@@ -17,6 +17,7 @@ import { benchEgress, egressRows } from './egress.mjs';
 import { benchPreview, previewRows } from './preview.mjs';
 import { benchPause, pauseRows } from './pause.mjs';
 import { benchPool, poolRows } from './pool.mjs';
+import { benchFork, forkRows } from './fork.mjs';
 import { benchRestart, restartRows } from './restart.mjs';
 import { benchThreads, threadsRows } from './threads.mjs';
 import { summary } from './stats.mjs';
@@ -33,7 +34,7 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork' },
     'egress-rounds': { type: 'string' },
     'threads-rounds': { type: 'string' },
     'preview-conns': { type: 'string', default: '16' },
@@ -48,7 +49,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--threads-rounds N] [--egress-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
@@ -411,6 +412,7 @@ function table(results) {
   if (results.pause) rows.push(...pauseRows(results.pause, fmt));
   if (results.restart) rows.push(...restartRows(results.restart, fmt));
   if (results.pool) rows.push(...poolRows(results.pool, fmt));
+  if (results.fork) rows.push(...forkRows(results.fork, fmt));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   if (results.threads) rows.push(...threadsRows(results.threads, fmt));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
@@ -474,6 +476,8 @@ async function main() {
     if (only.has('pause')) results.pause = await benchPause(cabin, { rounds: opt.quick ? 10 : 50, log });
     // Its own cabind, with a pool.
     if (only.has('pool')) results.pool = await benchPool({ rounds: opt.quick ? 5 : 20, log });
+    // Its own cabind and site.
+    if (only.has('fork')) results.fork = await benchFork({ rounds: opt.quick ? 2 : 5, log });
     // Its own cabind: the part kills and restarts it.
     if (only.has('restart')) {
       results.restart = await benchRestart({ n: opt.quick ? 2 : 4, rounds: opt.quick ? 2 : 5, log });

@@ -98,6 +98,43 @@ Result<NavigateRequest> parse_navigate_request(std::string_view body) {
   return req;
 }
 
+Result<nlohmann::json> parse_browser_state(std::string_view body) {
+  if (body.size() > kMaxStateBytes) {
+    return make_error(Errc::kTooLarge, "limit_exceeded",
+                      "a browser state is at most " + std::to_string(kMaxStateBytes >> 20) + " MiB");
+  }
+  auto parsed = parse_bounded(body, {kMaxStateBytes, kGuestJsonDepth, 1u << 20});
+  if (!parsed || !parsed->is_object())
+    return invalid_request("a browser state is a JSON object {cookies, urls}");
+  auto& j = *parsed;
+  if (auto r = reject_unknown(j, {"cookies", "urls"}); !r) return r.error();
+  auto cookies = j.find("cookies");
+  if (cookies == j.end() || !cookies->is_array()) return invalid_field("cookies", "must be an array");
+  if (cookies->size() > kMaxStateCookies) {
+    return invalid_field("cookies", "at most " + std::to_string(kMaxStateCookies));
+  }
+  for (const auto& c : *cookies) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string() || !c.contains("value") ||
+        !c["value"].is_string()) {
+      return invalid_field("cookies", "each is an object with a name and a value");
+    }
+  }
+  auto urls = j.find("urls");
+  if (urls == j.end() || !urls->is_array()) return invalid_field("urls", "must be an array");
+  if (urls->size() > kMaxStatePages)
+    return invalid_field("urls", "at most " + std::to_string(kMaxStatePages));
+  for (const auto& u : *urls) {
+    if (!u.is_string() || u.get_ref<const std::string&>().empty() ||
+        u.get_ref<const std::string&>().size() > kMaxNavigateUrl ||
+        u.get_ref<const std::string&>().find_first_of(std::string_view("\0\r\n", 3)) !=
+            std::string::npos) {
+      return invalid_field("urls", "each is a URL on one line, at most " +
+                                       std::to_string(kMaxNavigateUrl) + " bytes");
+    }
+  }
+  return std::move(j);
+}
+
 nlohmann::json to_json(const NavigateRequest& r) {
   return {{"url", r.url}, {"wait_until", r.wait_until}};
 }

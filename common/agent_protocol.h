@@ -36,6 +36,15 @@ inline constexpr std::string_view kNavigatePath = "/agent/v1/navigate";
 // (cookies, storage) to disk, and answers once it has exited: how a session whose profile is kept
 // ends. The agent and the desktop stay up.
 inline constexpr std::string_view kBrowserClosePath = "/agent/v1/browser/close";
+// GET: the browser's cookies and its pages' URLs; POST the same to give them to another browser
+// (a fork of a session on a driver that cannot copy a running machine).
+inline constexpr std::string_view kBrowserStatePath = "/agent/v1/browser/state";
+inline constexpr size_t kMaxStateCookies = 10000;
+inline constexpr size_t kMaxStatePages = 32;
+inline constexpr size_t kMaxStateBytes = 4 * 1024 * 1024;
+// A browser state's JSON checked as cabind and the agent take it: {"cookies": [objects],
+// "urls": [http, https, data: or about: URLs, at most 4096 bytes each]}, within the limits.
+Result<nlohmann::json> parse_browser_state(std::string_view body);
 // The microVM's door out: cabind keeps GETs to this waiting; the agent answers one with
 // kEgressPaired when a guest program connects to its egress port, and the connection carries
 // that program's bytes from then on.

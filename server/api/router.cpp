@@ -181,6 +181,7 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 4 && sub == "keepalive") return want("POST", RouteId::kKeepalive, Auth::kApiKey);
   if (n == 4 && sub == "pause") return want("POST", RouteId::kPause, Auth::kApiKey);
   if (n == 4 && sub == "resume") return want("POST", RouteId::kResume, Auth::kApiKey);
+  if (n == 4 && sub == "fork") return want("POST", RouteId::kFork, Auth::kApiKey);
   if (n == 4 && sub == "exec") return want("POST", RouteId::kExec, Auth::kApiKey);
   if (n == 4 && sub == "computer") return want("POST", RouteId::kComputer, Auth::kApiKey);
   if (n == 4 && sub == "screenshot") return want("GET", RouteId::kScreenshot, Auth::kApiKey);

@@ -23,6 +23,7 @@ enum class RouteId {
   kKeepalive,     // POST /keepalive: the idle time starts again
   kPause,         // POST /pause: freeze the sandbox
   kResume,        // POST /resume
+  kFork,          // POST /fork {count}: sessions that continue from this one's browser
   kExec,
   kComputer,     // POST: one action or a batch, any vocabulary
   kScreenshot,   // GET: image bytes

@@ -76,6 +76,11 @@ class Sandbox {
     (void)port;
     co_return make_error(Errc::kUnavailable, "not_supported", "no direct path");
   }
+  // Chromium's user data directory inside the running sandbox, opened for reading (a fork
+  // packs it). kUnavailable where the driver cannot reach it.
+  virtual Result<UniqueFd> open_browser_profile() {
+    return make_error(Errc::kUnavailable, "not_supported", "the browser's profile is out of reach");
+  }
   // A listening socket on the sandbox's loopback at `port`, accepted from by cabind. May fail
   // while the sandbox is not built yet. kUnavailable where the driver has none.
   virtual Result<UniqueFd> listen_loopback(uint16_t port) {

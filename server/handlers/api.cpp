@@ -174,6 +174,7 @@ bool reaches_sandbox(api::RouteId id) {
     case RouteId::kExec:
     case RouteId::kComputer:
     case RouteId::kScreenshot:
+    case RouteId::kFork:
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
     case RouteId::kCdpBrowser:
@@ -215,6 +216,8 @@ const char* audit_action(api::RouteId id) {
       return "session.create";
     case RouteId::kDeleteSession:
       return "session.delete";
+    case RouteId::kFork:
+      return "session.fork";
     case RouteId::kPatchSession:
       return "session.timers";
     case RouteId::kPause:
@@ -275,7 +278,8 @@ std::optional<nlohmann::json> Api::audit_entry(const api::Route& route, const Au
   const bool read_out = !ok || route.id == api::RouteId::kCreateSession ||
                         route.id == api::RouteId::kExec || route.id == api::RouteId::kCreatePreview ||
                         route.id == api::RouteId::kCreateKey ||
-                        route.id == api::RouteId::kCreateProfile;
+                        route.id == api::RouteId::kCreateProfile ||
+                        route.id == api::RouteId::kFork;
   const json out = read_out ? json::parse(res.body(), nullptr, false) : json();
   json e = {
       {"action", action},
@@ -338,6 +342,15 @@ std::optional<nlohmann::json> Api::audit_entry(const api::Route& route, const Au
       break;
     case api::RouteId::kDeleteKey:
       e["api_key"] = route.key_id;
+      break;
+    case api::RouteId::kFork:
+      if (ok && out.is_object() && out.contains("sessions") && out["sessions"].is_array()) {
+        json ids = json::array();
+        for (const auto& c : out["sessions"]) {
+          if (c.is_object()) ids.push_back(c.value("id", ""));
+        }
+        e["children"] = std::move(ids);
+      }
       break;
     case api::RouteId::kCreateProfile:
       if (ok && out.is_object()) e["profile"] = out.value("id", "");
@@ -408,6 +421,8 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
     case RouteId::kPause:
     case RouteId::kResume:
       co_return co_await pause_or_resume(route, req);
+    case RouteId::kFork:
+      co_return co_await fork(authn, route, req);
     case RouteId::kExec:
       co_return co_await exec(route, req);
     case RouteId::kComputer:

@@ -123,6 +123,8 @@ class Api {
   // PATCH {timeout_s, idle_timeout_s}: the session's timers, within the server's bounds.
   Response patch_session(const api::Route& route, const Request& req);
   // POST /keepalive: the idle time starts again.
+  // POST /fork: children of a session's browser (SessionManager::fork).
+  net::awaitable<Response> fork(const Authn& authn, const api::Route& route, const Request& req);
   Response keepalive(const api::Route& route, const Request& req);
   // POST /pause and /resume.
   net::awaitable<Response> pause_or_resume(const api::Route& route, const Request& req);

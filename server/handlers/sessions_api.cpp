@@ -104,18 +104,53 @@ Response Api::info(const Authn& authn) const {
          {"resolution_max", api::kMaxDimension}}}});
 }
 
-net::awaitable<Response> Api::create(const Authn& authn, const Request& req,
-                                     Cancellation* cancel) {
-  api::SpecLimits limits{config_.max_timeout_s, config_.default_timeout_s,
-                         config_.default_idle_timeout_s};
-  auto spec = api::parse_session_spec(req.body(), limits);
-  if (!spec) co_return error_response(spec.error());
+namespace {
+
+sessions::Tenant tenant_of(const Authn& authn) {
   sessions::Tenant tenant;
   if (authn.key) {
     tenant.id = authn.key->id;
     tenant.max_sessions = authn.key->max_sessions;
     tenant.max_creates_per_minute = authn.key->max_creates_per_minute;
   }
+  return tenant;
+}
+
+}  // namespace
+
+net::awaitable<Response> Api::fork(const Authn& authn, const api::Route& route,
+                                   const Request& req) {
+  int count = 1;
+  if (req.body().find_first_not_of(" \t\r\n") != std::string::npos) {
+    auto body = parse_object(req.body());
+    if (!body) co_return error_response(body.error());
+    if (auto r = reject_unknown(*body, {"count"}); !r) co_return error_response(r.error());
+    if (auto it = body->find("count"); it != body->end()) {
+      auto n = read_int(*it, "count", 1, sessions::SessionManager::kMaxForks);
+      if (!n) co_return error_response(n.error());
+      count = static_cast<int>(*n);
+    }
+  }
+  auto made = co_await sessions_.fork(route.session_id, count, tenant_of(authn));
+  if (!made) co_return error_response(made.error());
+  json list = json::array();
+  for (const auto& s : *made) list.push_back(session_json(s->record(), req));
+  // What a child has of its source depends on the driver; this one copies no running memory.
+  co_return json_response(
+      http::status::created,
+      {{"source", route.session_id},
+       {"sessions", std::move(list)},
+       {"copied", {"cookies", "local_storage", "indexeddb", "profile", "page_urls"}},
+       {"not_copied", {"page_memory", "dom_state", "form_input", "history", "session_storage"}}});
+}
+
+net::awaitable<Response> Api::create(const Authn& authn, const Request& req,
+                                     Cancellation* cancel) {
+  api::SpecLimits limits{config_.max_timeout_s, config_.default_timeout_s,
+                         config_.default_idle_timeout_s};
+  auto spec = api::parse_session_spec(req.body(), limits);
+  if (!spec) co_return error_response(spec.error());
+  const sessions::Tenant tenant = tenant_of(authn);
   auto key = req.find("Idempotency-Key");
   if (key == req.end()) {
     auto s = co_await sessions_.create(*spec, tenant, cancel);

@@ -138,9 +138,14 @@ Result<std::string> pack(const std::filesystem::path& dir, const ArchiveLimits& 
                          const std::set<std::string>& skip_dirs) {
   UniqueFd top(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!top.valid()) return io_error("open " + dir.string());
+  return pack_at(top.get(), limits, skip_dirs);
+}
+
+Result<std::string> pack_at(int dirfd, const ArchiveLimits& limits,
+                            const std::set<std::string>& skip_dirs) {
   Packer p{limits, skip_dirs};
   p.out.append(kMagic);
-  CABIN_TRY(p.walk(top.get(), "", 0));
+  CABIN_TRY(p.walk(dirfd, "", 0));
   p.out.push_back(static_cast<char>(kEnd));
   return std::move(p.out);
 }

@@ -40,6 +40,9 @@ Result<std::string> pack(const std::filesystem::path& dir, const ArchiveLimits& 
 // Reads an archive, checking every entry: its path (relative, no "." or ".." or empty part, no
 // NUL), its parent listed before it, the limits. Entries point into `archive`.
 Result<std::vector<Entry>> parse(std::string_view archive, const ArchiveLimits& limits = {});
+// pack() of the directory open at `dirfd` (which stays the caller's).
+Result<std::string> pack_at(int dirfd, const ArchiveLimits& limits = {},
+                            const std::set<std::string>& skip_dirs = {});
 // parse(), then writes the tree into `dir` (which exists): directories 0700, files 0600, none
 // replacing anything.
 Result<void> unpack(std::string_view archive, const std::filesystem::path& dir,

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/bounded_json.h"
 #include "common/crypto.h"
 #include "common/json_fields.h"
 #include "server/api/errors.h"
@@ -187,6 +188,22 @@ Result<ProfileRecord> ProfileStore::check_out(const std::string& id, const std::
   CABIN_TRY(save(r));
   profiles_[id] = r;
   return r;
+}
+
+void mark_exited_cleanly(const std::filesystem::path& dir) {
+  const auto prefs = dir / "Default" / "Preferences";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(prefs, ec))) return;
+  std::ifstream in(prefs, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto j = parse_bounded(text.str(), {16u << 20, 64, 1u << 20});
+  if (!j || !j->is_object()) return;
+  auto& profile = (*j)["profile"];
+  if (!profile.is_object()) return;
+  profile["exit_type"] = "Normal";
+  profile["exited_cleanly"] = true;
+  (void)write_atomically(prefs, j->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 std::vector<std::string> ProfileStore::release_unless(const std::set<std::string>& live) {

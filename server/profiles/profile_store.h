@@ -37,6 +37,11 @@ inline const std::set<std::string> kChromiumCacheDirs = {
     "Cache",     "Code Cache",        "GPUCache",        "ShaderCache", "GrShaderCache",
     "DawnCache", "DawnGraphiteCache", "DawnWebGPUCache", "Crashpad",    "component_crx_cache"};
 
+// Marks the Chromium profile in `dir` as left by a browser that exited cleanly (its Preferences'
+// exit_type), so that a copy taken while it ran does not offer to restore a crashed session.
+// Preferences it cannot read are left as they are.
+void mark_exited_cleanly(const std::filesystem::path& dir);
+
 class ProfileStore {
  public:
   // Its own connection to the database at `db_path` (":memory:" for tests); archives in `dir`

@@ -252,6 +252,36 @@ net::awaitable<Result<void>> AgentClient::close_browser(std::chrono::millisecond
                                           : "agent answered " + std::to_string(res->result_int()));
 }
 
+net::awaitable<Result<nlohmann::json>> AgentClient::browser_state() {
+  const std::string target(agent_protocol::kBrowserStatePath);
+  std::string none;
+  auto res = co_await request(http::verb::get, target, std::move(none), std::chrono::seconds(30),
+                              agent_protocol::kMaxStateBytes);
+  if (!res) co_return res.error();
+  if (res->result() != http::status::ok) {
+    auto text = agent_error_message(res->body());
+    co_return api::errors::agent_error(
+        "the browser's state: " +
+        (text ? text->message : "agent answered " + std::to_string(res->result_int())));
+  }
+  auto state = agent_protocol::parse_browser_state(res->body());
+  if (!state) co_return api::errors::agent_error("the browser's state: " + state.error().message);
+  co_return std::move(*state);
+}
+
+net::awaitable<Result<void>> AgentClient::set_browser_state(const nlohmann::json& state) {
+  const std::string target(agent_protocol::kBrowserStatePath);
+  std::string body = state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  auto res = co_await request(http::verb::post, target, std::move(body), std::chrono::seconds(90),
+                              64 * 1024);
+  if (!res) co_return res.error();
+  if (res->result() == http::status::ok) co_return Result<void>{};
+  auto text = agent_error_message(res->body());
+  co_return api::errors::agent_error(
+      "giving the browser its state: " +
+      (text ? text->message : "agent answered " + std::to_string(res->result_int())));
+}
+
 net::awaitable<Result<ComputerAnswer>> AgentClient::computer(const computer::Batch& batch,
                                                              computer::ScreenSize screen) {
   const std::string target(agent_protocol::kComputerPath);

@@ -84,6 +84,10 @@ class AgentClient {
                                         std::chrono::milliseconds timeout);
   // Closes the browser so that it writes its profile out; answers once it has exited.
   net::awaitable<Result<void>> close_browser(std::chrono::milliseconds timeout);
+  // The browser's cookies and pages' URLs (agent_protocol::parse_browser_state), and giving them
+  // to another browser.
+  net::awaitable<Result<nlohmann::json>> browser_state();
+  net::awaitable<Result<void>> set_browser_state(const nlohmann::json& state);
   // Runs a batch of actions on a screen of `screen` pixels.
   net::awaitable<Result<ComputerAnswer>> computer(const computer::Batch& batch,
                                                   computer::ScreenSize screen);

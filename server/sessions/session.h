@@ -130,6 +130,7 @@ class Session final {
   bool ending_ = false;
   bool released_ = false;  // left running for the next cabind: this one no longer watches it
   bool pooled_ = false;    // a warm pool's, no session yet: not in the store, not live
+  bool own_profile_ = false;  // a fork's copy of its source's profile: removed when it ends
   std::shared_ptr<egress::NetworkLog> network_log_;
   std::shared_ptr<egress::EgressProxy> egress_;
   std::shared_ptr<egress::SessionCa> ca_;  // signs what the sandbox sees of hosts with secrets

@@ -239,7 +239,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
                                                           Cancellation* cancel) {
   const auto began = std::chrono::steady_clock::now();
   std::string driver_name = spec.driver.empty() ? config_.default_driver : spec.driver;
-  auto r = co_await create_on(spec, driver_name, tenant, cancel);
+  auto r = co_await create_on(spec, driver_name, tenant, cancel, nullptr);
   // Refused: nothing was started (a bad spec, a cap, a driver that cannot run here).
   const char* outcome = r                                         ? "ready"
                         : r.error().code == "sandbox_unavailable" ? "failed"
@@ -284,7 +284,8 @@ net::awaitable<Result<SessionManager::Created>> SessionManager::create_once(
 net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionSpec& spec,
                                                              const std::string& driver_name,
                                                              const Tenant& tenant,
-                                                             Cancellation* cancel) {
+                                                             Cancellation* cancel,
+                                                             const ForkSeed* seed) {
   if (draining_) {
     metrics::registry().inc("cabin_create_refusals_total", {"draining"});
     co_return api::errors::draining();
@@ -334,7 +335,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
 
   // A warm pool's sandbox, if one serves this spec; else one started now. A pooled browser
   // has its profile already: a spec with a saved one starts its own.
-  if (auto pooled = spec.profile ? nullptr : take_pooled(spec, driver_name)) {
+  if (auto pooled = spec.profile || seed ? nullptr : take_pooled(spec, driver_name)) {
     if (auto r = claim(pooled, spec, tenant); !r) co_return r.error();
     admission.release();  // counted in live_ from now on
     co_return co_await ready_claimed(std::move(pooled));
@@ -347,9 +348,18 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     if (!out) co_return out.error();
     profile = std::move(*out);
   }
+  if (seed) {
+    auto out = seed_profile(rec.id, seed->archive);
+    if (!out) co_return out.error();
+    profile = std::move(*out);
+  }
   // Until the session is live, a start that goes wrong gives the profile back unchanged.
   auto give_back_profile = [&] {
     if (spec.profile) check_in_profile(rec.id, *spec.profile, false);
+    if (seed) {
+      std::error_code ec;
+      std::filesystem::remove_all(profile, ec);
+    }
   };
   if (auto r = store_.insert(rec); !r) {
     give_back_profile();
@@ -377,6 +387,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   }
   auto s = std::make_shared<Session>(rec, spec, std::move(*started), sb->agent_secret, ex_);
   s->ca_ = std::move(ca);
+  s->own_profile_ = seed != nullptr;
   live_[rec.id] = s;
   admission.release();  // counted in live_ from now on
   watch(s);
@@ -384,6 +395,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   Result<void> ready;
   if (egress) ready = co_await start_egress(s, limits.start_timeout);
   if (ready) ready = co_await wait_ready(*s, limits.start_timeout);
+  if (ready && seed) ready = co_await s->agent_.set_browser_state(seed->state);
   if (!ready) {
     std::string reason = ready.error().message;
     log()->warn("session {}: browser did not become ready: {}", rec.id, reason);
@@ -481,6 +493,7 @@ void SessionManager::save_handoff(const Session& s) {
                       {"browser_path", s.browser_path_}};
   if (const auto& d = s.spec().display) h["display"] = {{"width", d->width}, {"height", d->height}};
   if (const auto& p = s.spec().profile) h["profile"] = {{"id", p->id}, {"persist", p->persist}};
+  if (s.own_profile_) h["own_profile"] = true;
   if (auto policy = s.network(); policy && !policy->source.empty()) {
     h["network"] = policy->source;
     nlohmann::json placeholders = nlohmann::json::object();
@@ -686,6 +699,10 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   }
   co_await s->sandbox_->destroy();
   if (profile) check_in_profile(s->id(), *profile, save_profile);
+  if (s->own_profile_) {
+    std::error_code ec;
+    std::filesystem::remove_all(profile_dir(s->id()), ec);
+  }
   if (!config_.logs_dir.empty()) {
     // Kept for debugging after the sandbox is gone; bounded by the driver's tail.
     std::ofstream out(config_.logs_dir / (s->id() + ".log"), std::ios::trunc);
@@ -722,6 +739,96 @@ Result<std::filesystem::path> SessionManager::check_out_profile(const api::Profi
     return out.error();
   }
   return dir;
+}
+
+Result<std::filesystem::path> SessionManager::seed_profile(const std::string& session,
+                                                           const std::string& archive) {
+  const auto dir = profile_dir(session);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(profiles_live_, ec);
+  if (!std::filesystem::create_directory(dir, ec) || ec) {
+    return make_error(Errc::kInternal, "profile_io",
+                      "cannot make the session's profile dir: " + ec.message());
+  }
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace, ec);
+  if (auto r = profiles::unpack(archive, dir); !r) {
+    std::filesystem::remove_all(dir, ec);
+    return r.error();
+  }
+  // Copied from a browser that is still running: its preferences say it crashed, which a new
+  // one would offer to restore.
+  profiles::mark_exited_cleanly(dir);
+  return dir;
+}
+
+net::awaitable<Result<std::vector<SessionPtr>>> SessionManager::fork(const std::string& id,
+                                                                     int count,
+                                                                     const Tenant& tenant) {
+  CABIN_CO_ASSIGN_OR_RETURN(SessionPtr source, live(id));
+  if (count < 1 || count > kMaxForks)
+    co_return invalid_field("count", "must be 1.." + std::to_string(kMaxForks));
+  if (source->paused()) co_return api::errors::session_paused();
+  if (!source->running()) co_return api::errors::session_ended("");
+  const std::string driver = source->record().driver;
+  auto d = drivers_.find(driver);
+  if (d == drivers_.end() || !d->second->info().supports_profiles || profiles_live_.empty()) {
+    co_return invalid_request("sessions on the " + driver +
+                              " driver cannot be forked yet: their browser's state is not "
+                              "reachable from the host");
+  }
+  ForkSeed seed;
+  CABIN_CO_ASSIGN_OR_RETURN(seed.state, co_await source->agent_.browser_state());
+  {
+    auto tree = source->sandbox_->open_browser_profile();
+    if (!tree) co_return tree.error();
+    auto packed = profiles::pack_at(tree->get(), {}, profiles::kChromiumCacheDirs);
+    if (!packed) co_return packed.error();
+    seed.archive = std::move(*packed);
+  }
+  // The children's spec: the source's, with the policy in force now and no saved profile.
+  api::SessionSpec spec = source->spec();
+  spec.start_url.clear();
+  spec.profile.reset();
+  if (auto policy = source->network()) spec.network = *policy;
+  // The children start side by side, as the creates of as many clients would.
+  struct Children {
+    explicit Children(net::any_io_executor ex) : done(std::move(ex)) {}
+    std::vector<Result<SessionPtr>> made;
+    size_t left = 0;
+    Notifier done;
+  };
+  auto children = std::make_shared<Children>(ex_);
+  children->made.assign(static_cast<size_t>(count), Result<SessionPtr>(SessionPtr()));
+  children->left = static_cast<size_t>(count);
+  auto shared_seed = std::make_shared<const ForkSeed>(std::move(seed));
+  for (int i = 0; i < count; ++i) {
+    cabin::spawn(
+        ex_,
+        [this, children, shared_seed, spec, driver, tenant, i]() -> net::awaitable<void> {
+          children->made[static_cast<size_t>(i)] =
+              co_await create_on(spec, driver, tenant, nullptr, shared_seed.get());
+          if (--children->left == 0) children->done.notify_all();
+        },
+        "session " + id + ": fork a child");
+  }
+  while (children->left > 0) co_await children->done.wait_until(Notifier::Clock::time_point::max());
+  std::vector<SessionPtr> made;
+  std::optional<Error> failed;
+  for (auto& r : children->made) {
+    if (r) {
+      made.push_back(std::move(*r));
+    } else if (!failed) {
+      failed = r.error();
+    }
+  }
+  if (failed) {
+    for (auto& c : made) (void)co_await end(c->id(), "fork failed");
+    co_return *failed;
+  }
+  log()->info("session {}: forked into {}", id, made.size());
+  co_return made;
 }
 
 void SessionManager::check_in_profile(const std::string& session, const api::ProfileUse& use,
@@ -1031,6 +1138,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::adopt_from_handoff(
   if (!sandbox) co_return sandbox.error();
   auto s = std::make_shared<Session>(rec, std::move(spec), std::move(*sandbox), secret, ex_);
   s->ca_ = std::move(ca);
+  s->own_profile_ = h->value("own_profile", false);
   s->devtools_port_ = h->value("devtools_port", 0);
   s->browser_path_ = h->value("browser_path", std::string());
   live_[rec.id] = s;

@@ -139,6 +139,15 @@ class SessionManager {
   net::awaitable<Result<Created>> create_once(const api::SessionSpec& spec, const Tenant& tenant,
                                               const std::string& key, const std::string& body_hash,
                                               Cancellation* cancel = nullptr);
+  // `count` (1..kMaxForks) new sessions that continue from session `id`'s browser, each its own
+  // (id, tokens, a copy of the policy, fresh timers), owned by `tenant`. On the namespace
+  // driver each child's Chromium starts from a copy of the source's profile (cookies, storage,
+  // IndexedDB) and then gets its live cookies and opens its pages' URLs; pages' memory is not
+  // copied. All or nothing: if one child fails, those made are ended. 400 on a driver that
+  // cannot, 409 session_paused while the source is paused.
+  static constexpr int kMaxForks = 16;
+  net::awaitable<Result<std::vector<SessionPtr>>> fork(const std::string& id, int count,
+                                                       const Tenant& tenant);
   // From now on create answers 503 draining (shutdown), queued ones too; /readyz says so.
   void set_draining() {
     draining_ = true;
@@ -215,9 +224,15 @@ class SessionManager {
     std::string driver;
     bool cancelled = false;
   };
+  // What a fork's children start from: the source's profile, packed, and its cookies and pages.
+  struct ForkSeed {
+    std::string archive;
+    nlohmann::json state;
+  };
   net::awaitable<Result<SessionPtr>> create_on(const api::SessionSpec& spec,
                                                const std::string& driver_name,
-                                               const Tenant& tenant, Cancellation* cancel);
+                                               const Tenant& tenant, Cancellation* cancel,
+                                               const ForkSeed* seed);
   // Sessions live and starting, in all and per driver.
   struct Load {
     int total = 0;
@@ -283,6 +298,9 @@ class SessionManager {
   // Gives the profile back, with `save` what the session left in its dir kept from now on,
   // and removes the dir.
   void check_in_profile(const std::string& session, const api::ProfileUse& use, bool save);
+  // A fork child's own dir, filled from its source's packed profile.
+  Result<std::filesystem::path> seed_profile(const std::string& session,
+                                             const std::string& archive);
   std::filesystem::path profile_dir(const std::string& session) const {
     return profiles_live_ / session;
   }

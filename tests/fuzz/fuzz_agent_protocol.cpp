@@ -1,4 +1,5 @@
-// Fuzz target: exec and navigate requests from clients and exec answers from the (hostile) guest.
+// Fuzz target: exec and navigate requests from clients, and exec answers and browser states from
+// the (hostile) guest.
 #include <cstdint>
 #include <string_view>
 
@@ -11,6 +12,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto nav = cabin::agent_protocol::parse_navigate_request(in);
   if (nav && (nav->url.empty() || nav->url.size() > cabin::agent_protocol::kMaxNavigateUrl))
     __builtin_trap();
+  auto state = cabin::agent_protocol::parse_browser_state(in);
+  if (state && ((*state)["urls"].size() > cabin::agent_protocol::kMaxStatePages ||
+                (*state)["cookies"].size() > cabin::agent_protocol::kMaxStateCookies)) {
+    __builtin_trap();
+  }
   auto res = cabin::agent_protocol::parse_exec_result(in, 64);
   if (res && res->stdout_data.size() > 64 * 3 + 16) __builtin_trap();
   return 0;

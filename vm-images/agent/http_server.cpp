@@ -164,6 +164,28 @@ net::awaitable<Response> close_browser_route(std::shared_ptr<HttpServer::Conn> s
   co_return json_response(http::status::ok, "{}");
 }
 
+net::awaitable<Response> browser_state_route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
+  const auto devtools = sh->state->snapshot().devtools;
+  if (!devtools) {
+    co_return error_response(http::status::service_unavailable, "not_ready",
+                             "the browser is not ready");
+  }
+  auto ex = co_await net::this_coro::executor;
+  if (req.method() == http::verb::get) {
+    auto state = co_await capture_browser_state(ex, *devtools);
+    if (!state) co_return error_response(state.error());
+    co_return json_response(http::status::ok,
+                            state->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
+  auto state = agent_protocol::parse_browser_state(req.body());
+  if (!state) co_return error_response(state.error());
+  auto done = co_await restore_browser_state(ex, *devtools, std::move(*state), WaitUntil::kLoad,
+                                             kNavigateTimeout);
+  if (!done) co_return error_response(done.error());
+  co_return json_response(http::status::ok, "{}");
+}
+
 net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
   auto [path, query] = split_target(req.target());
   if (path == agent_protocol::kHealthPath) {
@@ -203,6 +225,8 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
   if (path == agent_protocol::kNavigatePath) co_return co_await navigate_route(sh, std::move(req));
   if (path == agent_protocol::kBrowserClosePath)
     co_return co_await close_browser_route(sh, std::move(req));
+  if (path == agent_protocol::kBrowserStatePath)
+    co_return co_await browser_state_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
 

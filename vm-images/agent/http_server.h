@@ -29,7 +29,7 @@ struct HttpServerOptions {
   ListenAddress listen;
   std::string secret;
   size_t header_limit = 16 * 1024;
-  size_t body_limit = 1 << 20;
+  size_t body_limit = 4 << 20;  // a browser state's (agent_protocol::kMaxStateBytes)
   // How long a connection may take to send a request (and sit idle between requests).
   std::chrono::milliseconds read_timeout{60000};
   size_t max_connections = 256;

@@ -1,5 +1,7 @@
 #include "vm-images/agent/supervisor.h"
 
+#include "common/agent_protocol.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -321,6 +323,78 @@ net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, 
 }
 
 }  // namespace
+
+net::awaitable<Result<nlohmann::json>> capture_browser_state(net::any_io_executor ex,
+                                                             const DevToolsEndpoint& devtools) {
+  nlohmann::json urls = nlohmann::json::array();
+  const auto list = co_await devtools_get(ex, devtools.port, "/json/list", 4 * 1024 * 1024);
+  if (!list.is_array())
+    co_return make_error(Errc::kUnavailable, "cdp_failed", "DevTools listed no targets");
+  // DevTools lists the most recently active first; the first page is the one the session began
+  // with, so the list is turned around.
+  for (auto it = list.rbegin(); it != list.rend() && urls.size() < agent_protocol::kMaxStatePages;
+       ++it) {
+    if (it->is_object() && it->value("type", "") == "page") urls.push_back(it->value("url", ""));
+  }
+  websocket::stream<beast::tcp_stream> ws(ex);
+  if (!co_await cdp_open(ws, devtools.port, devtools.browser_path, std::chrono::seconds(10)))
+    co_return make_error(Errc::kUnavailable, "cdp_failed", "the browser's DevTools did not answer");
+  nlohmann::json none = nlohmann::json::object();
+  auto got = co_await cdp_call(ws, 1, "Storage.getCookies", std::move(none));
+  co_await cdp_close(ws);
+  if (!got.is_object() || !got.contains("cookies") || !got["cookies"].is_array())
+    co_return make_error(Errc::kUnavailable, "cdp_failed", "Storage.getCookies failed");
+  // As Storage.setCookies takes them: its fields only, and no expiry for a session cookie.
+  nlohmann::json cookies = nlohmann::json::array();
+  for (const auto& c : got["cookies"]) {
+    if (!c.is_object()) continue;
+    nlohmann::json p = nlohmann::json::object();
+    for (const char* f : {"name", "value", "domain", "path", "secure", "httpOnly", "sameSite",
+                          "priority", "sourceScheme", "sourcePort", "partitionKey"}) {
+      if (c.contains(f)) p[f] = c[f];
+    }
+    if (!c.value("session", false) && c.contains("expires")) p["expires"] = c["expires"];
+    cookies.push_back(std::move(p));
+  }
+  co_return nlohmann::json{{"cookies", std::move(cookies)}, {"urls", std::move(urls)}};
+}
+
+net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
+                                                   const DevToolsEndpoint& devtools,
+                                                   nlohmann::json state, WaitUntil wait,
+                                                   std::chrono::milliseconds timeout) {
+  {
+    websocket::stream<beast::tcp_stream> ws(ex);
+    if (!co_await cdp_open(ws, devtools.port, devtools.browser_path, std::chrono::seconds(10))) {
+      co_return make_error(Errc::kUnavailable, "cdp_failed",
+                           "the browser's DevTools did not answer");
+    }
+    nlohmann::json set = {{"cookies", std::move(state["cookies"])}};
+    auto done = co_await cdp_call(ws, 1, "Storage.setCookies", std::move(set));
+    co_await cdp_close(ws);
+    if (!done.is_object())
+      co_return make_error(Errc::kInvalidArgument, "bad_state", "Storage.setCookies refused them");
+  }
+  const auto& urls = state["urls"];
+  if (urls.empty()) co_return Result<void>{};
+  std::string first = urls[0].get<std::string>();
+  auto went = co_await navigate_first_page(ex, devtools.port, std::move(first), wait, timeout);
+  if (!went) co_return went.error();
+  websocket::stream<beast::tcp_stream> ws(ex);
+  if (!co_await cdp_open(ws, devtools.port, devtools.browser_path, std::chrono::seconds(10)))
+    co_return make_error(Errc::kUnavailable, "cdp_failed", "the browser's DevTools did not answer");
+  for (size_t i = 1; i < urls.size(); ++i) {
+    nlohmann::json open = {{"url", urls[i]}, {"background", true}};
+    auto made = co_await cdp_call(ws, static_cast<int>(i) + 1, "Target.createTarget",
+                                  std::move(open));
+    if (!made.is_object()) {
+      co_await cdp_close(ws);
+      co_return make_error(Errc::kUnavailable, "cdp_failed", "Target.createTarget failed");
+    }
+  }
+  co_await cdp_close(ws);
+  co_return Result<void>{};
+}
 
 net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16_t port,
                                                  std::string url, WaitUntil wait,

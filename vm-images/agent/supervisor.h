@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/result.h"
 #include "vm-images/agent/agent_state.h"
 #include "common/notifier.h"
@@ -82,6 +84,18 @@ std::optional<DevToolsEndpoint> parse_devtools_active_port(std::string_view cont
 net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16_t port,
                                                  std::string url, WaitUntil wait,
                                                  std::chrono::milliseconds timeout);
+
+// What a browser carries that another can be given: its cookies (CDP's Storage.getCookies, as
+// CookieParam objects) and its pages' URLs, first page first (at most
+// agent_protocol::kMaxStatePages).
+net::awaitable<Result<nlohmann::json>> capture_browser_state(net::any_io_executor ex,
+                                                             const DevToolsEndpoint& devtools);
+// Gives the browser that state: the cookies, then its first page to the first URL (waiting as
+// for a start page), then a new page for each other URL.
+net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
+                                                   const DevToolsEndpoint& devtools,
+                                                   nlohmann::json state, WaitUntil wait,
+                                                   std::chrono::milliseconds timeout);
 
 class Supervisor {
  public:

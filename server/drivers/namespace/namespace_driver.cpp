@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -125,6 +128,34 @@ bool kill_recorded_launcher(const fs::path& dir) {
 }
 
 // The launcher, and the cgroups it is confined to.
+// A directory inside the sandbox of launcher `launcher_pid`, by its path from the sandbox's root,
+// opened read-only with every link and mount crossing into the host refused.
+Result<UniqueFd> open_in_sandbox(int launcher_pid, const std::string& relative) {
+  std::ifstream in("/proc/" + std::to_string(launcher_pid) + "/task/" +
+                   std::to_string(launcher_pid) + "/children");
+  long init = 0;
+  if (!(in >> init) || init <= 0)
+    return make_error(Errc::kUnavailable, "sandbox_not_ready", "sandbox PID 1 is not there");
+  const std::string proc = "/proc/" + std::to_string(init);
+  struct stat mine {}, theirs {};
+  if (::stat("/proc/self/ns/mnt", &mine) != 0 || ::stat((proc + "/ns/mnt").c_str(), &theirs) != 0 ||
+      (mine.st_ino == theirs.st_ino && mine.st_dev == theirs.st_dev)) {
+    return make_error(Errc::kUnavailable, "sandbox_not_ready", "sandbox has no root of its own yet");
+  }
+  UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return make_error(Errc::kUnavailable, "sandbox_not_ready", "its root is gone");
+  struct open_how how {};
+  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  const int fd = static_cast<int>(
+      ::syscall(SYS_openat2, root.get(), relative.c_str(), &how, sizeof how));
+  if (fd < 0) {
+    return make_error(Errc::kUnavailable, "not_supported",
+                      "open " + relative + " in the sandbox: " + std::strerror(errno));
+  }
+  return UniqueFd(fd);
+}
+
 class NamespaceProcess final : public SandboxProcess {
  public:
   NamespaceProcess(net::any_io_executor ex, HostChild child, SandboxProcessConfig config,
@@ -238,6 +269,12 @@ class NamespaceSandbox final : public ProcessSandbox<NamespaceProcess> {
                            "connect to 127.0.0.1:" + std::to_string(port) + ": " + ec.message());
     socket.set_option(net::ip::tcp::no_delay(true), ec);
     co_return AgentStream(std::move(socket));
+  }
+
+  // Through PID 1's root, resolved as the sandbox sees it: a link inside never leads out.
+  Result<UniqueFd> open_browser_profile() override {
+    CABIN_TRY(p_->check_live());
+    return open_in_sandbox(p_->pid(), std::string(nsbox::kSandboxProfilePath).substr(1));
   }
 
   // The cgroup freezer stops every process of the sandbox where it is; its connections stay open.

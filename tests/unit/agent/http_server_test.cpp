@@ -152,7 +152,8 @@ TEST_CASE("http: header and body limits", "[agent][http]") {
     beast::flat_buffer buf;
     // Refused on the declared length, before the body is sent.
     std::string raw = request("POST", "/agent/v1/exec");
-    raw.replace(raw.find("Content-Length: 0"), 17, "Content-Length: 1048577");
+    raw.replace(raw.find("Content-Length: 0"), 17,
+                "Content-Length: " + std::to_string(HttpServerOptions{}.body_limit + 1));
     auto res = roundtrip(s, buf, raw);
     CHECK(res.result_int() == 413);
   }

@@ -92,3 +92,34 @@ TEST_CASE("navigate requests parse strictly, and what cabind sends parses back")
     if (!r) CHECK(r.error().errc == Errc::kInvalidArgument);
   }
 }
+
+TEST_CASE("browser states are checked and bounded on both sides") {
+  auto ok = parse_browser_state(
+      R"({"cookies":[{"name":"sid","value":"x","domain":"shop.test","path":"/"}],)"
+      R"("urls":["http://shop.test/","data:text/html,<p>hi</p>"]})");
+  REQUIRE(ok);
+  CHECK((*ok)["cookies"].size() == 1);
+  CHECK((*ok)["urls"][1] == "data:text/html,<p>hi</p>");
+  CHECK(parse_browser_state(R"({"cookies":[],"urls":[]})"));
+  for (const char* bad : {
+           "", "[]", R"({"cookies":[]})", R"({"urls":[]})", R"({"cookies":{},"urls":[]})",
+           R"({"cookies":[{"name":"a"}],"urls":[]})", R"({"cookies":[{"name":1,"value":"v"}],"urls":[]})",
+           R"({"cookies":[7],"urls":[]})", R"({"cookies":[],"urls":[""]})",
+           R"({"cookies":[],"urls":["http://a/\nb"]})", R"({"cookies":[],"urls":[3]})",
+           R"({"cookies":[],"urls":[],"extra":1})"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_browser_state(bad));
+  }
+  std::string many = R"({"cookies":[],"urls":[)";
+  for (size_t i = 0; i <= kMaxStatePages; ++i) many += std::string(i ? "," : "") + R"("http://a/")";
+  CHECK_FALSE(parse_browser_state(many + "]}"));
+  std::string cookies = R"({"urls":[],"cookies":[)";
+  for (size_t i = 0; i <= kMaxStateCookies; ++i)
+    cookies += std::string(i ? "," : "") + R"({"name":"n","value":"v"})";
+  CHECK_FALSE(parse_browser_state(cookies + "]}"));
+  CHECK_FALSE(parse_browser_state(std::string(kMaxStateBytes + 1, ' ')));
+  std::string deep = R"({"cookies":[{"name":"n","value":"v","x":)";
+  for (int i = 0; i < 20; ++i) deep += "[";
+  CHECK_FALSE(parse_browser_state(deep));
+  CHECK_FALSE(parse_browser_state(R"({"cookies":[],"urls":[")" + std::string(kMaxNavigateUrl + 1, 'a') + R"("]})"));
+}

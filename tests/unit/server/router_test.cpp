@@ -31,6 +31,7 @@ TEST_CASE("routes map to typed commands with their auth") {
            {"DELETE", "/v1/sessions/" + kRouteSid, RouteId::kDeleteSession, Auth::kApiKey},
            {"PATCH", "/v1/sessions/" + kRouteSid, RouteId::kPatchSession, Auth::kApiKey},
            {"POST", "/v1/sessions/" + kRouteSid + "/keepalive", RouteId::kKeepalive, Auth::kApiKey},
+           {"POST", "/v1/sessions/" + kRouteSid + "/fork", RouteId::kFork, Auth::kApiKey},
            {"POST", "/v1/sessions/" + kRouteSid + "/exec", RouteId::kExec, Auth::kApiKey},
            {"POST", "/v1/sessions/" + kRouteSid + "/computer", RouteId::kComputer, Auth::kApiKey},
            {"GET", "/v1/sessions/" + kRouteSid + "/logs", RouteId::kLogs, Auth::kApiKey},

@@ -1,0 +1,124 @@
+// Fork on the namespace driver: POST /v1/sessions/{id}/fork {count} makes sessions whose
+// browsers continue from the source's cookies (session cookies too), local storage and open
+// pages, each a session of its own that can then diverge; the source runs on. The answer says
+// what was copied and what was not (the pages' memory).
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, test } from 'node:test';
+
+import { Cdp, startCabind, waitFor } from './helpers.mjs';
+import { exec } from './preview_helpers.mjs';
+
+const site = http.createServer((req, res) => {
+  res.setHeader('content-type', 'text/html');
+  if (req.url === '/login') {
+    res.setHeader('set-cookie', ['sid=opensesame; Max-Age=86400; Path=/', 'visit=once; Path=/']);
+    res.end('<title>logged in</title>');
+  } else {
+    const cookies = req.headers.cookie || '';
+    const sid = /(?:^|; )sid=(\w+)/.exec(cookies)?.[1];
+    const visit = /(?:^|; )visit=(\w+)/.exec(cookies)?.[1];
+    res.end(`<title>${sid ? `hello ${sid}` : 'anonymous'} ${visit ?? 'new'} ${req.url}</title>`);
+  }
+});
+await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
+const PORT = site.address().port;
+const ORIGIN = `http://shop.test:${PORT}`;
+
+const server = await startCabind({
+  args: ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32'],
+});
+after(async () => {
+  await server.stop();
+  site.close();
+});
+const network = { mode: 'allowlist', allow: [{ host: 'shop.test', ports: [PORT] }] };
+
+// Runs `expression` in each page of the session: [{url, value}], in DevTools' order.
+async function inPages(s, expression) {
+  const cdp = await Cdp.connect(s.cdp_url);
+  try {
+    const { targetInfos } = await cdp.send('Target.getTargets');
+    const out = [];
+    for (const t of targetInfos.filter((x) => x.type === 'page')) {
+      const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: t.targetId, flatten: true });
+      const r = await cdp.send('Runtime.evaluate', { expression, returnByValue: true }, sessionId);
+      out.push({ url: t.url, value: r.result.value });
+    }
+    return out.sort((a, b) => a.url.localeCompare(b.url));
+  } finally {
+    await cdp.close();
+  }
+}
+
+test('children continue from the source\'s cookies, storage and pages, and then diverge', async () => {
+  const source = await server.createSession({ network, start_url: `${ORIGIN}/login` });
+  // Logged in (a lasting cookie and a session one), a cart in local storage, two pages open.
+  await inPages(source, `localStorage.setItem('cart', '3 apples'); location.href = '${ORIGIN}/home'`);
+  const cdp = await Cdp.connect(source.cdp_url);
+  await cdp.send('Target.createTarget', { url: `${ORIGIN}/second` });
+  await cdp.close();
+  await waitFor(async () => (await inPages(source, 'document.title')).map((p) => p.value).join('|') ===
+                'hello opensesame once /home|hello opensesame once /second',
+                { timeoutMs: 15000, what: 'the source\'s two pages' });
+  // Chromium writes local storage to its profile a few seconds after a change: wait for it.
+  await waitFor(async () => {
+    const r = await exec(server, source.id, ['sh', '-c', 'grep -rl "3 apples" "$HOME/chromium/Default/Local Storage" || true']);
+    return r.stdout.trim() !== '';
+  }, { timeoutMs: 30000, intervalMs: 500, what: 'the cart to reach the source\'s disk' });
+
+  const forked = await server.api('POST', `/v1/sessions/${source.id}/fork`, { count: 2 });
+  assert.equal(forked.status, 201, forked.text);
+  assert.equal(forked.json.source, source.id);
+  assert.ok(forked.json.copied.includes('cookies'));
+  assert.ok(forked.json.not_copied.includes('page_memory'));
+  const children = forked.json.sessions;
+  assert.equal(children.length, 2);
+  const ids = new Set([source.id, ...children.map((c) => c.id)]);
+  assert.equal(ids.size, 3, 'each child is a session of its own');
+  const tokens = new Set([source, ...children].map((s) => new URL(s.cdp_url).searchParams.get('token')));
+  assert.equal(tokens.size, 3, 'each with its own tokens');
+  for (const c of children) {
+    assert.equal(c.status, 'running');
+    assert.deepEqual(c.network, source.network, 'a copy of the policy');
+    const pages = await inPages(c, "[document.title, localStorage.getItem('cart')]");
+    assert.deepEqual(pages.map((p) => new URL(p.url).pathname), ['/home', '/second']);
+    for (const p of pages) {
+      assert.match(p.value[0], /^hello opensesame once \//, `${c.id}: logged in, its session cookie too`);
+      assert.equal(p.value[1], '3 apples', `${c.id}: the cart`);
+    }
+  }
+
+  // They diverge: one empties its cart and logs out; the others keep theirs.
+  await inPages(children[0], "localStorage.removeItem('cart'); document.cookie = 'sid=; Max-Age=0; path=/'");
+  const [other] = await inPages(children[1], "[document.cookie, localStorage.getItem('cart')]");
+  assert.match(other.value[0], /sid=opensesame/);
+  assert.equal(other.value[1], '3 apples');
+  const [mine] = await inPages(source, "[document.cookie, localStorage.getItem('cart')]");
+  assert.match(mine.value[0], /sid=opensesame/, 'the source runs on, as it was');
+  assert.equal(mine.value[1], '3 apples');
+
+  for (const s of [source, ...children])
+    assert.equal((await server.api('DELETE', `/v1/sessions/${s.id}`)).status, 200);
+});
+
+test('a fork is refused while the source is paused, for a bad count, and on another tenant\'s session', async () => {
+  const source = await server.createSession({ network });
+  for (const [body, status] of [[{ count: 0 }, 400], [{ count: 17 }, 400], [{ count: 'two' }, 400],
+                                [{ more: 1 }, 400]]) {
+    const r = await server.api('POST', `/v1/sessions/${source.id}/fork`, body);
+    assert.equal(r.status, status, `${JSON.stringify(body)}: ${r.text}`);
+  }
+  const minted = await server.api('POST', '/v1/keys', { name: 'other' });
+  const theirs = await fetch(`${server.base}/v1/sessions/${source.id}/fork`, {
+    method: 'POST', headers: { authorization: `Bearer ${minted.json.key}` }, body: '{}',
+  });
+  assert.equal(theirs.status, 404);
+  assert.equal((await server.api('POST', `/v1/sessions/${source.id}/pause`)).status, 200);
+  const paused = await server.api('POST', `/v1/sessions/${source.id}/fork`, {});
+  assert.equal(paused.status, 409, paused.text);
+  assert.equal(paused.json.error.code, 'session_paused');
+  const live = await server.api('GET', '/v1/sessions');
+  assert.deepEqual(live.json.sessions.map((s) => s.id), [source.id], 'no child was made');
+  assert.equal((await server.api('DELETE', `/v1/sessions/${source.id}`)).status, 200);
+});
