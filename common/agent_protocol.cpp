@@ -100,7 +100,7 @@ Result<NavigateRequest> parse_navigate_request(std::string_view body) {
 
 Result<nlohmann::json> parse_browser_state(std::string_view body) {
   if (body.size() > kMaxStateBytes) {
-    return make_error(Errc::kTooLarge, "limit_exceeded",
+    return make_error(Errc::kInvalidArgument, "limit_exceeded",
                       "a browser state is at most " + std::to_string(kMaxStateBytes >> 20) + " MiB");
   }
   auto parsed = parse_bounded(body, {kMaxStateBytes, kGuestJsonDepth, 1u << 20});

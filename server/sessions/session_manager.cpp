@@ -723,16 +723,8 @@ Result<std::filesystem::path> SessionManager::check_out_profile(const api::Profi
                                                                const std::string& session,
                                                                const drivers::DriverInfo& driver) {
   if (!profiles_ || !driver.supports_profiles) return api::errors::profile_not_found();
-  const auto dir = profile_dir(session);
+  CABIN_ASSIGN_OR_RETURN(const auto dir, empty_profile_dir(session));
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  std::filesystem::create_directories(profiles_live_, ec);
-  if (!std::filesystem::create_directory(dir, ec) || ec) {
-    return make_error(Errc::kInternal, "profile_io",
-                      "cannot make the session's profile dir: " + ec.message());
-  }
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
-                               std::filesystem::perm_options::replace, ec);
   auto out = profiles_->check_out(use.id, owner, session, dir);
   if (!out) {
     std::filesystem::remove_all(dir, ec);
@@ -741,8 +733,7 @@ Result<std::filesystem::path> SessionManager::check_out_profile(const api::Profi
   return dir;
 }
 
-Result<std::filesystem::path> SessionManager::seed_profile(const std::string& session,
-                                                           const std::string& archive) {
+Result<std::filesystem::path> SessionManager::empty_profile_dir(const std::string& session) {
   const auto dir = profile_dir(session);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -753,6 +744,13 @@ Result<std::filesystem::path> SessionManager::seed_profile(const std::string& se
   }
   std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
                                std::filesystem::perm_options::replace, ec);
+  return dir;
+}
+
+Result<std::filesystem::path> SessionManager::seed_profile(const std::string& session,
+                                                           const std::string& archive) {
+  CABIN_ASSIGN_OR_RETURN(const auto dir, empty_profile_dir(session));
+  std::error_code ec;
   if (auto r = profiles::unpack(archive, dir); !r) {
     std::filesystem::remove_all(dir, ec);
     return r.error();

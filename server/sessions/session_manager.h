@@ -298,6 +298,8 @@ class SessionManager {
   // Gives the profile back, with `save` what the session left in its dir kept from now on,
   // and removes the dir.
   void check_in_profile(const std::string& session, const api::ProfileUse& use, bool save);
+  // The session's profile dir, new and empty (0700).
+  Result<std::filesystem::path> empty_profile_dir(const std::string& session);
   // A fork child's own dir, filled from its source's packed profile.
   Result<std::filesystem::path> seed_profile(const std::string& session,
                                              const std::string& archive);

@@ -3,36 +3,20 @@
 // pages, each a session of its own that can then diverge; the source runs on. The answer says
 // what was copied and what was not (the pages' memory).
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { after, test } from 'node:test';
 
 import { Cdp, startCabind, waitFor } from './helpers.mjs';
 import { exec } from './preview_helpers.mjs';
+import { startShop } from './shop_site.mjs';
 
-const site = http.createServer((req, res) => {
-  res.setHeader('content-type', 'text/html');
-  if (req.url === '/login') {
-    res.setHeader('set-cookie', ['sid=opensesame; Max-Age=86400; Path=/', 'visit=once; Path=/']);
-    res.end('<title>logged in</title>');
-  } else {
-    const cookies = req.headers.cookie || '';
-    const sid = /(?:^|; )sid=(\w+)/.exec(cookies)?.[1];
-    const visit = /(?:^|; )visit=(\w+)/.exec(cookies)?.[1];
-    res.end(`<title>${sid ? `hello ${sid}` : 'anonymous'} ${visit ?? 'new'} ${req.url}</title>`);
-  }
-});
-await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
-const PORT = site.address().port;
-const ORIGIN = `http://shop.test:${PORT}`;
-
-const server = await startCabind({
-  args: ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32'],
-});
+const shop = await startShop();
+const ORIGIN = shop.origin;
+const { network } = shop;
+const server = await startCabind({ args: shop.cabindArgs });
 after(async () => {
   await server.stop();
-  site.close();
+  shop.close();
 });
-const network = { mode: 'allowlist', allow: [{ host: 'shop.test', ports: [PORT] }] };
 
 // Runs `expression` in each page of the session: [{url, value}], in DevTools' order.
 async function inPages(s, expression) {

@@ -1,0 +1,33 @@
+// A small site on the host's loopback, reached from sandboxes as shop.test through cabind's
+// egress proxy: /login sets a lasting cookie (sid) and a session cookie (visit), /logout drops
+// sid, and every other page's title says who is there: "hello <sid>" or "anonymous", then the
+// visit cookie ("new" without it), then the path.
+import http from 'node:http';
+
+export async function startShop() {
+  const site = http.createServer((req, res) => {
+    res.setHeader('content-type', 'text/html');
+    if (req.url === '/login') {
+      res.setHeader('set-cookie', ['sid=opensesame; Max-Age=86400; Path=/', 'visit=once; Path=/']);
+      res.end('<title>logged in</title>');
+    } else if (req.url === '/logout') {
+      res.setHeader('set-cookie', 'sid=; Max-Age=0; Path=/');
+      res.end('<title>logged out</title>');
+    } else {
+      const cookies = req.headers.cookie || '';
+      const sid = /(?:^|; )sid=(\w+)/.exec(cookies)?.[1];
+      const visit = /(?:^|; )visit=(\w+)/.exec(cookies)?.[1];
+      res.end(`<title>${sid ? `hello ${sid}` : 'anonymous'} ${visit ?? 'new'} ${req.url}</title>`);
+    }
+  });
+  await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
+  const port = site.address().port;
+  return {
+    port,
+    origin: `http://shop.test:${port}`,
+    // What a session needs to reach it, and what cabind needs to let it.
+    network: { mode: 'allowlist', allow: [{ host: 'shop.test', ports: [port] }] },
+    cabindArgs: ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32'],
+    close: () => site.close(),
+  };
+}
