@@ -3,20 +3,15 @@
 // pages, each a session of its own that can then diverge; the source runs on. The answer says
 // what was copied and what was not (the pages' memory).
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 
-import { Cdp, startCabind, waitFor } from './helpers.mjs';
+import { Cdp, waitFor } from './helpers.mjs';
 import { exec } from './preview_helpers.mjs';
-import { startShop } from './shop_site.mjs';
+import { shopAndCabind } from './shop_site.mjs';
 
-const shop = await startShop();
+const { shop, server } = await shopAndCabind();
 const ORIGIN = shop.origin;
 const { network } = shop;
-const server = await startCabind({ args: shop.cabindArgs });
-after(async () => {
-  await server.stop();
-  shop.close();
-});
 
 // Runs `expression` in each page of the session: [{url, value}], in DevTools' order.
 async function inPages(s, expression) {

@@ -6,19 +6,14 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 
 import { Cdp, api, sessionPids, startCabind, waitFor } from './helpers.mjs';
-import { startShop } from './shop_site.mjs';
+import { shopAndCabind } from './shop_site.mjs';
 
-const shop = await startShop();
+const { shop, server } = await shopAndCabind();
 const ORIGIN = shop.origin;
 const { network } = shop;
-const server = await startCabind({ args: shop.cabindArgs });
-after(async () => {
-  await server.stop();
-  shop.close();
-});
 
 // The session's first page: its title, and what `expression` evaluates to there.
 async function onPage(s, expression = 'null') {

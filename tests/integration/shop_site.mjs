@@ -3,6 +3,9 @@
 // sid, and every other page's title says who is there: "hello <sid>" or "anonymous", then the
 // visit cookie ("new" without it), then the path.
 import http from 'node:http';
+import { after } from 'node:test';
+
+import { startCabind } from './helpers.mjs';
 
 export async function startShop() {
   const site = http.createServer((req, res) => {
@@ -30,4 +33,15 @@ export async function startShop() {
     cabindArgs: ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32'],
     close: () => site.close(),
   };
+}
+
+// The site and a cabind that lets sessions reach it, both stopped after the file's tests.
+export async function shopAndCabind() {
+  const shop = await startShop();
+  const server = await startCabind({ args: shop.cabindArgs });
+  after(async () => {
+    await server.stop();
+    shop.close();
+  });
+  return { shop, server };
 }
