@@ -54,7 +54,7 @@ std::vector<std::string> qemu_argv(const QemuLaunch& l) {
   std::vector<std::string> argv = {
       l.qemu.string(),
       // microvm: no PCI, no firmware tables beyond ACPI, virtio-mmio devices only.
-      "-M", "microvm",
+      "-M", l.ram_file.empty() ? "microvm" : "microvm,memory-backend=ram0",
       "-accel", accel,
       "-cpu", l.accel == Accel::kKvm ? "host" : "max",
       "-smp", std::to_string(l.vcpus),
@@ -83,6 +83,13 @@ std::vector<std::string> qemu_argv(const QemuLaunch& l) {
       "-qmp", std::string("unix:") + kQmpSocketName + ",server=on,wait=off",
   };
   // clang-format on
+  if (!l.ram_file.empty()) {
+    argv.insert(argv.begin() + 1,
+                {"-object", "memory-backend-file,id=ram0,size=" + std::to_string(l.memory_mib) +
+                                "M,mem-path=" + qemu_opt_escape(l.ram_file.string()) +
+                                ",share=" + (l.ram_shared ? "on" : "off")});
+  }
+  if (l.incoming) argv.insert(argv.end(), {"-incoming", "defer"});
   return argv;
 }
 

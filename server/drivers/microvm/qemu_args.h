@@ -32,6 +32,13 @@ struct QemuLaunch {
   uint16_t host_port = 0;   // host loopback port forwarded to the agent's port in the guest
   uint64_t tsc_khz = 0;     // TCG only: the host TSC rate the guest's TSC runs at; 0: unknown
   uint64_t tcg_tb_mib = 0;  // TCG translation cache; 0: QEMU's default
+  // Guest RAM in a file (a template's, on tmpfs) instead of anonymous memory: shared, the file
+  // is the RAM and a saved state leaves it out (x-ignore-shared); private, it is mapped
+  // copy-on-write, as every restore of the template maps it. Empty: anonymous RAM.
+  std::filesystem::path ram_file;
+  bool ram_shared = true;
+  // Waits for a saved state (QMP migrate-incoming) instead of booting.
+  bool incoming = false;
 };
 
 // Escapes a value for QEMU's key=value,... option syntax (a comma is written twice).

@@ -1,6 +1,10 @@
 #include "server/drivers/microvm/qmp.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cstring>
 
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/read_until.hpp>
@@ -31,6 +35,147 @@ Error qmp_error(std::string what) {
   return make_error(Errc::kBadGateway, "qmp_failed", "QMP: " + std::move(what));
 }
 
+// The name a state file's descriptor gets in QEMU's monitor (getfd).
+constexpr const char* kStateFdName = "cabin-state";
+
+// One connection to a QEMU's monitor, capabilities negotiated, everything on it bounded by one
+// deadline: a timer closes the socket when it passes.
+class QmpSession {
+ public:
+  QmpSession(net::any_io_executor ex, std::chrono::milliseconds timeout)
+      : sock_(std::make_shared<local::socket>(ex)), timer_(ex), buf_(kMaxQmpLine) {
+    timer_.expires_after(timeout);
+    // The socket is shared with the timer's handler, so a late expiry never touches a dead one.
+    timer_.async_wait([sock = sock_](boost::system::error_code ec) {
+      if (!ec) {
+        boost::system::error_code ignored;
+        sock->close(ignored);
+      }
+    });
+  }
+  ~QmpSession() {
+    timer_.cancel();
+    boost::system::error_code ignored;
+    sock_->close(ignored);
+  }
+  QmpSession(const QmpSession&) = delete;
+  QmpSession& operator=(const QmpSession&) = delete;
+
+  net::awaitable<Result<void>> open(const std::filesystem::path& dir,
+                                    const std::string& socket_name) {
+    // Through a descriptor of the dir: the socket path then never exceeds sun_path's 108 bytes.
+    UniqueFd dirfd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dirfd.valid()) co_return qmp_error("cannot open " + dir.string());
+    boost::system::error_code ec;
+    open_cloexec(*sock_, local(), ec);
+    if (!ec) {
+      co_await sock_->async_connect(
+          local::endpoint("/proc/self/fd/" + std::to_string(dirfd.get()) + "/" + socket_name),
+          net::redirect_error(net::use_awaitable, ec));
+    }
+    if (ec) co_return qmp_error("connect: " + ec.message());
+    auto greeting = co_await read_message();
+    if (!greeting) co_return greeting.error();
+    if (greeting->kind != QmpKind::kGreeting) co_return qmp_error("no greeting");
+    json none = json::value_t::discarded;
+    auto caps = co_await execute("qmp_capabilities", std::move(none), -1);
+    if (!caps) co_return caps.error();
+    co_return Result<void>{};
+  }
+
+  // Runs one command and answers what it returned, skipping events. With `fd`, the descriptor
+  // travels with the command's bytes (SCM_RIGHTS), as getfd wants it.
+  // (No default arguments: GCC 12 destroys their temporaries twice in a coroutine.)
+  net::awaitable<Result<json>> execute(const std::string& name, json arguments, int fd) {
+    json request = {{"execute", name}};
+    if (!arguments.is_discarded()) request["arguments"] = std::move(arguments);
+    const std::string req = request.dump() + "\n";
+    boost::system::error_code wec;
+    if (fd >= 0) {
+      wec = co_await send_with_fd(req, fd);
+    } else {
+      co_await net::async_write(*sock_, net::buffer(req),
+                                net::redirect_error(net::use_awaitable, wec));
+    }
+    if (wec) co_return qmp_error("write: " + wec.message());
+    for (int i = 0; i <= kMaxEventsPerCommand; ++i) {
+      auto m = co_await read_message();
+      if (!m) co_return m.error();
+      switch (m->kind) {
+        case QmpKind::kReturn:
+          co_return std::move(m->value);
+        case QmpKind::kError:
+          co_return qmp_error(name + ": " + m->text);
+        case QmpKind::kEvent:
+          continue;
+        default:
+          co_return qmp_error(name + ": unexpected answer (" + m->text + ")");
+      }
+    }
+    co_return qmp_error(name + ": no answer among the events");
+  }
+
+  // Polls query-migrate until the migration completed; an error when it failed or was cancelled.
+  net::awaitable<Result<void>> wait_migrated() {
+    for (;;) {
+      json none = json::value_t::discarded;
+      auto q = co_await execute("query-migrate", std::move(none), -1);
+      if (!q) co_return q.error();
+      const std::string status = q->is_object() ? q->value("status", "") : "";
+      if (status == "completed") co_return Result<void>{};
+      if (status == "failed" || status == "cancelled") {
+        co_return qmp_error("migration " + status +
+                            (q->contains("error-desc") && (*q)["error-desc"].is_string()
+                                 ? ": " + (*q)["error-desc"].get<std::string>()
+                                 : std::string()));
+      }
+      net::steady_timer pause(sock_->get_executor(), std::chrono::milliseconds(5));
+      co_await pause.async_wait(net::use_awaitable);
+    }
+  }
+
+ private:
+  net::awaitable<Result<QmpMessage>> read_message() {
+    boost::system::error_code rec;
+    size_t n = co_await net::async_read_until(*sock_, buf_, '\n',
+                                              net::redirect_error(net::use_awaitable, rec));
+    if (rec) co_return qmp_error("read: " + rec.message());
+    std::string line(net::buffers_begin(buf_.data()), net::buffers_begin(buf_.data()) + n);
+    buf_.consume(n);
+    co_return parse_qmp_line(line);
+  }
+
+  net::awaitable<boost::system::error_code> send_with_fd(const std::string& bytes, int fd) {
+    for (;;) {
+      struct iovec iov {const_cast<char*>(bytes.data()), bytes.size()};
+      alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      struct msghdr msg {};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+      const ssize_t sent = ::sendmsg(sock_->native_handle(), &msg, MSG_NOSIGNAL);
+      if (sent == static_cast<ssize_t>(bytes.size())) co_return boost::system::error_code{};
+      if (sent >= 0) co_return make_error_code(boost::system::errc::message_size);
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        co_return boost::system::error_code(errno, boost::system::system_category());
+      boost::system::error_code ec;
+      co_await sock_->async_wait(local::socket::wait_write,
+                                 net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return ec;
+    }
+  }
+
+  std::shared_ptr<local::socket> sock_;
+  net::steady_timer timer_;
+  net::streambuf buf_;
+};
+
 }  // namespace
 
 QmpMessage parse_qmp_line(std::string_view line) {
@@ -40,7 +185,7 @@ QmpMessage parse_qmp_line(std::string_view line) {
   const json& j = *parsed;
   if (!j.is_object()) return {QmpKind::kInvalid, "not a JSON object"};
   if (j.contains("QMP")) return {QmpKind::kGreeting, ""};
-  if (j.contains("return")) return {QmpKind::kReturn, ""};
+  if (j.contains("return")) return {QmpKind::kReturn, "", j["return"]};
   if (j.contains("error")) {
     const json& e = j["error"];
     std::string text;
@@ -59,79 +204,56 @@ QmpMessage parse_qmp_line(std::string_view line) {
 net::awaitable<Result<void>> qmp_execute(net::any_io_executor ex, std::filesystem::path dir,
                                          std::string socket_name, std::string command,
                                          std::chrono::milliseconds timeout) {
-  // Through a descriptor of the dir: the socket path then never exceeds sun_path's 108 bytes.
-  UniqueFd dirfd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!dirfd.valid()) co_return qmp_error("cannot open " + dir.string());
-  auto sock = std::make_shared<local::socket>(ex);
-  net::steady_timer timer(ex);
-  timer.expires_after(timeout);
-  // The socket is shared with the timer's handler, so a late expiry never touches a dead socket.
-  timer.async_wait([sock](boost::system::error_code ec) {
-    if (!ec) {
-      boost::system::error_code ignored;
-      sock->close(ignored);
-    }
-  });
-  boost::system::error_code ec;
-  open_cloexec(*sock, local(), ec);
-  if (!ec) {
-    co_await sock->async_connect(
-        local::endpoint("/proc/self/fd/" + std::to_string(dirfd.get()) + "/" + socket_name),
-        net::redirect_error(net::use_awaitable, ec));
-  }
-  if (ec) {
-    timer.cancel();
-    co_return qmp_error("connect: " + ec.message());
-  }
+  QmpSession qmp(ex, timeout);
+  CABIN_CO_TRY(co_await qmp.open(dir, socket_name));
+  json none = json::value_t::discarded;
+  auto done = co_await qmp.execute(command, std::move(none), -1);
+  if (!done) co_return done.error();
+  co_return Result<void>{};
+}
 
-  net::streambuf buf(kMaxQmpLine);
-  auto read_message = [&]() -> net::awaitable<Result<QmpMessage>> {
-    boost::system::error_code rec;
-    size_t n = co_await net::async_read_until(*sock, buf, '\n',
-                                              net::redirect_error(net::use_awaitable, rec));
-    if (rec) co_return qmp_error("read: " + rec.message());
-    std::string line(net::buffers_begin(buf.data()), net::buffers_begin(buf.data()) + n);
-    buf.consume(n);
-    co_return parse_qmp_line(line);
-  };
-  // Sends one command and waits for its answer, skipping events.
-  auto run = [&](const std::string& name) -> net::awaitable<Result<void>> {
-    std::string req = json{{"execute", name}}.dump() + "\n";
-    boost::system::error_code wec;
-    co_await net::async_write(*sock, net::buffer(req),
-                              net::redirect_error(net::use_awaitable, wec));
-    if (wec) co_return qmp_error("write: " + wec.message());
-    for (int i = 0; i <= kMaxEventsPerCommand; ++i) {
-      auto m = co_await read_message();
-      if (!m) co_return m.error();
-      switch (m->kind) {
-        case QmpKind::kReturn:
-          co_return Result<void>();
-        case QmpKind::kError:
-          co_return qmp_error(name + ": " + m->text);
-        case QmpKind::kEvent:
-          continue;
-        default:
-          co_return qmp_error(name + ": unexpected answer (" + m->text + ")");
-      }
-    }
-    co_return qmp_error(name + ": no answer among the events");
-  };
+net::awaitable<Result<void>> qmp_save_state(net::any_io_executor ex, std::filesystem::path dir,
+                                            std::string socket_name, int state_fd,
+                                            std::chrono::milliseconds timeout) {
+  QmpSession qmp(ex, timeout);
+  CABIN_CO_TRY(co_await qmp.open(dir, socket_name));
+  // (Arguments are built before each co_await: GCC 12 mishandles braced lists inside one.)
+  json ignore_shared = {
+      {"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
+  json fd_name = {{"fdname", kStateFdName}};
+  json to_fd = {{"uri", std::string("fd:") + kStateFdName}};
+  json none = json::value_t::discarded;
+  auto stopped = co_await qmp.execute("stop", std::move(none), -1);
+  if (!stopped) co_return stopped.error();
+  auto caps = co_await qmp.execute("migrate-set-capabilities", std::move(ignore_shared), -1);
+  if (!caps) co_return caps.error();
+  auto got = co_await qmp.execute("getfd", std::move(fd_name), state_fd);
+  if (!got) co_return got.error();
+  auto started = co_await qmp.execute("migrate", std::move(to_fd), -1);
+  if (!started) co_return started.error();
+  co_return co_await qmp.wait_migrated();
+}
 
-  Result<void> result;
-  auto greeting = co_await read_message();
-  if (!greeting) {
-    result = greeting.error();
-  } else if (greeting->kind != QmpKind::kGreeting) {
-    result = qmp_error("no greeting");
-  } else if (auto caps = co_await run("qmp_capabilities"); !caps) {
-    result = caps;
-  } else {
-    result = co_await run(command);
-  }
-  timer.cancel();
-  sock->close(ec);
-  co_return result;
+net::awaitable<Result<void>> qmp_restore_state(net::any_io_executor ex, std::filesystem::path dir,
+                                               std::string socket_name, int state_fd,
+                                               std::chrono::milliseconds timeout) {
+  QmpSession qmp(ex, timeout);
+  CABIN_CO_TRY(co_await qmp.open(dir, socket_name));
+  json ignore_shared = {
+      {"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
+  json fd_name = {{"fdname", kStateFdName}};
+  json from_fd = {{"uri", std::string("fd:") + kStateFdName}};
+  auto caps = co_await qmp.execute("migrate-set-capabilities", std::move(ignore_shared), -1);
+  if (!caps) co_return caps.error();
+  auto got = co_await qmp.execute("getfd", std::move(fd_name), state_fd);
+  if (!got) co_return got.error();
+  auto started = co_await qmp.execute("migrate-incoming", std::move(from_fd), -1);
+  if (!started) co_return started.error();
+  CABIN_CO_TRY(co_await qmp.wait_migrated());
+  json none = json::value_t::discarded;
+  auto resumed = co_await qmp.execute("cont", std::move(none), -1);
+  if (!resumed) co_return resumed.error();
+  co_return Result<void>{};
 }
 
 }  // namespace cabin::drivers

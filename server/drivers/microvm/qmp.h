@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "common/result.h"
 
 namespace cabin::drivers {
@@ -23,6 +25,7 @@ enum class QmpKind { kGreeting, kReturn, kError, kEvent, kInvalid };
 struct QmpMessage {
   QmpKind kind = QmpKind::kInvalid;
   std::string text;  // kError: the error's class and description; kEvent: its name
+  nlohmann::json value;  // kReturn: what the command returned
 };
 
 // Classifies one line QEMU sent (each QMP message is one JSON object on one line).
@@ -33,5 +36,18 @@ QmpMessage parse_qmp_line(std::string_view line);
 net::awaitable<Result<void>> qmp_execute(net::any_io_executor ex, std::filesystem::path dir,
                                          std::string socket_name, std::string command,
                                          std::chrono::milliseconds timeout);
+
+// A VM's device state saved for copy-on-write restores: the VM is stopped, and with
+// x-ignore-shared only what is not in its shared RAM file goes into the stream, written to
+// `state_fd` (handed to QEMU over the socket: its sandbox forbids the exec: URIs). Answers once
+// QEMU says the migration completed; the VM stays stopped.
+net::awaitable<Result<void>> qmp_save_state(net::any_io_executor ex, std::filesystem::path dir,
+                                            std::string socket_name, int state_fd,
+                                            std::chrono::milliseconds timeout);
+// The other side, in a QEMU started with `-incoming defer` and the same RAM file mapped
+// privately: loads the state from `state_fd`, then lets the VM run.
+net::awaitable<Result<void>> qmp_restore_state(net::any_io_executor ex, std::filesystem::path dir,
+                                               std::string socket_name, int state_fd,
+                                               std::chrono::milliseconds timeout);
 
 }  // namespace cabin::drivers

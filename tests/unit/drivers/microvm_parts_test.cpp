@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,11 +21,14 @@
 #include <boost/asio/write.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <thread>
 
 #include "common/crypto.h"
+#include "common/unique_fd.h"
 #include "server/drivers/microvm/image_manifest.h"
 #include "server/drivers/microvm/kvm_probe.h"
 #include "server/drivers/microvm/microvm_driver.h"
@@ -118,6 +122,34 @@ TEST_CASE("qemu argv for TCG", "[microvm]") {
 
   l.tcg_tb_mib = 256;
   CHECK(has_pair(qemu_argv(l), "-accel", "tcg,thread=multi,tb-size=256"));
+  CHECK(std::count(argv.begin(), argv.end(), "-object") == 0);  // anonymous RAM by default
+  CHECK(std::count(argv.begin(), argv.end(), "-incoming") == 0);
+}
+
+TEST_CASE("qemu argv: a template's RAM in a shared file, a restore's mapped privately", "[microvm]") {
+  QemuLaunch l;
+  l.qemu = "qemu";
+  l.image_dir = "/img";
+  l.memory_mib = 1024;
+  l.ram_file = "/dev/shm/t,1.ram";
+  auto tpl = qemu_argv(l);
+  CHECK(has_pair(tpl, "-M", "microvm,memory-backend=ram0"));
+  CHECK(has_pair(tpl, "-object",
+                 "memory-backend-file,id=ram0,size=1024M,mem-path=/dev/shm/t,,1.ram,share=on"));
+  CHECK(has_pair(tpl, "-m", "1024"));  // the same size as the backend, or QEMU refuses
+  CHECK(std::count(tpl.begin(), tpl.end(), "-incoming") == 0);
+  l.ram_shared = false;
+  l.incoming = true;
+  auto clone = qemu_argv(l);
+  CHECK(has_pair(clone, "-object",
+                 "memory-backend-file,id=ram0,size=1024M,mem-path=/dev/shm/t,,1.ram,share=off"));
+  CHECK(has_pair(clone, "-incoming", "defer"));
+  // Everything else is the template's: a saved state loads only into the same machine.
+  std::vector<std::string> rest_tpl, rest_clone;
+  for (const auto& a : tpl) if (a.find("share=") == std::string::npos) rest_tpl.push_back(a);
+  for (const auto& a : clone) if (a.find("share=") == std::string::npos) rest_clone.push_back(a);
+  rest_clone.resize(rest_clone.size() - 2);  // -incoming defer
+  CHECK(rest_tpl == rest_clone);
 }
 
 TEST_CASE("qemu argv for KVM", "[microvm]") {
@@ -453,4 +485,213 @@ TEST_CASE("microvm reap_leftovers kills only its own earlier VMs", "[microvm]") 
   CHECK(fs::exists(c.run_dir / "stray-file"));
   ::kill(foreign, SIGKILL);
   ::waitpid(foreign, nullptr, 0);
+}
+
+namespace {
+
+// A stand-in QEMU monitor for one connection: a greeting, then an answer per command line, the
+// descriptors that come with getfd kept. query-migrate says "active" once, then `final`.
+struct FakeMonitor {
+  std::vector<std::string> commands;
+  std::vector<std::string> fd_contents;  // what each passed descriptor's file held
+  std::string final_status = "completed";
+
+  net::awaitable<void> serve(net::local::stream_protocol::acceptor& acceptor) {
+    auto sock = co_await acceptor.async_accept(net::use_awaitable);
+    std::string greeting = R"({"QMP": {"version": {}, "capabilities": []}})" "\n";
+    co_await net::async_write(sock, net::buffer(greeting), net::use_awaitable);
+    int polls = 0;
+    std::string pending;
+    for (;;) {
+      co_await sock.async_wait(net::local::stream_protocol::socket::wait_read, net::use_awaitable);
+      char data[4096];
+      alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+      struct iovec iov {data, sizeof data};
+      struct msghdr msg {};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = ::recvmsg(sock.native_handle(), &msg, 0);
+      if (n <= 0) co_return;
+      for (auto* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int fd = -1;
+        std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+        char got[64] = {};
+        const ssize_t r = ::pread(fd, got, sizeof got - 1, 0);
+        fd_contents.push_back(r > 0 ? std::string(got, static_cast<size_t>(r)) : "");
+        ::close(fd);
+      }
+      pending.append(data, static_cast<size_t>(n));
+      for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+        const std::string line = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        commands.push_back(line);
+        std::string answer = R"({"return": {}})";
+        if (line.find("query-migrate") != std::string::npos) {
+          answer = std::string(R"({"return": {"status": ")") +
+                   (polls++ == 0 ? "active" : final_status) + R"(", "error-desc": "boom"}})";
+        }
+        answer += "\n";
+        co_await net::async_write(sock, net::buffer(answer), net::use_awaitable);
+      }
+    }
+  }
+};
+
+// The "execute" names of the commands, in order, and the first's arguments where it has some.
+std::vector<std::string> executed(const std::vector<std::string>& lines) {
+  std::vector<std::string> out;
+  for (const auto& l : lines) out.push_back(nlohmann::json::parse(l)["execute"]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a VM's state is saved and restored over QMP with the file's descriptor", "[microvm]") {
+  TempDir t;
+  const auto state = t.path / "state";
+  std::ofstream(state) << "device state";
+  for (bool restore : {false, true}) {
+    INFO((restore ? "restore" : "save"));
+    net::io_context io;
+    std::filesystem::remove(t.path / "qmp.sock");
+    net::local::stream_protocol::acceptor acceptor(io, (t.path / "qmp.sock").string());
+    FakeMonitor qemu;
+    net::co_spawn(io, qemu.serve(acceptor), net::detached);
+    cabin::UniqueFd fd(::open(state.c_str(), O_RDONLY | O_CLOEXEC));
+    std::optional<cabin::Result<void>> done;
+    auto run = restore ? qmp_restore_state(io.get_executor(), t.path, "qmp.sock", fd.get(), 5s)
+                       : qmp_save_state(io.get_executor(), t.path, "qmp.sock", fd.get(), 5s);
+    net::co_spawn(io, store(std::move(run), done), net::detached);
+    io.run_for(10s);
+    REQUIRE(done.has_value());
+    CHECK(done->ok());
+    const std::vector<std::string> want =
+        restore ? std::vector<std::string>{"qmp_capabilities", "migrate-set-capabilities", "getfd",
+                                           "migrate-incoming", "query-migrate", "query-migrate",
+                                           "cont"}
+                : std::vector<std::string>{"qmp_capabilities", "stop", "migrate-set-capabilities",
+                                           "getfd", "migrate", "query-migrate", "query-migrate"};
+    CHECK(executed(qemu.commands) == want);
+    auto caps = nlohmann::json::parse(qemu.commands[restore ? 1 : 2]);
+    CHECK(caps["arguments"]["capabilities"][0]["capability"] == "x-ignore-shared");
+    CHECK(caps["arguments"]["capabilities"][0]["state"] == true);
+    auto getfd = nlohmann::json::parse(qemu.commands[restore ? 2 : 3]);
+    auto migrate = nlohmann::json::parse(qemu.commands[restore ? 3 : 4]);
+    CHECK(migrate["arguments"]["uri"] == "fd:" + getfd["arguments"]["fdname"].get<std::string>());
+    // The descriptor came with getfd, and it is the state file's.
+    CHECK(qemu.fd_contents == std::vector<std::string>{"device state"});
+  }
+}
+
+TEST_CASE("a failed migration is an error with QEMU's reason", "[microvm]") {
+  TempDir t;
+  net::io_context io;
+  net::local::stream_protocol::acceptor acceptor(io, (t.path / "qmp.sock").string());
+  FakeMonitor qemu;
+  qemu.final_status = "failed";
+  net::co_spawn(io, qemu.serve(acceptor), net::detached);
+  cabin::UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  std::optional<cabin::Result<void>> done;
+  net::co_spawn(io, store(qmp_save_state(io.get_executor(), t.path, "qmp.sock", fd.get(), 5s), done),
+                net::detached);
+  io.run_for(10s);
+  REQUIRE(done.has_value());
+  REQUIRE_FALSE(done->ok());
+  CHECK(done->error().message.find("migration failed: boom") != std::string::npos);
+}
+
+namespace {
+
+// A real QEMU with no guest (-S: it never runs an instruction), its RAM in `ram`, its monitor at
+// <dir>/qmp.sock. Killed and reaped when the holder goes.
+struct BareQemu {
+  pid_t pid = -1;
+  BareQemu(const std::filesystem::path& dir, const std::filesystem::path& ram, bool shared,
+           bool incoming) {
+    std::vector<std::string> argv = {
+        "qemu-system-x86_64", "-M", "microvm,memory-backend=ram0", "-object",
+        "memory-backend-file,id=ram0,size=64M,mem-path=" + ram.string() +
+            ",share=" + (shared ? "on" : "off"),
+        "-m", "64", "-nodefaults", "-no-user-config", "-display", "none", "-S", "-accel", "tcg",
+        "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+        "-qmp", "unix:" + (dir / "qmp.sock").string() + ",server=on,wait=off"};
+    if (incoming) argv.insert(argv.end(), {"-incoming", "defer"});
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    if (posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ) != 0) pid = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~BareQemu() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  // Whether its monitor socket appeared within `within` (QEMU takes a moment to start).
+  bool monitor_up(const std::filesystem::path& dir, std::chrono::seconds within) const {
+    const auto until = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < until) {
+      if (std::filesystem::exists(dir / "qmp.sock")) return true;
+      if (::waitpid(pid, nullptr, WNOHANG) == pid) return false;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+};
+
+bool have_qemu() { return ::system("command -v qemu-system-x86_64 >/dev/null 2>&1") == 0; }
+
+}  // namespace
+
+TEST_CASE("a real QEMU saves its state beside its RAM file and a private clone loads it",
+          "[microvm]") {
+  if (!have_qemu()) {
+    WARN("qemu-system-x86_64 is not installed");
+    return;
+  }
+  TempDir t;
+  const auto ram = t.path / "ram";
+  const auto state = t.path / "state";
+  std::filesystem::create_directories(t.path / "tpl");
+  std::filesystem::create_directories(t.path / "clone");
+  {
+    BareQemu tpl(t.path / "tpl", ram, true, false);
+    REQUIRE(tpl.monitor_up(t.path / "tpl", 30s));
+    net::io_context io;
+    cabin::UniqueFd out(::open(state.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    std::optional<cabin::Result<void>> saved;
+    net::co_spawn(io, store(qmp_save_state(io.get_executor(), t.path / "tpl", "qmp.sock",
+                                           out.get(), 20s), saved),
+                  net::detached);
+    io.run_for(30s);
+    REQUIRE(saved.has_value());
+    INFO((saved->ok() ? "" : saved->error().message));
+    REQUIRE(saved->ok());
+  }
+  // Only the device state went into the stream: the 64 MiB of RAM stayed in its file.
+  const auto size = std::filesystem::file_size(state);
+  CHECK(size > 0);
+  CHECK(size < (4u << 20));
+  CHECK(std::filesystem::file_size(ram) == (64u << 20));
+
+  BareQemu clone(t.path / "clone", ram, false, true);
+  REQUIRE(clone.monitor_up(t.path / "clone", 30s));
+  net::io_context io;
+  cabin::UniqueFd in(::open(state.c_str(), O_RDONLY | O_CLOEXEC));
+  std::optional<cabin::Result<void>> restored;
+  net::co_spawn(io, store(qmp_restore_state(io.get_executor(), t.path / "clone", "qmp.sock",
+                                            in.get(), 20s), restored),
+                net::detached);
+  io.run_for(30s);
+  REQUIRE(restored.has_value());
+  INFO((restored->ok() ? "" : restored->error().message));
+  CHECK(restored->ok());
 }
