@@ -70,7 +70,10 @@ Response Api::info(const Authn& authn) const {
               {"isolation", d.isolation},
               {"detail", d.detail},
               {"available", d.available},
-              {"supports_pause", d.supports_pause}};
+              {"supports_pause", d.supports_pause},
+              // A fork copies what the driver can reach of a browser: its profile (for now).
+              {"supports_profiles", d.supports_profiles},
+              {"supports_fork", d.supports_profiles}};
     if (!d.available) e["unavailable_reason"] = d.unavailable_reason;
     drivers.push_back(e);
   }

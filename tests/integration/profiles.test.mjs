@@ -142,7 +142,11 @@ test('profiles are their tenant\'s own, bad ones are refused before anything sta
     assert.equal(r.status, 400, `${JSON.stringify(body)}: ${r.text}`);
   }
   const info = await server.api('GET', '/v1/info');
-  if (info.json.drivers.find((d) => d.name === 'microvm')?.available) {
+  const drivers = Object.fromEntries(info.json.drivers.map((d) => [d.name, d]));
+  assert.equal(drivers.namespace.supports_profiles, true);
+  assert.equal(drivers.namespace.supports_fork, true);
+  if (drivers.microvm?.available) {
+    assert.equal(drivers.microvm.supports_profiles, false);
     const vm = await server.api('POST', '/v1/sessions', { driver: 'microvm', profile: { id } });
     assert.equal(vm.status, 400, vm.text);
     assert.match(vm.json.error.message, /profile/);
