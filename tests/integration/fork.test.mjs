@@ -1,5 +1,5 @@
 // Fork on the namespace driver: POST /v1/sessions/{id}/fork {count} makes sessions whose
-// browsers continue from the source's cookies (session cookies too), local storage and open
+// browsers continue from the source's cookies (session cookies too), local storage, IndexedDB and open
 // pages, each a session of its own that can then diverge; the source runs on. The answer says
 // what was copied and what was not (the pages' memory).
 import assert from 'node:assert/strict';
@@ -21,7 +21,9 @@ async function inPages(s, expression) {
     const out = [];
     for (const t of targetInfos.filter((x) => x.type === 'page')) {
       const { sessionId } = await cdp.send('Target.attachToTarget', { targetId: t.targetId, flatten: true });
-      const r = await cdp.send('Runtime.evaluate', { expression, returnByValue: true }, sessionId);
+      const r = await cdp.send('Runtime.evaluate', {
+        expression, returnByValue: true, awaitPromise: true,
+      }, sessionId);
       out.push({ url: t.url, value: r.result.value });
     }
     return out.sort((a, b) => a.url.localeCompare(b.url));
@@ -33,6 +35,19 @@ async function inPages(s, expression) {
 test('children continue from the source\'s cookies, storage and pages, and then diverge', async () => {
   const source = await server.createSession({ network, start_url: `${ORIGIN}/login` });
   // Logged in (a lasting cookie and a session one), a cart in local storage, two pages open.
+  // An order in IndexedDB, committed before the page moves on.
+  const ordered = await inPages(source, `new Promise((done, fail) => {
+    const open = indexedDB.open('shop', 1);
+    open.onupgradeneeded = () => open.result.createObjectStore('orders');
+    open.onerror = () => fail(open.error);
+    open.onsuccess = () => {
+      const tx = open.result.transaction('orders', 'readwrite');
+      tx.objectStore('orders').put('2 pears', 'last');
+      tx.oncomplete = () => done('stored');
+      tx.onerror = () => fail(tx.error);
+    };
+  })`);
+  assert.equal(ordered[0].value, 'stored');
   await inPages(source, `localStorage.setItem('cart', '3 apples'); location.href = '${ORIGIN}/home'`);
   const cdp = await Cdp.connect(source.cdp_url);
   await cdp.send('Target.createTarget', { url: `${ORIGIN}/second` });
@@ -66,6 +81,16 @@ test('children continue from the source\'s cookies, storage and pages, and then 
       assert.match(p.value[0], /^hello opensesame once \//, `${c.id}: logged in, its session cookie too`);
       assert.equal(p.value[1], '3 apples', `${c.id}: the cart`);
     }
+    const [order] = await inPages(c, `new Promise((done, fail) => {
+      const open = indexedDB.open('shop', 1);
+      open.onerror = () => fail(open.error);
+      open.onsuccess = () => {
+        const get = open.result.transaction('orders').objectStore('orders').get('last');
+        get.onsuccess = () => done(get.result ?? null);
+        get.onerror = () => fail(get.error);
+      };
+    })`);
+    assert.equal(order.value, '2 pears', `${c.id}: the order in IndexedDB`);
   }
 
   // They diverge: one empties its cart and logs out; the others keep theirs.
