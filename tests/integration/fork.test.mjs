@@ -1,7 +1,7 @@
 // Fork on the namespace driver: POST /v1/sessions/{id}/fork {count} makes sessions whose
-// browsers continue from the source's cookies (session cookies too), local storage, IndexedDB and open
-// pages, each a session of its own that can then diverge; the source runs on. The answer says
-// what was copied and what was not (the pages' memory).
+// browsers continue from the source's cookies (session cookies too), local storage, IndexedDB
+// and open pages, each a session of its own that can then diverge; the source runs on. The
+// answer says what was copied and what was not (the pages' memory).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
