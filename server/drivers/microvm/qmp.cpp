@@ -115,6 +115,23 @@ class QmpSession {
     co_return qmp_error(name + ": no answer among the events");
   }
 
+  // `verb` (migrate, migrate-incoming) of a VM's state over `fd`, with x-ignore-shared (RAM in
+  // a shared file stays out of the stream); answers once the migration has completed.
+  net::awaitable<Result<void>> migrate_over_fd(const char* verb, int fd) {
+    // (Arguments are built before each co_await: GCC 12 mishandles braced lists inside one.)
+    json ignore_shared = {
+        {"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
+    json fd_name = {{"fdname", kStateFdName}};
+    json uri = {{"uri", std::string("fd:") + kStateFdName}};
+    auto caps = co_await execute("migrate-set-capabilities", std::move(ignore_shared), -1);
+    if (!caps) co_return caps.error();
+    auto got = co_await execute("getfd", std::move(fd_name), fd);
+    if (!got) co_return got.error();
+    auto started = co_await execute(verb, std::move(uri), -1);
+    if (!started) co_return started.error();
+    co_return co_await wait_migrated();
+  }
+
   // Polls query-migrate until the migration completed; an error when it failed or was cancelled.
   net::awaitable<Result<void>> wait_migrated() {
     for (;;) {
@@ -217,21 +234,10 @@ net::awaitable<Result<void>> qmp_save_state(net::any_io_executor ex, std::filesy
                                             std::chrono::milliseconds timeout) {
   QmpSession qmp(ex, timeout);
   CABIN_CO_TRY(co_await qmp.open(dir, socket_name));
-  // (Arguments are built before each co_await: GCC 12 mishandles braced lists inside one.)
-  json ignore_shared = {
-      {"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
-  json fd_name = {{"fdname", kStateFdName}};
-  json to_fd = {{"uri", std::string("fd:") + kStateFdName}};
   json none = json::value_t::discarded;
   auto stopped = co_await qmp.execute("stop", std::move(none), -1);
   if (!stopped) co_return stopped.error();
-  auto caps = co_await qmp.execute("migrate-set-capabilities", std::move(ignore_shared), -1);
-  if (!caps) co_return caps.error();
-  auto got = co_await qmp.execute("getfd", std::move(fd_name), state_fd);
-  if (!got) co_return got.error();
-  auto started = co_await qmp.execute("migrate", std::move(to_fd), -1);
-  if (!started) co_return started.error();
-  co_return co_await qmp.wait_migrated();
+  co_return co_await qmp.migrate_over_fd("migrate", state_fd);
 }
 
 net::awaitable<Result<void>> qmp_restore_state(net::any_io_executor ex, std::filesystem::path dir,
@@ -239,17 +245,7 @@ net::awaitable<Result<void>> qmp_restore_state(net::any_io_executor ex, std::fil
                                                std::chrono::milliseconds timeout) {
   QmpSession qmp(ex, timeout);
   CABIN_CO_TRY(co_await qmp.open(dir, socket_name));
-  json ignore_shared = {
-      {"capabilities", json::array({{{"capability", "x-ignore-shared"}, {"state", true}}})}};
-  json fd_name = {{"fdname", kStateFdName}};
-  json from_fd = {{"uri", std::string("fd:") + kStateFdName}};
-  auto caps = co_await qmp.execute("migrate-set-capabilities", std::move(ignore_shared), -1);
-  if (!caps) co_return caps.error();
-  auto got = co_await qmp.execute("getfd", std::move(fd_name), state_fd);
-  if (!got) co_return got.error();
-  auto started = co_await qmp.execute("migrate-incoming", std::move(from_fd), -1);
-  if (!started) co_return started.error();
-  CABIN_CO_TRY(co_await qmp.wait_migrated());
+  CABIN_CO_TRY(co_await qmp.migrate_over_fd("migrate-incoming", state_fd));
   json none = json::value_t::discarded;
   auto resumed = co_await qmp.execute("cont", std::move(none), -1);
   if (!resumed) co_return resumed.error();
