@@ -89,6 +89,10 @@ struct Packer {
         if (!f.valid()) continue;
         struct stat fst {};
         if (::fstat(f.get(), &fst) != 0 || !S_ISREG(fst.st_mode)) continue;
+        // A file that cannot fit is refused before a byte of it is read.
+        if (static_cast<uint64_t>(fst.st_size) > limits.max_bytes - bytes) {
+          return too_large("holds more than " + std::to_string(limits.max_bytes >> 20) + " MiB");
+        }
         CABIN_TRY(entry(kFile, path));
         const size_t size_at = out.size();
         put_u64(out, 0);

@@ -1,5 +1,11 @@
 #include "server/sessions/session_manager.h"
 
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -343,23 +349,25 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
 
   store::SessionRecord rec = new_record(api::new_session_id(), driver_name, spec, tenant);
   std::filesystem::path profile;
+  // A profile dir is a tmpfs of its own as large as the sandbox's home: the sandbox writes it,
+  // and the host's disk is no place for that.
+  const uint64_t memory =
+      spec.resources.memory_mb > 0 ? spec.resources.memory_mb << 20 : config_.memory_bytes;
+  const uint64_t profile_bytes = std::max<uint64_t>(64ull << 20, memory / 2);
   if (spec.profile) {
-    auto out = check_out_profile(*spec.profile, tenant.id, rec.id, info);
+    auto out = check_out_profile(*spec.profile, tenant.id, rec.id, info, profile_bytes);
     if (!out) co_return out.error();
     profile = std::move(*out);
   }
   if (seed) {
-    auto out = seed_profile(rec.id, seed->archive);
+    auto out = seed_profile(rec.id, seed->archive, profile_bytes);
     if (!out) co_return out.error();
     profile = std::move(*out);
   }
   // Until the session is live, a start that goes wrong gives the profile back unchanged.
   auto give_back_profile = [&] {
     if (spec.profile) check_in_profile(rec.id, *spec.profile, false);
-    if (seed) {
-      std::error_code ec;
-      std::filesystem::remove_all(profile, ec);
-    }
+    if (seed) remove_profile_dir(rec.id);
   };
   if (auto r = store_.insert(rec); !r) {
     give_back_profile();
@@ -699,10 +707,7 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   }
   co_await s->sandbox_->destroy();
   if (profile) check_in_profile(s->id(), *profile, save_profile);
-  if (s->own_profile_) {
-    std::error_code ec;
-    std::filesystem::remove_all(profile_dir(s->id()), ec);
-  }
+  if (s->own_profile_) remove_profile_dir(s->id());
   if (!config_.logs_dir.empty()) {
     // Kept for debugging after the sandbox is gone; bounded by the driver's tail.
     std::ofstream out(config_.logs_dir / (s->id() + ".log"), std::ios::trunc);
@@ -721,22 +726,23 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
 Result<std::filesystem::path> SessionManager::check_out_profile(const api::ProfileUse& use,
                                                                const std::string& owner,
                                                                const std::string& session,
-                                                               const drivers::DriverInfo& driver) {
+                                                               const drivers::DriverInfo& driver,
+                                                               uint64_t bytes) {
   if (!profiles_ || !driver.supports_profiles) return api::errors::profile_not_found();
-  CABIN_ASSIGN_OR_RETURN(const auto dir, empty_profile_dir(session));
-  std::error_code ec;
+  CABIN_ASSIGN_OR_RETURN(const auto dir, empty_profile_dir(session, bytes));
   auto out = profiles_->check_out(use.id, owner, session, dir);
   if (!out) {
-    std::filesystem::remove_all(dir, ec);
+    remove_profile_dir(session);
     return out.error();
   }
   return dir;
 }
 
-Result<std::filesystem::path> SessionManager::empty_profile_dir(const std::string& session) {
+Result<std::filesystem::path> SessionManager::empty_profile_dir(const std::string& session,
+                                                                uint64_t bytes) {
   const auto dir = profile_dir(session);
+  remove_profile_dir(session);
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(profiles_live_, ec);
   if (!std::filesystem::create_directory(dir, ec) || ec) {
     return make_error(Errc::kInternal, "profile_io",
@@ -744,15 +750,34 @@ Result<std::filesystem::path> SessionManager::empty_profile_dir(const std::strin
   }
   std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
                                std::filesystem::perm_options::replace, ec);
+  // Without root there is no mount, and no cgroup limits either (the driver says so).
+  if (::geteuid() == 0) {
+    const std::string options = "size=" + std::to_string(bytes) + ",mode=0700";
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                options.c_str()) != 0) {
+      const int err = errno;
+      std::filesystem::remove(dir, ec);
+      return make_error(Errc::kInternal, "profile_io",
+                        "cannot mount the session's profile dir: " + std::string(strerror(err)));
+    }
+  }
   return dir;
 }
 
-Result<std::filesystem::path> SessionManager::seed_profile(const std::string& session,
-                                                           const std::string& archive) {
-  CABIN_ASSIGN_OR_RETURN(const auto dir, empty_profile_dir(session));
+void SessionManager::remove_profile_dir(const std::string& session) const {
+  const auto dir = profile_dir(session);
+  // Detached first: removing a tmpfs's files one by one would only be slower.
+  (void)::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+Result<std::filesystem::path> SessionManager::seed_profile(const std::string& session,
+                                                           const std::string& archive,
+                                                           uint64_t bytes) {
+  CABIN_ASSIGN_OR_RETURN(const auto dir, empty_profile_dir(session, bytes));
   if (auto r = profiles::unpack(archive, dir); !r) {
-    std::filesystem::remove_all(dir, ec);
+    remove_profile_dir(session);
     return r.error();
   }
   // Copied from a browser that is still running: its preferences say it crashed, which a new
@@ -837,8 +862,7 @@ void SessionManager::check_in_profile(const std::string& session, const api::Pro
       !r) {
     log()->warn("session {}: profile {} not saved: {}", session, use.id, r.error().message);
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  remove_profile_dir(session);
 }
 
 void SessionManager::record_end(const std::string& id, store::SessionStatus status,
@@ -1059,10 +1083,8 @@ void SessionManager::reap_leftovers(const std::set<std::string>& adopted) {
   std::error_code ec;
   for (std::filesystem::directory_iterator it(profiles_live_, ec), end; !ec && it != end;
        it.increment(ec)) {
-    if (!adopted.count(it->path().filename().string())) {
-      std::error_code rm;
-      std::filesystem::remove_all(it->path(), rm);
-    }
+    const std::string name = it->path().filename().string();
+    if (!adopted.count(name) && api::valid_session_id(name)) remove_profile_dir(name);
   }
 }
 

@@ -294,15 +294,18 @@ class SessionManager {
   Result<std::filesystem::path> check_out_profile(const api::ProfileUse& use,
                                                   const std::string& owner,
                                                   const std::string& session,
-                                                  const drivers::DriverInfo& driver);
+                                                  const drivers::DriverInfo& driver,
+                                                  uint64_t bytes);
   // Gives the profile back, with `save` what the session left in its dir kept from now on,
   // and removes the dir.
   void check_in_profile(const std::string& session, const api::ProfileUse& use, bool save);
-  // The session's profile dir, new and empty (0700).
-  Result<std::filesystem::path> empty_profile_dir(const std::string& session);
+  // The session's profile dir, new and empty (0700): a tmpfs of `bytes` when cabind is root.
+  Result<std::filesystem::path> empty_profile_dir(const std::string& session, uint64_t bytes);
+  // Unmounts and removes it.
+  void remove_profile_dir(const std::string& session) const;
   // A fork child's own dir, filled from its source's packed profile.
   Result<std::filesystem::path> seed_profile(const std::string& session,
-                                             const std::string& archive);
+                                             const std::string& archive, uint64_t bytes);
   std::filesystem::path profile_dir(const std::string& session) const {
     return profiles_live_ / session;
   }

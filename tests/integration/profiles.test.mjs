@@ -9,6 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 
 import { Cdp, api, sessionPids, startCabind, waitFor } from './helpers.mjs';
+import { exec } from './preview_helpers.mjs';
 import { shopAndCabind } from './shop_site.mjs';
 
 const { shop, server } = await shopAndCabind();
@@ -199,4 +200,29 @@ test('a session left to the next cabind keeps its profile; one that is lost free
     for (const s of live?.json?.sessions ?? []) await last.api('DELETE', `/v1/sessions/${s.id}`);
     await last.stop();
   }
+});
+
+test('a sandbox that fills its profile fills a tmpfs of its own, not the host\'s disk', async () => {
+  const id = (await server.api('POST', '/v1/profiles', { name: 'filled' })).json.id;
+  const s = await server.createSession({
+    resources: { memory_mb: 1024 }, profile: { id, persist: true },
+  });
+  const live = path.join(server.stateDir, 'profiles', 'live', s.id);
+  const mount = fs.readFileSync('/proc/self/mounts', 'utf8').split('\n')
+    .find((l) => l.split(' ')[1] === live);
+  assert.ok(mount, `the profile dir ${live} is a mount of its own`);
+  assert.match(mount, /^tmpfs \S+ tmpfs .*nosuid.*nodev.*noexec/);
+  const fill = await exec(server, s.id, ['sh', '-c',
+    'dd if=/dev/zero of="$HOME/chromium/fill" bs=1M 2>&1; df -k "$HOME/chromium" | tail -1']);
+  assert.match(fill.stdout, /No space left on device/);
+  // Half the sandbox's memory, as its home has.
+  const size = Number(fill.stdout.trim().split('\n').pop().split(/\s+/)[1]);
+  assert.equal(size, 512 * 1024, fill.stdout);
+  // The saved profile would be over its limit: the session ends, and the profile keeps what it
+  // had (nothing); the mount and the dir are gone.
+  assert.equal((await server.api('DELETE', `/v1/sessions/${s.id}`)).status, 200);
+  const after = (await server.api('GET', `/v1/profiles/${id}`)).json;
+  assert.equal(after.saved_at, null, JSON.stringify(after));
+  assert.ok(!fs.readFileSync('/proc/self/mounts', 'utf8').includes(live));
+  assert.ok(!fs.existsSync(live));
 });
