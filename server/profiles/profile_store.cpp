@@ -75,18 +75,13 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& db_p
   sqlite3* db = *opened;
   std::unique_ptr<ProfileStore> s(new ProfileStore(db, std::move(dir), std::move(key), limits));
   sqlite3_busy_timeout(db, 2000);
-  char* err = nullptr;
-  if (sqlite3_exec(db,
-                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                   "CREATE TABLE IF NOT EXISTS profiles ("
-                   " id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL,"
-                   " created_at INTEGER NOT NULL, saved_at INTEGER NOT NULL DEFAULT 0,"
-                   " size_bytes INTEGER NOT NULL DEFAULT 0, in_use_by TEXT NOT NULL DEFAULT '');",
-                   nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown";
-    sqlite3_free(err);
-    return make_error(Errc::kInternal, "store", msg);
-  }
+  CABIN_TRY(store::exec_sql(
+      db,
+      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+      "CREATE TABLE IF NOT EXISTS profiles ("
+      " id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL,"
+      " created_at INTEGER NOT NULL, saved_at INTEGER NOT NULL DEFAULT 0,"
+      " size_bytes INTEGER NOT NULL DEFAULT 0, in_use_by TEXT NOT NULL DEFAULT '');"));
   store::Stmt q(db,
                 "SELECT id, owner, name, created_at, saved_at, size_bytes, in_use_by FROM profiles"
                 " ORDER BY rowid");

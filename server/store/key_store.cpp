@@ -29,18 +29,12 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
   std::unique_ptr<KeyStore> store(new KeyStore(db));
   // The other connection may be writing: wait for it rather than fail.
   sqlite3_busy_timeout(db, 2000);
-  char* err = nullptr;
-  if (sqlite3_exec(db,
-                   "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                   "CREATE TABLE IF NOT EXISTS api_keys ("
-                   " id TEXT PRIMARY KEY, name TEXT NOT NULL, secret_hash TEXT NOT NULL,"
-                   " max_sessions INTEGER NOT NULL, max_creates_per_minute INTEGER NOT NULL,"
-                   " created_at INTEGER NOT NULL, revoked_at INTEGER NOT NULL DEFAULT 0);",
-                   nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown";
-    sqlite3_free(err);
-    return make_error(Errc::kInternal, "store", msg);
-  }
+  CABIN_TRY(exec_sql(db,
+                     "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                     "CREATE TABLE IF NOT EXISTS api_keys ("
+                     " id TEXT PRIMARY KEY, name TEXT NOT NULL, secret_hash TEXT NOT NULL,"
+                     " max_sessions INTEGER NOT NULL, max_creates_per_minute INTEGER NOT NULL,"
+                     " created_at INTEGER NOT NULL, revoked_at INTEGER NOT NULL DEFAULT 0);"));
   Stmt s(db,
          "SELECT id, name, secret_hash, max_sessions, max_creates_per_minute, created_at,"
          " revoked_at FROM api_keys ORDER BY rowid");

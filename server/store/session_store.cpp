@@ -102,15 +102,7 @@ Result<std::unique_ptr<SessionStore>> SessionStore::open(const std::string& path
 
 SessionStore::~SessionStore() { sqlite3_close(db_); }
 
-Result<void> SessionStore::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown";
-    sqlite3_free(err);
-    return make_error(Errc::kInternal, "store", msg);
-  }
-  return {};
-}
+Result<void> SessionStore::exec(const char* sql) { return exec_sql(db_, sql); }
 
 Result<void> SessionStore::insert(const SessionRecord& r) {
   Stmt s(db_, (std::string("INSERT INTO sessions (") + kColumns +

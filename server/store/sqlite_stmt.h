@@ -42,6 +42,17 @@ inline Error db_error(sqlite3* db, const char* what) {
   return make_error(Errc::kInternal, "store", std::string(what) + ": " + sqlite3_errmsg(db));
 }
 
+// Runs `sql` (one or more statements, no results).
+inline Result<void> exec_sql(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown";
+    sqlite3_free(err);
+    return make_error(Errc::kInternal, "store", msg);
+  }
+  return {};
+}
+
 // The database at `path` (created if missing), for one thread: ":memory:" is a private one.
 inline Result<sqlite3*> open_database(const std::string& path) {
   sqlite3* db = nullptr;
