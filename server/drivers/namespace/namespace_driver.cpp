@@ -23,7 +23,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -127,15 +126,10 @@ bool kill_recorded_launcher(const fs::path& dir) {
   return true;
 }
 
-// The launcher, and the cgroups it is confined to.
 // A directory inside the sandbox of launcher `launcher_pid`, by its path from the sandbox's root,
 // opened read-only with every link and mount crossing into the host refused.
 Result<UniqueFd> open_in_sandbox(int launcher_pid, const std::string& relative) {
-  std::ifstream in("/proc/" + std::to_string(launcher_pid) + "/task/" +
-                   std::to_string(launcher_pid) + "/children");
-  long init = 0;
-  if (!(in >> init) || init <= 0)
-    return make_error(Errc::kUnavailable, "sandbox_not_ready", "sandbox PID 1 is not there");
+  CABIN_ASSIGN_OR_RETURN(const int init, nsbox::sandbox_init_pid(launcher_pid));
   const std::string proc = "/proc/" + std::to_string(init);
   struct stat mine {}, theirs {};
   if (::stat("/proc/self/ns/mnt", &mine) != 0 || ::stat((proc + "/ns/mnt").c_str(), &theirs) != 0 ||
@@ -156,6 +150,7 @@ Result<UniqueFd> open_in_sandbox(int launcher_pid, const std::string& relative) 
   return UniqueFd(fd);
 }
 
+// The launcher, and the cgroups it is confined to.
 class NamespaceProcess final : public SandboxProcess {
  public:
   NamespaceProcess(net::any_io_executor ex, HostChild child, SandboxProcessConfig config,

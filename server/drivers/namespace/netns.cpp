@@ -30,15 +30,19 @@ Result<void> bring_up_loopback() {
   return {};
 }
 
-Result<UniqueFd> open_sandbox_netns(int launcher_pid) {
-  std::string task = "/proc/" + std::to_string(launcher_pid) + "/task/" +
-                     std::to_string(launcher_pid) + "/children";
-  std::ifstream in(task);
+Result<int> sandbox_init_pid(int launcher_pid) {
+  std::ifstream in("/proc/" + std::to_string(launcher_pid) + "/task/" +
+                   std::to_string(launcher_pid) + "/children");
   long child = 0;
   if (!(in >> child) || child <= 0) {
     return make_error(Errc::kUnavailable, "sandbox_not_ready", "sandbox PID 1 not there yet");
   }
-  return open_own_netns_of(static_cast<int>(child));
+  return static_cast<int>(child);
+}
+
+Result<UniqueFd> open_sandbox_netns(int launcher_pid) {
+  CABIN_ASSIGN_OR_RETURN(const int init, sandbox_init_pid(launcher_pid));
+  return open_own_netns_of(init);
 }
 
 Result<UniqueFd> open_own_netns_of(int pid) {

@@ -11,8 +11,12 @@ namespace cabin::nsbox {
 // Sets IFF_UP on "lo" (SIOCSIFFLAGS); a fresh net namespace starts with lo down.
 Result<void> bring_up_loopback();
 
-// The network namespace of the sandbox whose launcher is `launcher_pid` (its only child is the
-// sandbox's PID 1). Fails while the sandbox is not built yet.
+// The host pid of the sandbox's PID 1: the only child of its launcher `launcher_pid`. Fails
+// while it is not there yet.
+Result<int> sandbox_init_pid(int launcher_pid);
+
+// The network namespace of the sandbox whose launcher is `launcher_pid`. Fails while the sandbox
+// is not built yet.
 Result<UniqueFd> open_sandbox_netns(int launcher_pid);
 
 // The network namespace of process `pid`; fails while it is still cabind's own (not unshared
