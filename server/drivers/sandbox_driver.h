@@ -4,6 +4,7 @@
 // clang-format off
 #include "common/asio.h"  // first: see there
 // clang-format on
+#include <algorithm>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <cstdint>
@@ -63,6 +64,12 @@ struct SandboxSpec {
   // empty: a fresh one inside the sandbox.
   std::filesystem::path profile_dir;
 };
+
+// The size of each tmpfs a sandbox writes (its home, /tmp, /dev/shm, a saved profile's dir):
+// half its memory, at least 64 MiB. The memory cgroup bounds them together.
+inline uint64_t sandbox_tmpfs_bytes(uint64_t memory_bytes) {
+  return std::max<uint64_t>(64ull << 20, memory_bytes / 2);
+}
 
 class Sandbox {
  public:

@@ -351,11 +351,9 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   std::filesystem::path profile;
   // A profile dir is a tmpfs of its own as large as the sandbox's home: the sandbox writes it,
   // and the host's disk is no place for that.
-  const uint64_t memory =
-      spec.resources.memory_mb > 0 ? spec.resources.memory_mb << 20 : config_.memory_bytes;
-  const uint64_t profile_bytes = std::max<uint64_t>(64ull << 20, memory / 2);
+  const uint64_t profile_bytes = drivers::sandbox_tmpfs_bytes(memory_bytes(spec));
   if (spec.profile) {
-    auto out = check_out_profile(*spec.profile, tenant.id, rec.id, info, profile_bytes);
+    auto out = check_out_profile(*spec.profile, tenant.id, rec.id, profile_bytes);
     if (!out) co_return out.error();
     profile = std::move(*out);
   }
@@ -452,8 +450,7 @@ Result<drivers::SandboxSpec> SessionManager::sandbox_spec(const store::SessionRe
   sb.height = spec.resolution.height;
   sb.start_url = spec.start_url;
   sb.wait_until = std::string(api::wait_until_name(spec.wait_until));
-  sb.memory_bytes = spec.resources.memory_mb > 0 ? spec.resources.memory_mb << 20
-                                                 : config_.memory_bytes;
+  sb.memory_bytes = memory_bytes(spec);
   sb.vcpus = spec.resources.vcpus;
   sb.pids_max = config_.pids_max;
   if (egress) {
@@ -726,9 +723,7 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
 Result<std::filesystem::path> SessionManager::check_out_profile(const api::ProfileUse& use,
                                                                const std::string& owner,
                                                                const std::string& session,
-                                                               const drivers::DriverInfo& driver,
                                                                uint64_t bytes) {
-  if (!profiles_ || !driver.supports_profiles) return api::errors::profile_not_found();
   CABIN_ASSIGN_OR_RETURN(const auto dir, empty_profile_dir(session, bytes));
   auto out = profiles_->check_out(use.id, owner, session, dir);
   if (!out) {

@@ -289,13 +289,16 @@ class SessionManager {
   std::filesystem::path network_log_path(const std::string& id) const;
   net::awaitable<void> finish(SessionPtr s, store::SessionStatus status, std::string reason);
   // The profile `use` names, for a session of `owner`'s: checked and unpacked into its own dir
-  // (the profile is that session's until check_in_profile). 400 where the driver keeps none,
-  // 404 for another tenant's or none, 409 while another session has it.
+  // (the profile is that session's until check_in_profile). 404 for another tenant's or none,
+  // 409 while another session has it. (create_on has checked that there is a store and that
+  // the driver takes profiles.)
   Result<std::filesystem::path> check_out_profile(const api::ProfileUse& use,
                                                   const std::string& owner,
-                                                  const std::string& session,
-                                                  const drivers::DriverInfo& driver,
-                                                  uint64_t bytes);
+                                                  const std::string& session, uint64_t bytes);
+  // The sandbox's memory: the spec's, or the server's default.
+  uint64_t memory_bytes(const api::SessionSpec& spec) const {
+    return spec.resources.memory_mb > 0 ? spec.resources.memory_mb << 20 : config_.memory_bytes;
+  }
   // Gives the profile back, with `save` what the session left in its dir kept from now on,
   // and removes the dir.
   void check_in_profile(const std::string& session, const api::ProfileUse& use, bool save);

@@ -376,8 +376,7 @@ std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& co
   }
   if (!spec.profile_dir.empty()) a.profile = spec.profile_dir.string();
   a.cgroup_procs = cgroup_procs;
-  // Each tmpfs may take half the memory; the memory cgroup bounds them together.
-  a.tmpfs_bytes = std::max<uint64_t>(64ull << 20, spec.memory_bytes / 2);
+  a.tmpfs_bytes = sandbox_tmpfs_bytes(spec.memory_bytes);
   a.payload = agent_argv(config, spec);
   return nsbox::build_launcher_argv(config.launcher_path.string(), a);
 }
