@@ -56,6 +56,16 @@ std::optional<AgentErrorText> agent_error_message(std::string_view body) {
                         m->get<std::string>().substr(0, 1024)};
 }
 
+namespace {
+
+// Why the agent refused: its own words, bounded, or its status.
+std::string agent_refusal(const http::response<http::string_body>& res) {
+  auto text = agent_error_message(res.body());
+  return text ? text->message : "agent answered " + std::to_string(res.result_int());
+}
+
+}  // namespace
+
 net::awaitable<Result<http::response<http::string_body>>> AgentClient::request(
     http::verb method, const std::string& target, std::string body,
     std::chrono::milliseconds timeout, size_t body_limit) {
@@ -235,10 +245,8 @@ net::awaitable<Result<void>> AgentClient::navigate(const std::string& url,
   if (!res) co_return res.error();
   if (res->result() == http::status::ok) co_return Result<void>{};
   // The agent says why (the page failed to load, it took too long); pass it on, bounded.
-  auto text = agent_error_message(res->body());
   co_return make_error(Errc::kUnavailable, "start_page_failed",
-                       "the start page: " + (text ? text->message : "agent answered " +
-                                                                        std::to_string(res->result_int())));
+                       "the start page: " + agent_refusal(*res));
 }
 
 net::awaitable<Result<void>> AgentClient::close_browser(std::chrono::milliseconds timeout) {
@@ -247,9 +255,7 @@ net::awaitable<Result<void>> AgentClient::close_browser(std::chrono::millisecond
   auto res = co_await request(http::verb::post, target, std::move(body), timeout, 64 * 1024);
   if (!res) co_return res.error();
   if (res->result() == http::status::ok) co_return Result<void>{};
-  auto text = agent_error_message(res->body());
-  co_return api::errors::agent_error(text ? text->message
-                                          : "agent answered " + std::to_string(res->result_int()));
+  co_return api::errors::agent_error(agent_refusal(*res));
 }
 
 net::awaitable<Result<nlohmann::json>> AgentClient::browser_state() {
@@ -258,12 +264,8 @@ net::awaitable<Result<nlohmann::json>> AgentClient::browser_state() {
   auto res = co_await request(http::verb::get, target, std::move(none), std::chrono::seconds(30),
                               agent_protocol::kMaxStateBytes);
   if (!res) co_return res.error();
-  if (res->result() != http::status::ok) {
-    auto text = agent_error_message(res->body());
-    co_return api::errors::agent_error(
-        "the browser's state: " +
-        (text ? text->message : "agent answered " + std::to_string(res->result_int())));
-  }
+  if (res->result() != http::status::ok)
+    co_return api::errors::agent_error("the browser's state: " + agent_refusal(*res));
   auto state = agent_protocol::parse_browser_state(res->body());
   if (!state) co_return api::errors::agent_error("the browser's state: " + state.error().message);
   co_return std::move(*state);
@@ -276,10 +278,7 @@ net::awaitable<Result<void>> AgentClient::set_browser_state(const nlohmann::json
                               64 * 1024);
   if (!res) co_return res.error();
   if (res->result() == http::status::ok) co_return Result<void>{};
-  auto text = agent_error_message(res->body());
-  co_return api::errors::agent_error(
-      "giving the browser its state: " +
-      (text ? text->message : "agent answered " + std::to_string(res->result_int())));
+  co_return api::errors::agent_error("giving the browser its state: " + agent_refusal(*res));
 }
 
 net::awaitable<Result<ComputerAnswer>> AgentClient::computer(const computer::Batch& batch,

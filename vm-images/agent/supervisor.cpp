@@ -181,6 +181,18 @@ net::awaitable<void> cdp_close(websocket::stream<beast::tcp_stream>& ws) {
                           net::redirect_error(net::use_awaitable, ec));
 }
 
+// One CDP call on a connection of its own to `path`: its result, or a discarded value when the
+// connection or the call failed.
+net::awaitable<nlohmann::json> cdp_call_once(net::any_io_executor ex, uint16_t port,
+                                             const std::string& path, const char* method,
+                                             nlohmann::json params, std::chrono::seconds within) {
+  websocket::stream<beast::tcp_stream> ws(ex);
+  if (!co_await cdp_open(ws, port, path, within)) co_return nlohmann::json::value_t::discarded;
+  auto result = co_await cdp_call(ws, 1, method, std::move(params));
+  co_await cdp_close(ws);
+  co_return result;
+}
+
 // The value a page's `expression` evaluates to, awaited if it is a promise; discarded on any
 // failure.
 nlohmann::json evaluate_result(const nlohmann::json& answer) {
@@ -269,10 +281,9 @@ net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, 
 // DevTools can take a TCP connection before it serves the browser target.
 net::awaitable<bool> browser_answers(net::any_io_executor ex, uint16_t port,
                                      const std::string& browser_path) {
-  websocket::stream<beast::tcp_stream> ws(ex);
-  if (!(co_await cdp_open(ws, port, browser_path, std::chrono::seconds(5)))) co_return false;
-  auto version = co_await cdp_call(ws, 1, "Browser.getVersion", nlohmann::json::object());
-  co_await cdp_close(ws);
+  nlohmann::json none = nlohmann::json::object();
+  auto version = co_await cdp_call_once(ex, port, browser_path, "Browser.getVersion",
+                                        std::move(none), std::chrono::seconds(5));
   co_return version.is_object() && version.contains("product");
 }
 
@@ -336,14 +347,13 @@ net::awaitable<Result<nlohmann::json>> capture_browser_state(net::any_io_executo
        ++it) {
     if (it->is_object() && it->value("type", "") == "page") urls.push_back(it->value("url", ""));
   }
-  websocket::stream<beast::tcp_stream> ws(ex);
-  if (!co_await cdp_open(ws, devtools.port, devtools.browser_path, std::chrono::seconds(10)))
-    co_return make_error(Errc::kUnavailable, "cdp_failed", "the browser's DevTools did not answer");
   nlohmann::json none = nlohmann::json::object();
-  auto got = co_await cdp_call(ws, 1, "Storage.getCookies", std::move(none));
-  co_await cdp_close(ws);
-  if (!got.is_object() || !got.contains("cookies") || !got["cookies"].is_array())
-    co_return make_error(Errc::kUnavailable, "cdp_failed", "Storage.getCookies failed");
+  auto got = co_await cdp_call_once(ex, devtools.port, devtools.browser_path, "Storage.getCookies",
+                                    std::move(none), std::chrono::seconds(10));
+  if (!got.is_object() || !got.contains("cookies") || !got["cookies"].is_array()) {
+    co_return make_error(Errc::kUnavailable, "cdp_failed",
+                         "the browser's DevTools gave no cookies (Storage.getCookies)");
+  }
   // As Storage.setCookies takes them: its fields only, and no expiry for a session cookie.
   nlohmann::json cookies = nlohmann::json::array();
   for (const auto& c : got["cookies"]) {
@@ -363,17 +373,12 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
                                                    const DevToolsEndpoint& devtools,
                                                    nlohmann::json state, WaitUntil wait,
                                                    std::chrono::milliseconds timeout) {
-  {
-    websocket::stream<beast::tcp_stream> ws(ex);
-    if (!co_await cdp_open(ws, devtools.port, devtools.browser_path, std::chrono::seconds(10))) {
-      co_return make_error(Errc::kUnavailable, "cdp_failed",
-                           "the browser's DevTools did not answer");
-    }
-    nlohmann::json set = {{"cookies", std::move(state["cookies"])}};
-    auto done = co_await cdp_call(ws, 1, "Storage.setCookies", std::move(set));
-    co_await cdp_close(ws);
-    if (!done.is_object())
-      co_return make_error(Errc::kInvalidArgument, "bad_state", "Storage.setCookies refused them");
+  nlohmann::json set = {{"cookies", std::move(state["cookies"])}};
+  auto done = co_await cdp_call_once(ex, devtools.port, devtools.browser_path,
+                                     "Storage.setCookies", std::move(set), std::chrono::seconds(10));
+  if (!done.is_object()) {
+    co_return make_error(Errc::kInvalidArgument, "bad_state",
+                         "the browser's DevTools took no cookies (Storage.setCookies)");
   }
   const auto& urls = state["urls"];
   if (urls.empty()) co_return Result<void>{};
