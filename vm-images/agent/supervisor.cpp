@@ -333,6 +333,20 @@ net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, 
   co_return false;
 }
 
+// Whether the page at DevTools path `path` has committed a document of its own (not the first
+// about:blank) and finished loading it.
+net::awaitable<bool> page_loaded(net::any_io_executor ex, uint16_t port, const std::string& path) {
+  websocket::stream<beast::tcp_stream> ws(ex);
+  if (!co_await cdp_open(ws, port, path, std::chrono::seconds(5))) co_return false;
+  nlohmann::json ask_state = {{"expression", "[document.readyState, location.href]"},
+                              {"returnByValue", true}};
+  const auto answer = co_await cdp_call(ws, 1, "Runtime.evaluate", std::move(ask_state));
+  co_await cdp_close(ws);
+  const auto found = evaluate_result(answer);
+  co_return found.is_array() && found.size() == 2 && found[1].is_string() &&
+      found[1].get<std::string>() != "about:blank" && found[0] == "complete";
+}
+
 }  // namespace
 
 net::awaitable<Result<nlohmann::json>> capture_browser_state(net::any_io_executor ex,
@@ -380,6 +394,7 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
     co_return make_error(Errc::kInvalidArgument, "bad_state",
                          "the browser's DevTools took no cookies (Storage.setCookies)");
   }
+  const auto deadline = Clock::now() + timeout;
   const auto& urls = state["urls"];
   if (urls.empty()) co_return Result<void>{};
   std::string first = urls[0].get<std::string>();
@@ -388,16 +403,30 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
   websocket::stream<beast::tcp_stream> ws(ex);
   if (!co_await cdp_open(ws, devtools.port, devtools.browser_path, std::chrono::seconds(10)))
     co_return make_error(Errc::kUnavailable, "cdp_failed", "the browser's DevTools did not answer");
+  std::vector<std::string> opened;
   for (size_t i = 1; i < urls.size(); ++i) {
     nlohmann::json open = {{"url", urls[i]}, {"background", true}};
     auto made = co_await cdp_call(ws, static_cast<int>(i) + 1, "Target.createTarget",
                                   std::move(open));
-    if (!made.is_object()) {
+    if (!made.is_object() || !made.contains("targetId") || !made["targetId"].is_string()) {
       co_await cdp_close(ws);
       co_return make_error(Errc::kUnavailable, "cdp_failed", "Target.createTarget failed");
     }
+    opened.push_back(made["targetId"].get<std::string>());
   }
   co_await cdp_close(ws);
+  // The answer means every page is there: each of the others loaded too, as the first did.
+  for (const auto& id : opened) {
+    while (!co_await page_loaded(ex, devtools.port, "/devtools/page/" + id)) {
+      if (Clock::now() >= deadline) {
+        co_return make_error(Errc::kTimeout, "start_timeout",
+                             "a page did not load within " + std::to_string(timeout.count()) +
+                                 " ms");
+      }
+      net::steady_timer t(ex, std::chrono::milliseconds(10));
+      co_await t.async_wait(net::use_awaitable);
+    }
+  }
   co_return Result<void>{};
 }
 
