@@ -18,6 +18,7 @@ import { benchPreview, previewRows } from './preview.mjs';
 import { benchPause, pauseRows } from './pause.mjs';
 import { benchPool, poolRows } from './pool.mjs';
 import { benchFork, forkRows } from './fork.mjs';
+import { benchTemplate, templateRows } from './template.mjs';
 import { benchRestart, restartRows } from './restart.mjs';
 import { benchThreads, threadsRows } from './threads.mjs';
 import { summary } from './stats.mjs';
@@ -49,7 +50,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,microvm] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,microvm,template] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--threads-rounds N] [--egress-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
@@ -108,7 +109,10 @@ async function getCabind() {
   }
   log(`starting ${path.join(BIN_DIR, 'cabind')}`);
   // The microvm part reads the guest console and the driver's markers from cabind's info log.
-  return startCabind({ args: ['--log-level', only.has('microvm') ? 'info' : 'warn'] });
+  // Its microVMs boot cold: the microvm part compares boots (templates: --only template).
+  return startCabind({
+    args: ['--log-level', only.has('microvm') ? 'info' : 'warn', '--microvm-templates', 'off'],
+  });
 }
 
 async function createSession(cabin, spec) {
@@ -413,6 +417,7 @@ function table(results) {
   if (results.restart) rows.push(...restartRows(results.restart, fmt));
   if (results.pool) rows.push(...poolRows(results.pool, fmt));
   if (results.fork) rows.push(...forkRows(results.fork, fmt));
+  if (results.template) rows.push(...templateRows(results.template, fmt));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   if (results.threads) rows.push(...threadsRows(results.threads, fmt));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
@@ -478,6 +483,10 @@ async function main() {
     if (only.has('pool')) results.pool = await benchPool({ rounds: opt.quick ? 5 : 20, log });
     // Its own cabind and site.
     if (only.has('fork')) results.fork = await benchFork({ rounds: opt.quick ? 2 : 5, log });
+    // Its own cabinds: templates on, then off; on request only (cold boots take minutes).
+    if (only.has('template')) {
+      results.template = await benchTemplate({ copies: opt.quick ? 3 : 10, cold: opt.quick ? 1 : 3, log });
+    }
     // Its own cabind: the part kills and restarts it.
     if (only.has('restart')) {
       results.restart = await benchRestart({ n: opt.quick ? 2 : 4, rounds: opt.quick ? 2 : 5, log });

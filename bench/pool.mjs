@@ -8,7 +8,8 @@ import { summary } from './stats.mjs';
 
 const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
 
-async function createReady(server, spec) {
+// Create to CDP-ready in ms; `whileLive(session)` runs after the timing, before the delete.
+export async function createReady(server, spec, whileLive = async () => {}) {
   const t0 = process.hrtime.bigint();
   const s = await server.createSession(spec);
   const c = await Cdp.connect(s.cdp_url);
@@ -18,7 +19,11 @@ async function createReady(server, spec) {
     await c.close();
   }
   const took = ms(t0);
-  await server.deleteSession(s.id);
+  try {
+    await whileLive(s);
+  } finally {
+    await server.deleteSession(s.id);
+  }
   return took;
 }
 

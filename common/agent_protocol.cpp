@@ -1,5 +1,11 @@
 #include "common/agent_protocol.h"
 
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <optional>
+#include <vector>
+
 #include "common/bounded_json.h"
 #include "common/json_fields.h"
 
@@ -96,6 +102,97 @@ Result<NavigateRequest> parse_navigate_request(std::string_view body) {
     req.wait_until = std::move(*w);
   }
   return req;
+}
+
+namespace {
+
+bool lower_hex(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// A realtime clock before 2020 or after 2200 is not a host's.
+constexpr int64_t kMinUnixNs = 1577836800LL * 1000000000LL;
+constexpr int64_t kMaxUnixNs = 7258118400LL * 1000000000LL;
+
+}  // namespace
+
+Result<RestoredRequest> parse_restored_request(std::string_view body) {
+  auto j = parse_object(body);
+  if (!j) return j.error();
+  if (auto r = reject_unknown(*j, {"secret", "unix_ns", "seed", "machine_id"}); !r) return r.error();
+  RestoredRequest req;
+  for (const char* name : {"secret", "unix_ns", "seed", "machine_id"}) {
+    if (!j->contains(name)) return invalid_field(name, "is required");
+  }
+  auto secret = read_string(j->at("secret"), "secret", 128);
+  if (!secret) return secret.error();
+  if (secret->size() < 32 || !lower_hex(*secret))
+    return invalid_field("secret", "must be 32 to 128 lowercase hex digits");
+  req.secret = std::move(*secret);
+  auto ns = read_int(j->at("unix_ns"), "unix_ns", kMinUnixNs, kMaxUnixNs);
+  if (!ns) return ns.error();
+  req.unix_ns = *ns;
+  auto seed = read_string(j->at("seed"), "seed", 2 * kRestoreSeedBytes);
+  if (!seed) return seed.error();
+  if (seed->size() != 2 * kRestoreSeedBytes || !lower_hex(*seed))
+    return invalid_field("seed", "must be " + std::to_string(kRestoreSeedBytes) + " bytes in hex");
+  req.seed_hex = std::move(*seed);
+  auto id = read_string(j->at("machine_id"), "machine_id", 32);
+  if (!id) return id.error();
+  if (id->size() != 32 || !lower_hex(*id))
+    return invalid_field("machine_id", "must be 32 lowercase hex digits");
+  req.machine_id = std::move(*id);
+  return req;
+}
+
+json to_json(const RestoredRequest& r) {
+  return {{"secret", r.secret},
+          {"unix_ns", r.unix_ns},
+          {"seed", r.seed_hex},
+          {"machine_id", r.machine_id}};
+}
+
+std::string format_restore_line(const RestoredRequest& r, int64_t monotonic_ns) {
+  return std::to_string(r.unix_ns) + " " + std::to_string(monotonic_ns) + " " + r.seed_hex + " " +
+         r.machine_id + "\n";
+}
+
+Result<RestoreLine> parse_restore_line(std::string_view line) {
+  const auto bad = [](const std::string& why) {
+    return make_error(Errc::kInvalidArgument, "bad_restore_line", why);
+  };
+  if (line.size() > kMaxRestoreLine) return bad("too long");
+  if (line.empty() || line.back() != '\n') return bad("not one whole line");
+  line.remove_suffix(1);
+  std::vector<std::string_view> parts;
+  while (!line.empty() && parts.size() < 5) {
+    const size_t sp = line.find(' ');
+    parts.push_back(line.substr(0, sp));
+    line = sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
+  }
+  if (parts.size() != 4 || !line.empty()) return bad("expected four fields");
+  const auto number = [](std::string_view s, int64_t min, int64_t max) -> std::optional<int64_t> {
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < min || v > max)
+      return std::nullopt;
+    return v;
+  };
+  RestoreLine out;
+  auto unix_ns = number(parts[0], kMinUnixNs, kMaxUnixNs);
+  auto mono = number(parts[1], 0, std::numeric_limits<int64_t>::max());
+  if (!unix_ns || !mono) return bad("bad clock fields");
+  out.unix_ns = *unix_ns;
+  out.monotonic_ns = *mono;
+  if (parts[2].size() != 2 * kRestoreSeedBytes || !lower_hex(parts[2])) return bad("bad seed");
+  for (size_t i = 0; i < parts[2].size(); i += 2) {
+    const auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+    out.seed.push_back(static_cast<char>(nibble(parts[2][i]) * 16 + nibble(parts[2][i + 1])));
+  }
+  if (parts[3].size() != 32 || !lower_hex(parts[3])) return bad("bad machine-id");
+  out.machine_id = std::string(parts[3]);
+  return out;
 }
 
 Result<nlohmann::json> parse_browser_state(std::string_view body) {

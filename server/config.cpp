@@ -183,6 +183,11 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "kvm", "tcg"}))->capture_default_str();
   app.add_option("--microvm-vcpus", c.microvm_vcpus, "default vCPUs per microVM")
       ->check(CLI::Range(1, 16))->capture_default_str();
+  app.add_option("--microvm-templates", c.microvm_templates,
+                 "on: the first microVM of each shape (screen, vCPUs, memory) boots a template VM "
+                 "to a ready browser and snapshots it; every microVM of that shape is then a "
+                 "copy-on-write copy of it, made its own machine; off: every microVM boots")
+      ->check(CLI::IsMember({"on", "off"}))->capture_default_str();
   app.add_option("--default-timeout-s", c.default_timeout_s, "session lifetime when none is asked")
       ->check(CLI::Range(int64_t{1}, int64_t{31} * 86400))->capture_default_str();
   app.add_option("--max-timeout-s", c.max_timeout_s, "longest session lifetime allowed")

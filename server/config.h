@@ -34,6 +34,8 @@ struct ServerConfig {
   std::filesystem::path microvm_image_dir;  // empty: <bin-dir>/../vm-image
   std::string microvm_accel = "auto";       // auto | kvm | tcg
   int microvm_vcpus = 2;
+  // on: microVM sessions are copies of a template VM per shape, booted once and snapshotted.
+  std::string microvm_templates = "on";
   int64_t default_timeout_s = 3600;
   int64_t max_timeout_s = 86400;
   int64_t default_idle_timeout_s = 300;  // 0: sessions are never idle unless they ask

@@ -171,6 +171,7 @@ int main(int argc, char** argv) {
   mc.driver_limits["microvm"] = {std::chrono::milliseconds(cfg.microvm_start_timeout_ms),
                                  cfg.microvm_max_sessions};
   mc.memory_bytes = cfg.sandbox_memory_mb << 20;
+  mc.templates = cfg.microvm_templates == "on";
   for (const auto& text : cfg.pools) {
     auto pool = sessions::parse_pool(text);
     if (!pool) return fail("--pool " + pool.error().message);

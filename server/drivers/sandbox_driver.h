@@ -39,6 +39,9 @@ struct DriverInfo {
   // Chromium's profile can come from a host dir (SandboxSpec::profile_dir) and be read back
   // from it when the sandbox is gone.
   bool supports_profiles = false;
+  // Sandboxes started `snapshottable` can be frozen into a Snapshot (Sandbox::snapshot), from
+  // which restore() starts copies.
+  bool supports_snapshots = false;
 };
 
 // Immutable input to create(): everything the driver needs, already validated.
@@ -63,7 +66,18 @@ struct SandboxSpec {
   // A host dir holding the profile Chromium starts with and writes to (supports_profiles);
   // empty: a fresh one inside the sandbox.
   std::filesystem::path profile_dir;
+  // Started so that snapshot() can freeze it (supports_snapshots).
+  bool snapshottable = false;
 };
+
+// A sandbox frozen whole: its memory and device state, from which its driver starts copies
+// (SandboxDriver::restore). Opaque outside that driver; freed with its last holder.
+class Snapshot {
+ public:
+  virtual ~Snapshot() = default;
+  virtual std::string describe() const = 0;
+};
+using SnapshotPtr = std::shared_ptr<const Snapshot>;
 
 // The size of each tmpfs a sandbox writes (its home, /tmp, /dev/shm, a saved profile's dir):
 // half its memory, at least 64 MiB. The memory cgroup bounds them together.
@@ -97,6 +111,11 @@ class Sandbox {
   // Whether programs in the sandbox reach cabind's egress proxy through the agent's door rather
   // than a listener of cabind's (listen_loopback).
   virtual bool egress_through_agent() const { return false; }
+  // Freezes a sandbox started `snapshottable` into a Snapshot; the sandbox itself ends (as
+  // destroy() ends it). kUnavailable where the driver cannot.
+  virtual net::awaitable<Result<SnapshotPtr>> snapshot() {
+    co_return make_error(Errc::kUnavailable, "not_supported", "this sandbox cannot be snapshotted");
+  }
   virtual net::awaitable<Result<void>> pause() = 0;
   virtual net::awaitable<Result<void>> resume() = 0;
   // Idempotent; kills everything of the sandbox and removes its files, cgroups and mounts.
@@ -129,6 +148,16 @@ class SandboxDriver {
   // At start-up, after adopting: removes what sandboxes of an earlier cabind run left behind,
   // killing any sandbox not in `keep` (the adopted ones).
   virtual void reap_leftovers(const std::set<std::string>& keep) = 0;
+  // Starts a copy of `snapshot` (one of this driver's) as the sandbox `spec` names. The copy
+  // runs on from where the snapshot was taken: its programs, the agent's secret among them,
+  // are the snapshot's until told otherwise. `spec` gives its id and what the driver itself
+  // sets up; its resources and screen must be the snapshot's.
+  virtual net::awaitable<Result<SandboxPtr>> restore(const Snapshot& snapshot,
+                                                     const SandboxSpec& spec) {
+    (void)snapshot;
+    (void)spec;
+    co_return make_error(Errc::kUnavailable, "not_supported", "this driver cannot restore");
+  }
 };
 
 }  // namespace cabin::drivers

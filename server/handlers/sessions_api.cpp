@@ -87,6 +87,9 @@ Response Api::info(const Authn& authn) const {
                      {"claims", p.claims},
                      {"misses", p.misses}});
   }
+  json templates = json::array();
+  for (const auto& t : sessions_.templates())
+    templates.push_back({{"shape", t.shape}, {"state", t.state}, {"copies", t.copies}});
   return json_response(
       http::status::ok,
       {{"name", "cabin"},
@@ -94,6 +97,7 @@ Response Api::info(const Authn& authn) const {
        {"default_driver", config_.default_driver},
        {"drivers", drivers},
        {"pools", pools},
+       {"templates", templates},
        // A tenant sees its own sessions against its own quota.
        {"sessions", authn.key ? json{{"live", sessions_.tenant_load(authn.key->id)},
                                      {"max", authn.key->max_sessions},

@@ -249,6 +249,17 @@ net::awaitable<Result<void>> AgentClient::navigate(const std::string& url,
                        "the start page: " + agent_refusal(*res));
 }
 
+net::awaitable<Result<void>> AgentClient::restored(const agent_protocol::RestoredRequest& r,
+                                                  std::chrono::milliseconds timeout) {
+  const std::string target(agent_protocol::kRestoredPath);
+  std::string body = agent_protocol::to_json(r).dump();
+  auto res = co_await request(http::verb::post, target, std::move(body), timeout, 64 * 1024);
+  if (!res) co_return res.error();
+  if (res->result() != http::status::ok) co_return api::errors::agent_error(agent_refusal(*res));
+  secret_ = r.secret;
+  co_return Result<void>{};
+}
+
 net::awaitable<Result<void>> AgentClient::close_browser(std::chrono::milliseconds timeout) {
   const std::string target(agent_protocol::kBrowserClosePath);
   std::string body = "{}";

@@ -82,6 +82,10 @@ class AgentClient {
   // ("commit", "load", "networkidle"), within `timeout`.
   net::awaitable<Result<void>> navigate(const std::string& url, const std::string& wait_until,
                                         std::chrono::milliseconds timeout);
+  // Makes the agent of a VM restored from a snapshot (which still has the snapshot's secret,
+  // this client's) its own machine's, and speaks to it with the request's secret from then on.
+  net::awaitable<Result<void>> restored(const agent_protocol::RestoredRequest& r,
+                                        std::chrono::milliseconds timeout);
   // Closes the browser so that it writes its profile out; answers once it has exited.
   net::awaitable<Result<void>> close_browser(std::chrono::milliseconds timeout);
   // The browser's cookies and pages' URLs (agent_protocol::parse_browser_state), and giving them

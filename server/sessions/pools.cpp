@@ -130,21 +130,19 @@ net::awaitable<Result<SessionPtr>> SessionManager::start_pooled(const PoolConfig
   const bool egress = config_.egress.enabled && info.supports_egress;
   std::shared_ptr<egress::SessionCa> ca;
   CABIN_CO_ASSIGN_OR_RETURN(auto sb, sandbox_spec(rec, spec, egress, ca));
-  CABIN_CO_ASSIGN_OR_RETURN(auto sandbox, co_await d->second->create(sb));
-  auto s = std::make_shared<Session>(rec, spec, std::move(sandbox), sb.agent_secret, ex_);
-  s->ca_ = std::move(ca);
+  CABIN_CO_ASSIGN_OR_RETURN(auto started, co_await start_sandbox(p.driver, spec, sb, false));
+  auto s = std::make_shared<Session>(rec, spec, std::move(started.sandbox), started.first_secret,
+                                     ex_);
+  s->ca_ = started.from ? started.from->ca : std::move(ca);
   s->pooled_ = true;
   watch(s);
   // Not a guard object: a frame destroyed with the io_context at exit must not touch the
   // manager, which is gone by then.
   pool_starting_.insert(s);
-  const auto limits = limits_for(p.driver);
   if (draining_) s->ending_ = true;  // shutdown came while the driver started it
   // Chromium starts once the egress proxy accepts: it gets the default policy until a claim
   // sets the session's.
-  Result<void> ready;
-  if (egress) ready = co_await start_egress(s, limits.start_timeout);
-  if (ready) ready = co_await wait_ready(*s, limits.start_timeout);
+  Result<void> ready = co_await make_ready(s, started.from, sb, egress);
   pool_starting_.erase(s);
   if (!ready || !s->pooled_) {
     co_await drop_pooled(s);

@@ -318,7 +318,6 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     if (!profiles_) co_return api::errors::profile_not_found();
     if (auto p = profiles_->get(spec.profile->id, tenant.id); !p) co_return p.error();
   }
-  const DriverLimits limits = limits_for(driver_name);
   // The tenant's own limits come before the queue: a tenant over them never waits.
   auto& m = metrics::registry();
   if (tenant.max_sessions > 0 && tenant_load(tenant.id) >= tenant.max_sessions) {
@@ -382,7 +381,8 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     co_return sb.error();
   }
   sb->profile_dir = profile;
-  auto started = co_await d->second->create(*sb);
+  // A profile or a fork's seed needs a browser that starts from it: never a template's copy.
+  auto started = co_await start_sandbox(driver_name, spec, *sb, spec.profile || seed);
   if (!started) {
     give_back_profile();
     log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
@@ -391,16 +391,15 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
                          "sandbox could not start: " + started.error().message);
   }
-  auto s = std::make_shared<Session>(rec, spec, std::move(*started), sb->agent_secret, ex_);
-  s->ca_ = std::move(ca);
+  auto s = std::make_shared<Session>(rec, spec, std::move(started->sandbox),
+                                     started->first_secret, ex_);
+  s->ca_ = started->from ? started->from->ca : std::move(ca);
   s->own_profile_ = seed != nullptr;
   live_[rec.id] = s;
   admission.release();  // counted in live_ from now on
   watch(s);
 
-  Result<void> ready;
-  if (egress) ready = co_await start_egress(s, limits.start_timeout);
-  if (ready) ready = co_await wait_ready(*s, limits.start_timeout);
+  Result<void> ready = co_await make_ready(s, started->from, *sb, egress);
   if (ready && seed) ready = co_await s->agent_.set_browser_state(seed->state);
   if (!ready) {
     std::string reason = ready.error().message;

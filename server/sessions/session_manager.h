@@ -83,6 +83,9 @@ struct ManagerConfig {
   int create_queue = 16;
   std::chrono::milliseconds create_queue_timeout{30000};
   std::vector<PoolConfig> pools;
+  // Sessions on drivers with snapshots start as copies of a template per shape
+  // (session_manager templates.cpp).
+  bool templates = true;
 };
 
 // One warm pool as it is now.
@@ -207,6 +210,14 @@ class SessionManager {
   // destroys them.
   void start_pools();
   std::vector<PoolState> pools() const;
+  // Each template VM: its driver and shape ("microvm:1280x800:2048M:0"), "building", "ready"
+  // or "failed", and how many sessions were started as its copies.
+  struct TemplateInfo {
+    std::string shape;
+    std::string state;
+    uint64_t copies = 0;
+  };
+  std::vector<TemplateInfo> templates() const;
   size_t live_count() const { return live_.size(); }
   // Invalidates every token of a live session by bumping its generation (kept in the store).
   // Returns the new generation; kNotFound if the session is not live.
@@ -272,6 +283,50 @@ class SessionManager {
   // failed, its claim failed, shutdown): out of its pool, destroyed.
   net::awaitable<void> drop_pooled(SessionPtr s);
   net::awaitable<void> destroy_pools(std::chrono::steady_clock::time_point deadline);
+  // A template VM for one shape: booted once to a ready browser, then frozen; sessions of that
+  // shape start as its copies (templates.cpp).
+  struct Template {
+    enum class State { kBuilding, kReady, kFailed };
+    State state = State::kBuilding;
+    drivers::SnapshotPtr snapshot;
+    std::string secret;  // the agent's in every copy, until the copy takes its own
+    std::shared_ptr<egress::SessionCa> ca;  // trusted by every copy's browser; its key stays here
+    std::string error;
+    std::chrono::steady_clock::time_point failed_at;
+    uint64_t copies = 0;
+  };
+  // The ready template for a create of `spec` on `driver`, built first if there is none (other
+  // creates of that shape wait for that build); null where there is none to be had (off, a
+  // driver without snapshots, a profile to start from, a build that failed lately): the create
+  // then starts cold.
+  net::awaitable<std::shared_ptr<Template>> template_for(const std::string& driver,
+                                                         const drivers::DriverInfo& info,
+                                                         const api::SessionSpec& spec);
+  net::awaitable<Result<void>> build_template(const std::string& driver,
+                                              const api::SessionSpec& spec, Template& t);
+  // A copy of `t` for the session `sb` names: started, then made its own machine (new agent
+  // secret, the host's clock, a reseeded RNG, a new machine-id).
+  net::awaitable<Result<drivers::SandboxPtr>> restore_template(drivers::SandboxDriver& d,
+                                                               Template& t,
+                                                               const drivers::SandboxSpec& sb);
+  net::awaitable<Result<void>> make_own(Session& s, const std::string& secret,
+                                        std::chrono::milliseconds timeout);
+  // The sandbox `sb` of `spec` on `driver`: a copy of its shape's template where there is one
+  // (never with `cold`), else started cold; `from` says which.
+  struct Started {
+    drivers::SandboxPtr sandbox;
+    std::shared_ptr<Template> from;
+    std::string first_secret;  // the agent's until make_ready: the template's, or sb's own
+  };
+  net::awaitable<Result<Started>> start_sandbox(const std::string& driver,
+                                                const api::SessionSpec& spec,
+                                                const drivers::SandboxSpec& sb, bool cold);
+  // Until the browser of the session `s`, started as `from` says, is ready: a copy made its
+  // own machine, the egress proxy's connections (`egress`), the agent's ready, and a copy's
+  // start page (a cold start's agent opens it itself).
+  net::awaitable<Result<void>> make_ready(const SessionPtr& s, const std::shared_ptr<Template>& from,
+                                          const drivers::SandboxSpec& sb, bool egress);
+  void template_failed(Template& t, const std::string& why);
   // Keeps what a later cabind needs to adopt the session in the store.
   void save_handoff(const Session& s);
   net::awaitable<Result<SessionPtr>> adopt(const store::SessionRecord& rec);
@@ -338,6 +393,8 @@ class SessionManager {
   // Pools' sandboxes started and not ready yet: shutdown destroys them too, or a microVM that
   // boots for longer than the shutdown would outlive it.
   std::set<SessionPtr> pool_starting_;
+  std::map<std::string, std::shared_ptr<Template>> templates_;  // by driver and shape
+  Notifier templates_changed_{ex_};  // a template's build ended
   // Rung when a pool has room to fill, or a start of one ended.
   Notifier pool_changed_{ex_};
   // Rung whenever room may have come (a session or a start went, a waiter left) and at drain.

@@ -1,5 +1,5 @@
-// Fuzz target: exec and navigate requests from clients, and exec answers and browser states from
-// the (hostile) guest.
+// Fuzz target: exec, navigate and restored requests from clients, exec answers and browser states
+// from the (hostile) guest, and the restore line the guest's root helper reads from its agent.
 #include <cstdint>
 #include <string_view>
 
@@ -17,6 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 (*state)["cookies"].size() > cabin::agent_protocol::kMaxStateCookies)) {
     __builtin_trap();
   }
+  auto restored = cabin::agent_protocol::parse_restored_request(in);
+  if (restored && (restored->machine_id.size() != 32 ||
+                   restored->seed_hex.size() != 2 * cabin::agent_protocol::kRestoreSeedBytes))
+    __builtin_trap();
+  auto line = cabin::agent_protocol::parse_restore_line(in);
+  if (line && line->seed.size() != cabin::agent_protocol::kRestoreSeedBytes) __builtin_trap();
   auto res = cabin::agent_protocol::parse_exec_result(in, 64);
   if (res && res->stdout_data.size() > 64 * 3 + 16) __builtin_trap();
   return 0;

@@ -1,6 +1,6 @@
 // Shared harness for the integration tests and the benchmarks: starts a real cabind, talks to its
 // HTTP API, speaks raw CDP over WebSocket, and finds what a session left behind on the host.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
@@ -558,6 +558,24 @@ export function sessionPids(sessionId) {
 
 // fd number -> what it refers to (`socket:[123]`, `pipe:[45]`, a path) for one process; empty
 // when it is gone.
+// The pid of the QEMU of a microVM session: it runs in its session's directory.
+export function qemuPidOf(sessionId) {
+  let out = '';
+  try {
+    out = execFileSync('pgrep', ['-f', 'qemu-system'], { encoding: 'utf8' });
+  } catch {
+    return undefined;  // pgrep exits 1 when nothing matches
+  }
+  return out.split('\n').filter(Boolean).find((pid) => {
+    try {
+      return fs.readlinkSync(`/proc/${pid}/cwd`).includes(sessionId) &&
+        fs.readlinkSync(`/proc/${pid}/exe`).includes('qemu-system');
+    } catch {
+      return false;  // exited meanwhile
+    }
+  });
+}
+
 export function openDescriptors(pid) {
   const fds = new Map();
   let names = [];

@@ -164,6 +164,21 @@ net::awaitable<Response> close_browser_route(std::shared_ptr<HttpServer::Conn> s
   co_return json_response(http::status::ok, "{}");
 }
 
+net::awaitable<Response> restored_route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
+  if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
+  if (!sh->opts.restored) {
+    co_return error_response(http::status::service_unavailable, "not_supported",
+                             "this agent was not started in a VM");
+  }
+  auto r = agent_protocol::parse_restored_request(req.body());
+  if (!r) co_return error_response(r.error());
+  auto done = co_await sh->opts.restored(*r);
+  if (!done) co_return error_response(done.error());
+  // From the next request on, only the new secret opens this agent; the snapshot's is dead.
+  sh->opts.secret = std::move(r->secret);
+  co_return json_response(http::status::ok, "{}");
+}
+
 net::awaitable<Response> browser_state_route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
   const auto devtools = sh->state->snapshot().devtools;
   if (!devtools) {
@@ -225,6 +240,7 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
   if (path == agent_protocol::kNavigatePath) co_return co_await navigate_route(sh, std::move(req));
   if (path == agent_protocol::kBrowserClosePath)
     co_return co_await close_browser_route(sh, std::move(req));
+  if (path == agent_protocol::kRestoredPath) co_return co_await restored_route(sh, std::move(req));
   if (path == agent_protocol::kBrowserStatePath)
     co_return co_await browser_state_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");

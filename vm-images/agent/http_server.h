@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "common/agent_protocol.h"
 #include "common/result.h"
 #include "vm-images/agent/agent_state.h"
 #include "vm-images/agent/egress_door.h"
@@ -39,6 +40,9 @@ struct HttpServerOptions {
   EgressDoor* egress_door = nullptr;
   // Closes the browser so that it writes its profile out (kBrowserClosePath); empty: refused.
   std::function<net::awaitable<Result<void>>()> close_browser;
+  // Makes a VM restored from a snapshot its own machine (kRestoredPath) before the agent takes
+  // the request's secret; empty: refused (the agent did not start in a VM).
+  std::function<net::awaitable<Result<void>>(const agent_protocol::RestoredRequest&)> restored;
 };
 
 class HttpServer {

@@ -1,4 +1,5 @@
 // cabin-agent: wires the CLI, the HTTP server and the supervisor (docs/agent-protocol.md).
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -28,6 +29,7 @@
 #include "vm-images/agent/exec_filter.h"
 #include "vm-images/agent/http_server.h"
 #include "vm-images/agent/requests.h"
+#include "vm-images/agent/restore.h"
 #include "vm-images/agent/supervisor.h"
 #include "vm-images/agent/trust.h"
 #include "vnc/display.h"
@@ -40,6 +42,9 @@ int main(int argc, char** argv) {
   // The exec filter helper: a fresh process of this binary, between posix_spawn and the command.
   if (argc > 1 && std::strcmp(argv[1], kExecFilteredFlag) == 0)
     return run_filtered_exec(argc - 2, argv + 2);
+  // The guest's root helper for restored VMs (restore.h): restore lines on fd 3, answers on 4.
+  if (argc == 2 && std::strcmp(argv[1], "--restore-helper") == 0)
+    return run_restore_helper(3, 4);
   CLI::App app{"cabin-agent: runs Xvfb and Chromium inside a sandbox and serves the host"};
   std::string listen_text;
   SupervisorOptions sup;
@@ -80,7 +85,21 @@ int main(int argc, char** argv) {
   app.add_option("--exec-filter", exec_filter,
                  "on: exec'd commands get no new namespaces (the namespace driver's sandboxes)")
       ->check(CLI::IsMember({"on", "off"}));
+  std::string restore_fds;
+  app.add_option("--restore-fds", restore_fds,
+                 "TO,FROM: the pipes to the restore helper (a microVM's agent)");
   CLI11_PARSE(app, argc, argv);
+  // Before anything is spawned: no command may hold the pipes to the root helper.
+  int restore_to = -1, restore_from = -1;
+  if (!restore_fds.empty()) {
+    if (std::sscanf(restore_fds.c_str(), "%d,%d", &restore_to, &restore_from) != 2 ||
+        restore_to < 3 || restore_from < 3 || restore_to == restore_from ||
+        ::fcntl(restore_to, F_SETFD, FD_CLOEXEC) != 0 ||
+        ::fcntl(restore_from, F_SETFD, FD_CLOEXEC) != 0) {
+      std::fprintf(stderr, "cabin-agent: --restore-fds must be TO,FROM open descriptors\n");
+      return 2;
+    }
+  }
   sup.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
 
   // The RFB server uses Xlib on its own thread, beside the Desktop's connection on this one.
@@ -165,6 +184,13 @@ int main(int argc, char** argv) {
     // Chromium writes its profile out on the way; a big one takes a few seconds.
     return supervising->close_browser(std::chrono::seconds(10));
   };
+  std::optional<RestoreChannel> restore;
+  if (restore_to >= 0) {
+    restore.emplace(io.get_executor(), restore_to, restore_from);
+    http.restored = [&restore](const cabin::agent_protocol::RestoredRequest& r) {
+      return restore->apply(r, std::chrono::seconds(5));
+    };
+  }
   HttpServer server(io.get_executor(), http, state);
   if (auto r = server.start(); !r) {
     log->error("{}", r.error().message);

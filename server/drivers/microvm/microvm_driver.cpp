@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -46,6 +47,8 @@ bool is_init_line(const std::string& line) {
   return line.rfind("cabin-init: ", 0) == 0 || line.rfind("cabin-initramfs: ", 0) == 0;
 }
 
+}  // namespace
+
 // QEMU (through cabin-vmm-wrap), and where its forward to the agent listens.
 class VmProcess final : public SandboxProcess {
  public:
@@ -56,6 +59,11 @@ class VmProcess final : public SandboxProcess {
   const uint16_t host_port;
   // A jailed QEMU's net namespace, where its forward to the agent listens; unset: the host's.
   UniqueFd netns;
+  // A snapshottable VM's RAM: a memfd QEMU maps shared (unset: anonymous RAM), and the shape a
+  // copy must have to map it.
+  UniqueFd ram;
+  uint64_t memory_mib = 0;
+  int vcpus = 0;
 
   net::awaitable<Result<void>> qmp(std::string command) {
     auto self = shared_from_this();
@@ -84,6 +92,8 @@ class VmProcess final : public SandboxProcess {
   std::string last_init_line_;
 };
 
+namespace {
+
 // A started or adopted QEMU, whose forward to the agent listens on `port`.
 std::shared_ptr<VmProcess> make_vm(const net::any_io_executor& ex, const MicrovmDriverConfig& config,
                                    HostChild child, const std::string& id, const fs::path& dir,
@@ -99,9 +109,58 @@ std::shared_ptr<VmProcess> make_vm(const net::any_io_executor& ex, const Microvm
                                      port);
 }
 
+// A stopped VM: its RAM (a memfd sealed against every write, which copies map privately) and
+// its device state (a small memfd, read afresh by each restore).
+class VmSnapshot final : public Snapshot {
+ public:
+  UniqueFd ram;
+  UniqueFd state;
+  uint64_t memory_mib = 0;
+  int vcpus = 0;
+  std::string describe() const override {
+    return "microvm snapshot: " + std::to_string(memory_mib) + " MiB, " + std::to_string(vcpus) +
+           " vCPUs";
+  }
+};
+
+Result<UniqueFd> make_memfd(const char* name, uint64_t size) {
+  UniqueFd fd(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return nsbox::sys_error("memfd_create");
+  if (size > 0 && ::ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
+    return nsbox::sys_error("ftruncate memfd");
+  return fd;
+}
+
+// No process may change it from now on: not QEMU's shared mapping (F_SEAL_WRITE fails while
+// one exists), not a write, not a resize, not a later seal's removal.
+Result<void> seal(int fd) {
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0)
+    return nsbox::sys_error("seal memfd");
+  return {};
+}
+
 class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
  public:
   using ProcessSandbox::ProcessSandbox;
+
+  net::awaitable<Result<SnapshotPtr>> snapshot() override {
+    CABIN_CO_TRY(p_->check_live());
+    if (!p_->ram.valid())
+      co_return make_error(Errc::kUnavailable, "not_snapshottable", "the VM's RAM is not shared");
+    auto snap = std::make_shared<VmSnapshot>();
+    CABIN_CO_ASSIGN_OR_RETURN(snap->state, make_memfd("cabin-vm-state", 0));
+    auto saved = co_await qmp_save_state(p_->executor(), p_->run_dir(), kQmpSocketName,
+                                         snap->state.get(), std::chrono::seconds(60));
+    // Saved or not, this VM is done: stopped, and its RAM about to belong to its copies.
+    co_await destroy();
+    if (!saved) co_return saved.error();
+    snap->ram = std::move(p_->ram);
+    snap->memory_mib = p_->memory_mib;
+    snap->vcpus = p_->vcpus;
+    CABIN_CO_TRY(seal(snap->ram.get()));
+    CABIN_CO_TRY(seal(snap->state.get()));
+    co_return SnapshotPtr(std::move(snap));
+  }
 
   // The guest's agent listens on the egress port itself; QEMU spawns nothing (spawn=deny).
   bool egress_through_agent() const override { return true; }
@@ -184,6 +243,7 @@ DriverInfo MicrovmDriver::probe() {
   info.isolation = "microvm";
   info.supports_pause = true;
   info.supports_egress = true;  // through the agent's door (no listener in the guest for cabind)
+  info.supports_snapshots = true;
   auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.qemu_path))
     return unavailable("qemu not executable: " + config_.qemu_path.string());
@@ -222,6 +282,56 @@ DriverInfo MicrovmDriver::probe() {
 }
 
 net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec) {
+  VmStart start;
+  start.memory_mib = guest_memory_mib(spec.memory_bytes);
+  start.vcpus = spec.vcpus > 0 ? spec.vcpus : config_.vcpus;
+  if (spec.snapshottable) {
+    CABIN_CO_ASSIGN_OR_RETURN(auto ram, make_memfd("cabin-vm-ram", start.memory_mib << 20));
+    start.ram_fd = ram.get();
+    auto vm = co_await start_vm(spec, start);
+    if (!vm) co_return vm.error();
+    (*vm)->ram = std::move(ram);
+    co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm)));
+  }
+  auto vm = co_await start_vm(spec, start);
+  if (!vm) co_return vm.error();
+  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm)));
+}
+
+net::awaitable<Result<SandboxPtr>> MicrovmDriver::restore(const Snapshot& snapshot,
+                                                          const SandboxSpec& spec) {
+  auto log = logger("driver.microvm");
+  const auto* snap = dynamic_cast<const VmSnapshot*>(&snapshot);
+  if (!snap) co_return make_error(Errc::kInvalidArgument, "foreign_snapshot", "not a VM snapshot");
+  VmStart start;
+  start.memory_mib = snap->memory_mib;
+  start.vcpus = snap->vcpus;
+  start.ram_fd = snap->ram.get();
+  start.incoming = true;
+  auto vm = co_await start_vm(spec, start);
+  if (!vm) co_return vm.error();
+  // A descriptor of its own, at offset 0: QEMU reads the state through it.
+  UniqueFd state(::open(("/proc/self/fd/" + std::to_string(snap->state.get())).c_str(),
+                        O_RDONLY | O_CLOEXEC));
+  if (!state.valid()) {
+    auto e = nsbox::sys_error("reopen the snapshot's state");
+    co_await (*vm)->destroy();
+    co_return e;
+  }
+  auto restored = co_await qmp_restore_state(executor_, (*vm)->run_dir(), kQmpSocketName,
+                                             state.get(), std::chrono::seconds(60));
+  if (!restored) {
+    log->warn("[{}] restore failed: {}", spec.session_id, restored.error().message);
+    co_await (*vm)->destroy();
+    co_return restored.error();
+  }
+  (*vm)->memory_mib = snap->memory_mib;
+  (*vm)->vcpus = snap->vcpus;
+  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm)));
+}
+
+net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::start_vm(const SandboxSpec& spec,
+                                                                           const VmStart& start) {
   auto log = logger("driver.microvm");
   auto config_text = guest_config_text(spec);
   if (!config_text) co_return config_text.error();
@@ -262,10 +372,16 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
   launch.qemu = config_.qemu_path;
   launch.image_dir = config_.image_dir;
   launch.accel = accel_;
-  launch.vcpus = spec.vcpus > 0 ? spec.vcpus : config_.vcpus;
-  launch.memory_mib = guest_memory_mib(spec.memory_bytes);
+  launch.vcpus = start.vcpus;
+  launch.memory_mib = start.memory_mib;
   launch.tsc_khz = tsc_khz_;
   launch.tcg_tb_mib = config_.tcg_tb_mib;
+  if (start.ram_fd >= 0) {
+    // Handed over as descriptor 3: the jailed QEMU can open no file of cabind's by name.
+    launch.ram_file = "/proc/self/fd/3";
+    launch.ram_shared = !start.incoming;
+    launch.incoming = start.incoming;
+  }
 
   std::string last_failure;
   for (int attempt = 1; attempt <= kMaxStartAttempts; ++attempt) {
@@ -278,6 +394,7 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
     s.argv = qemu_argv(launch);
     s.cwd = dir;
     s.output_fifo = dir / kOutputFifoName;
+    s.pass_fd = start.ram_fd;
     fs::remove(s.output_fifo, ec);  // an earlier attempt's
     auto spawned = spawn_vmm(executor_, s);
     if (!spawned) co_return fail(spawned.error());
@@ -312,10 +429,13 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
       vm->netns = std::move(*ns);
     }
     if (up) {
-      log->info("[{}] vm started: qemu pid {}, {}, {} MiB, {} vCPUs, agent on 127.0.0.1:{}", id,
-                vm->pid(), accel_ == Accel::kKvm ? "KVM" : "TCG", launch.memory_mib, launch.vcpus,
+      log->info("[{}] vm {}: qemu pid {}, {}, {} MiB, {} vCPUs, agent on 127.0.0.1:{}", id,
+                start.incoming ? "waiting for its snapshot" : "started", vm->pid(),
+                accel_ == Accel::kKvm ? "KVM" : "TCG", launch.memory_mib, launch.vcpus,
                 launch.host_port);
-      co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(vm)));
+      vm->memory_mib = launch.memory_mib;
+      vm->vcpus = launch.vcpus;
+      co_return vm;
     }
     if (!vm->exited()) {
       log->error("[{}] qemu did not come up in {} ms: {}", id, config_.start_timeout.count(),

@@ -38,6 +38,8 @@ struct MicrovmDriverConfig {
   uint32_t vmm_gid = 602000;
 };
 
+class VmProcess;
+
 // Requires a single-threaded executor (cabind runs one io_context thread): sandbox state is not
 // locked, and QEMU's PR_SET_PDEATHSIG is tied to the thread that spawns it.
 class MicrovmDriver final : public SandboxDriver {
@@ -49,6 +51,8 @@ class MicrovmDriver final : public SandboxDriver {
   net::awaitable<Result<SandboxPtr>> adopt(const std::string& session_id,
                                            const nlohmann::json& handoff) override;
   void reap_leftovers(const std::set<std::string>& keep) override;
+  net::awaitable<Result<SandboxPtr>> restore(const Snapshot& snapshot,
+                                             const SandboxSpec& spec) override;
 
   // What start-up decided; for tests and logs.
   Accel accel() const { return accel_; }
@@ -56,6 +60,16 @@ class MicrovmDriver final : public SandboxDriver {
 
  private:
   DriverInfo probe();
+  // How start_vm() builds QEMU: RAM from a memfd (shared, or a copy's private mapping waiting
+  // for the snapshot's state), and the guest's shape.
+  struct VmStart {
+    int ram_fd = -1;
+    bool incoming = false;
+    uint64_t memory_mib = 0;
+    int vcpus = 0;
+  };
+  net::awaitable<Result<std::shared_ptr<VmProcess>>> start_vm(const SandboxSpec& spec,
+                                                                   const VmStart& start);
 
   MicrovmDriverConfig config_;
   net::any_io_executor executor_;

@@ -39,7 +39,10 @@ std::string guest_kernel_cmdline(Accel accel, uint64_t tsc_khz) {
   std::string cmdline = "console=ttyS0 panic=-1 quiet";
   // Under TCG the kernel often fails to calibrate the TSC against the PIT (emulation is too
   // uneven) and then hangs without a clocksource; the guest's TSC is the host's, so say its rate.
-  if (accel == Accel::kTcg && tsc_khz > 0) cmdline += " tsc_early_khz=" + std::to_string(tsc_khz);
+  // And trust it: its watchdog, run on emulated timers, would drop it for jiffies, which fall
+  // behind by a tenth of a second every few seconds whenever the host is busy.
+  if (accel == Accel::kTcg && tsc_khz > 0)
+    cmdline += " tsc_early_khz=" + std::to_string(tsc_khz) + " tsc=reliable";
   return cmdline;
 }
 
@@ -56,7 +59,10 @@ std::vector<std::string> qemu_argv(const QemuLaunch& l) {
       // microvm: no PCI, no firmware tables beyond ACPI, virtio-mmio devices only.
       "-M", l.ram_file.empty() ? "microvm" : "microvm,memory-backend=ram0",
       "-accel", accel,
-      "-cpu", l.accel == Accel::kKvm ? "host" : "max",
+      // TCG says Intel: BoringSSL (Chromium's TLS keys, crypto.getRandomValues) mixes RDRAND,
+      // which QEMU answers from the host's RNG, into every draw only on an Intel CPU. Otherwise
+      // each copy of a template draws from the template's per-thread generator state.
+      "-cpu", l.accel == Accel::kKvm ? "host" : "max,vendor=GenuineIntel",
       "-smp", std::to_string(l.vcpus),
       "-m", std::to_string(l.memory_mib),
       "-nodefaults", "-no-user-config",

@@ -6,8 +6,9 @@ namespace cabin::drivers {
 
 std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap,
                                        const std::vector<std::string>& qemu_argv,
-                                       const std::optional<VmmJail>& jail) {
+                                       const std::optional<VmmJail>& jail, bool keep_fd3) {
   std::vector<std::string> argv = {wrap.string()};
+  if (keep_fd3) argv.insert(argv.end(), {"--keep-fd", "3"});
   if (jail) {
     argv.insert(argv.end(), {"--jail", std::to_string(jail->uid) + ":" + std::to_string(jail->gid),
                              "--image", jail->image_dir.string(), "--run", jail->run_dir.string()});
@@ -19,11 +20,9 @@ std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap,
 }
 
 Result<VmmProcess> spawn_vmm(net::any_io_executor ex, const VmmSpawn& s) {
-  // The wrapper closes every descriptor above stdio before it becomes QEMU.
-  if (!s.wrap.empty() && s.pass_fd >= 0)
-    return make_error(Errc::kInternal, "vmm_pass_fd", "cabin-vmm-wrap passes no descriptor");
   HostSpawn c;
-  c.argv = s.wrap.empty() ? s.argv : vmm_wrap_argv(s.wrap, s.argv, s.jail);
+  // The wrapper closes every descriptor above stdio before it becomes QEMU but this one.
+  c.argv = s.wrap.empty() ? s.argv : vmm_wrap_argv(s.wrap, s.argv, s.jail, s.pass_fd >= 0);
   // QEMU needs nothing from cabind's environment; a fixed one keeps secrets and locale out.
   c.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   c.cwd = s.cwd;

@@ -43,6 +43,7 @@ Result<VmmProcess> spawn_vmm(net::any_io_executor ex, const VmmSpawn& s);
 // The wrapper's argv: PATH [--jail ...] -- QEMU_ARGV...
 std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap,
                                        const std::vector<std::string>& qemu_argv,
-                                       const std::optional<VmmJail>& jail = std::nullopt);
+                                       const std::optional<VmmJail>& jail = std::nullopt,
+                                       bool keep_fd3 = false);
 
 }  // namespace cabin::drivers

@@ -1,7 +1,10 @@
 // cabin-vmm-wrap: jails QEMU, then becomes (or, jailed, runs) QEMU.
 //
-//   cabin-vmm-wrap [--jail UID:GID --image DIR --run DIR [--kvm-gid GID]]
+//   cabin-vmm-wrap [--jail UID:GID --image DIR --run DIR [--kvm-gid GID]] [--keep-fd 3]
 //                  -- /usr/bin/qemu-system-x86_64 ARGS...
+//
+// --keep-fd 3: QEMU gets descriptor 3 (guest RAM cabind made, which QEMU opens as
+// /proc/self/fd/3); jailed, QEMU then gets a procfs that shows only its own pid namespace.
 //
 // QEMU outlives a cabind that restarts or dies: the next cabind adopts the VM, or kills it if it
 // does not know it.
@@ -52,13 +55,14 @@ struct Jail {
   std::optional<gid_t> kvm_gid;  // a supplementary group that may open /dev/kvm
   std::string image_dir;
   std::string run_dir;
+  bool proc = false;  // a procfs of QEMU's pid namespace, for /proc/self/fd
 };
 
 int usage(const char* why) {
   std::fprintf(stderr,
                "cabin-vmm-wrap: %s\n"
                "usage: cabin-vmm-wrap [--jail UID:GID --image DIR --run DIR "
-               "[--kvm-gid GID]] -- QEMU [ARGS...]\n",
+               "[--kvm-gid GID]] [--keep-fd 3] -- QEMU [ARGS...]\n",
                why);
   return 125;
 }
@@ -75,8 +79,21 @@ int fail(const std::string& step) {
   return 125;
 }
 
-// Builds the jail's root and enters it, then drops to the jail's uid. Returns an exit status on
-// failure, 0 on success.
+// Drops to the jail's uid, with no capabilities and no way back; runs in the wrap and in QEMU's
+// process before its exec.
+int drop_privileges(const Jail& j) {
+  std::vector<gid_t> groups;
+  if (j.kvm_gid) groups.push_back(*j.kvm_gid);
+  if (::setgroups(groups.size(), groups.data()) != 0) return fail("setgroups");
+  if (::setresgid(j.gid, j.gid, j.gid) != 0) return fail("setresgid");
+  if (::setresuid(j.uid, j.uid, j.uid) != 0) return fail("setresuid");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("no_new_privs");
+  if (::chdir(j.run_dir.c_str()) != 0) return fail("chdir run dir");
+  return 0;
+}
+
+// Builds the jail's root and enters it, still as root (drop_privileges follows). Returns an
+// exit status on failure, 0 on success.
 int enter_jail(const Jail& j) {
   if (::unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID | CLONE_NEWNET) != 0) {
     return fail("unshare");
@@ -109,6 +126,12 @@ int enter_jail(const Jail& j) {
     table.push_back({MountKind::kBindDev, "/dev/kvm", "/dev/kvm", MS_NOSUID | MS_NOEXEC, "", false,
                      "the vCPUs"});
   }
+  if (j.proc) {
+    // Only a mount point here: procfs takes the pid namespace of whoever mounts it, so QEMU's
+    // own process mounts it, inside that namespace (run_in_pid_namespace).
+    table.push_back({MountKind::kTmpfs, "", "/proc", kNoSuidDev | MS_NOEXEC, "size=4k,mode=0555",
+                     false, "where QEMU's procfs goes"});
+  }
   if (auto r = cabin::nsbox::build_and_enter_root(table, "/tmp", nullptr); !r) {
     std::fprintf(stderr, "cabin-vmm-wrap: jail: %s\n", r.error().message.c_str());
     return 125;
@@ -116,19 +139,12 @@ int enter_jail(const Jail& j) {
   ::close(image_fd);
   ::close(run_fd);
   if (::sethostname("cabin-vmm", 9) != 0) return fail("sethostname");
-  std::vector<gid_t> groups;
-  if (j.kvm_gid) groups.push_back(*j.kvm_gid);
-  if (::setgroups(groups.size(), groups.data()) != 0) return fail("setgroups");
-  if (::setresgid(j.gid, j.gid, j.gid) != 0) return fail("setresgid");
-  if (::setresuid(j.uid, j.uid, j.uid) != 0) return fail("setresuid");
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return fail("no_new_privs");
-  if (::chdir(j.run_dir.c_str()) != 0) return fail("chdir run dir");
   return 0;
 }
 
 // Runs QEMU as the first process of the pid namespace enter_jail() made, passes SIGTERM,
 // SIGINT, SIGHUP and SIGQUIT on to it, and ends as it ended.
-int run_in_pid_namespace(char** qemu_argv) {
+int run_in_pid_namespace(const Jail& j, char** qemu_argv) {
   sigset_t relayed, old;
   sigemptyset(&relayed);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&relayed, sig);
@@ -139,7 +155,13 @@ int run_in_pid_namespace(char** qemu_argv) {
   if (child < 0) return fail("fork");
   if (child == 0) {
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    // The wrap's death (cabind's SIGKILL, or cabind's death) takes QEMU with it.
+    // subset=pid: the pid dirs and nothing else (no /proc/sys, no sysrq-trigger).
+    if (j.proc && ::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          "subset=pid,hidepid=invisible") != 0)
+      _exit(fail("mount /proc"));
+    if (int rc = drop_privileges(j); rc != 0) _exit(rc);
+    // After the uid change, which clears it. The wrap's death (cabind's SIGKILL, or cabind's
+    // death) takes QEMU with it.
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(fail("PR_SET_PDEATHSIG"));
     // The wrap died before the prctl took effect (its pid is outside, getppid() says 0): the
     // pipe's write end is then closed.
@@ -151,6 +173,10 @@ int run_in_pid_namespace(char** qemu_argv) {
     _exit(127);
   }
   ::close(alive[0]);  // alive[1] stays open as long as the wrap lives
+  if (int rc = drop_privileges(j); rc != 0) {
+    ::kill(child, SIGKILL);
+    return rc;
+  }
   int status = 0;
   for (;;) {
     const int sig = ::sigwaitinfo(&relayed, nullptr);
@@ -172,10 +198,8 @@ int run_in_pid_namespace(char** qemu_argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // QEMU gets no descriptor of cabind's but stdio, whatever cabind forgot to mark CLOEXEC: a
-  // VMM holding cabind's sockets could accept its clients or talk to other sessions' agents.
-  if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0) return fail("close_range");
   std::optional<Jail> jail;
+  bool keep_fd3 = false;
   int i = 1;
   for (; i + 1 < argc && std::strcmp(argv[i], "--") != 0; i += 2) {
     const char* flag = argv[i];
@@ -193,6 +217,9 @@ int main(int argc, char** argv) {
       if (v[0] != '/') return usage("--image and --run need absolute paths");
       if (!jail) jail.emplace();
       (flag[2] == 'i' ? jail->image_dir : jail->run_dir) = v;
+    } else if (std::strcmp(flag, "--keep-fd") == 0) {
+      if (std::strcmp(v, "3") != 0) return usage("--keep-fd takes 3 only");
+      keep_fd3 = true;
     } else if (std::strcmp(flag, "--kvm-gid") == 0) {
       if (!parse_id(v, n)) return usage("bad --kvm-gid");
       if (!jail) jail.emplace();
@@ -201,13 +228,19 @@ int main(int argc, char** argv) {
       return usage("unknown flag");
     }
   }
+  // QEMU gets no descriptor of cabind's but stdio (and the one it was meant to have), whatever
+  // cabind forgot to mark CLOEXEC: a VMM holding cabind's sockets could accept its clients or
+  // talk to other sessions' agents. Nothing was opened above.
+  if (::syscall(SYS_close_range, keep_fd3 ? 4u : 3u, ~0u, 0u) != 0) return fail("close_range");
+  if (keep_fd3 && ::fcntl(3, F_GETFD) < 0) return usage("--keep-fd 3, but 3 is not open");
   if (i >= argc || std::strcmp(argv[i], "--") != 0 || i + 1 >= argc)
     return usage("-- QEMU is required");
   if (jail && (jail->uid == 0 || jail->image_dir.empty() || jail->run_dir.empty()))
     return usage("--jail needs --image and --run");
   if (jail) {
+    jail->proc = keep_fd3;
     if (int rc = enter_jail(*jail); rc != 0) return rc;
-    return run_in_pid_namespace(argv + i + 1);
+    return run_in_pid_namespace(*jail, argv + i + 1);
   }
   ::execv(argv[i + 1], argv + i + 1);
   std::fprintf(stderr, "cabin-vmm-wrap: exec %s: %s\n", argv[i + 1], std::strerror(errno));

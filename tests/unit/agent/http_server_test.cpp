@@ -109,6 +109,63 @@ TEST_CASE("http: missing or wrong secret is 401 and closes", "[agent][http]") {
   CHECK(res.result_int() == 401);
 }
 
+TEST_CASE("http: a restored VM's agent takes its own secret, and the snapshot's opens nothing",
+          "[agent][http]") {
+  const std::string mine(64, 'b');
+  cabin::agent_protocol::RestoredRequest sent;
+  sent.secret = mine;
+  sent.unix_ns = 1796300000000000000;
+  sent.seed_hex = std::string(128, 'c');
+  sent.machine_id = std::string(32, 'd');
+  std::vector<cabin::agent_protocol::RestoredRequest> applied;
+  bool helper_ok = false;
+  ServerFixture f(1280, 800, [&](HttpServerOptions& o) {
+    o.restored = [&](const cabin::agent_protocol::RestoredRequest& r)
+        -> net::awaitable<cabin::Result<void>> {
+      applied.push_back(r);
+      if (!helper_ok)
+        co_return cabin::make_error(cabin::Errc::kInternal, "restore_failed", "no clock");
+      co_return cabin::Result<void>{};
+    };
+  });
+  const std::string body = cabin::agent_protocol::to_json(sent).dump();
+  {
+    // The helper failed: the snapshot's secret still holds, the new one does not.
+    auto s = f.connect();
+    beast::flat_buffer buf;
+    auto res = roundtrip(s, buf, request("POST", "/agent/v1/restored", body));
+    CHECK(res.result_int() == 500);
+    CHECK(roundtrip(s, buf, request("GET", "/agent/v1/health")).result_int() == 200);
+  }
+  helper_ok = true;
+  {
+    auto s = f.connect();
+    beast::flat_buffer buf;
+    CHECK(roundtrip(s, buf, request("POST", "/agent/v1/restored", "{}")).result_int() == 400);
+    CHECK(roundtrip(s, buf, request("POST", "/agent/v1/restored", body)).result_int() == 200);
+    REQUIRE(applied.size() == 2);
+    CHECK(applied.back().machine_id == sent.machine_id);
+    CHECK(applied.back().unix_ns == sent.unix_ns);
+  }
+  auto old_secret = f.connect();
+  beast::flat_buffer buf;
+  CHECK(roundtrip(old_secret, buf, request("GET", "/agent/v1/health")).result_int() == 401);
+  auto s = f.connect();
+  beast::flat_buffer buf2;
+  std::string raw = request("GET", "/agent/v1/health", "", false);
+  raw.insert(raw.size() - 2, "X-Cabin-Agent-Secret: " + mine + "\r\n");
+  CHECK(roundtrip(s, buf2, raw).result_int() == 200);
+}
+
+TEST_CASE("http: an agent not in a VM refuses restored", "[agent][http]") {
+  ServerFixture f;
+  auto s = f.connect();
+  beast::flat_buffer buf;
+  auto res = roundtrip(s, buf, request("POST", "/agent/v1/restored", "{}"));
+  CHECK(res.result_int() == 503);
+  CHECK(error_code_of(res) == "not_supported");
+}
+
 TEST_CASE("http: bad requests get JSON errors on a kept-alive connection", "[agent][http]") {
   ServerFixture f;
   auto s = f.connect();

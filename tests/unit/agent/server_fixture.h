@@ -11,6 +11,7 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <future>
 #include <memory>
 #include <thread>
@@ -24,13 +25,15 @@ namespace cabin::agent::testing {
 inline constexpr const char* kSecret = "s3cret-for-tests";
 
 struct ServerFixture {
-  explicit ServerFixture(int width = 1280, int height = 800)
+  explicit ServerFixture(int width = 1280, int height = 800,
+                         const std::function<void(HttpServerOptions&)>& tweak = {})
       : state(io.get_executor(), width, height) {
     HttpServerOptions o;
     o.listen.kind = ListenAddress::Kind::kUnix;
     o.listen.path = dir.path() + "/agent.sock";
     o.secret = kSecret;
     o.read_timeout = std::chrono::seconds(5);
+    if (tweak) tweak(o);
     server = std::make_unique<HttpServer>(io.get_executor(), o, state);
     REQUIRE(server->start().ok());
     thread = std::thread([this] { io.run(); });

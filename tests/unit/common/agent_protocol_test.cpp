@@ -1,4 +1,6 @@
 #include <catch2/catch.hpp>
+#include <functional>
+#include <vector>
 
 #include "common/agent_protocol.h"
 
@@ -122,4 +124,49 @@ TEST_CASE("browser states are checked and bounded on both sides") {
   for (int i = 0; i < 20; ++i) deep += "[";
   CHECK_FALSE(parse_browser_state(deep));
   CHECK_FALSE(parse_browser_state(R"({"cookies":[],"urls":[")" + std::string(kMaxNavigateUrl + 1, 'a') + R"("]})"));
+}
+
+TEST_CASE("restored requests and the restore line parse strictly and round-trip") {
+  RestoredRequest r;
+  r.secret = std::string(64, 'a');
+  r.unix_ns = 1796300000123456789;
+  r.seed_hex = std::string(2 * kRestoreSeedBytes, '0');
+  r.seed_hex[0] = 'f';
+  r.machine_id = std::string(32, '7');
+  auto back = parse_restored_request(to_json(r).dump());
+  REQUIRE(back);
+  CHECK(back->secret == r.secret);
+  CHECK(back->unix_ns == r.unix_ns);
+  CHECK(back->machine_id == r.machine_id);
+  for (auto mutate : std::vector<std::function<void(nlohmann::json&)>>{
+           [](auto& j) { j.erase("secret"); },
+           [](auto& j) { j["secret"] = std::string(31, 'a'); },
+           [](auto& j) { j["secret"] = std::string(64, 'A'); },
+           [](auto& j) { j["unix_ns"] = 5; },
+           [](auto& j) { j["unix_ns"] = "1796300000123456789"; },
+           [](auto& j) { j["seed"] = std::string(2 * kRestoreSeedBytes - 2, '0'); },
+           [](auto& j) { j["seed"] = std::string(2 * kRestoreSeedBytes, 'g'); },
+           [](auto& j) { j["machine_id"] = std::string(33, '0'); },
+           [](auto& j) { j["extra"] = 1; }}) {
+    auto j = to_json(r);
+    mutate(j);
+    INFO(j.dump());
+    CHECK_FALSE(parse_restored_request(j.dump()));
+  }
+
+  const std::string line = format_restore_line(r, 42);
+  CHECK(line.size() <= kMaxRestoreLine);
+  auto parsed = parse_restore_line(line);
+  REQUIRE(parsed);
+  CHECK(parsed->unix_ns == r.unix_ns);
+  CHECK(parsed->monotonic_ns == 42);
+  REQUIRE(parsed->seed.size() == kRestoreSeedBytes);
+  CHECK(static_cast<unsigned char>(parsed->seed[0]) == 0xf0);
+  CHECK(parsed->machine_id == r.machine_id);
+  for (std::string bad : {std::string(""), line.substr(0, line.size() - 1), line + "\n",
+                          " " + line, std::string("1 2 3 4\n"), line.substr(0, 20) + " x\n",
+                          "-" + line, std::string(kMaxRestoreLine + 1, '1')}) {
+    INFO(bad);
+    CHECK_FALSE(parse_restore_line(bad));
+  }
 }

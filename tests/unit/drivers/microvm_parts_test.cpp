@@ -101,7 +101,7 @@ TEST_CASE("qemu argv for TCG", "[microvm]") {
   CHECK(argv[0] == "/usr/bin/qemu-system-x86_64");
   CHECK(has_pair(argv, "-M", "microvm"));
   CHECK(has_pair(argv, "-accel", "tcg,thread=multi"));
-  CHECK(has_pair(argv, "-cpu", "max"));
+  CHECK(has_pair(argv, "-cpu", "max,vendor=GenuineIntel"));
   CHECK(has_pair(argv, "-smp", "2"));
   CHECK(has_pair(argv, "-m", "2048"));
   CHECK(has_pair(argv, "-kernel", "/img,dir/vmlinuz"));
@@ -119,6 +119,7 @@ TEST_CASE("qemu argv for TCG", "[microvm]") {
   const auto append = value_of(argv, "-append");
   CHECK(append.find("console=ttyS0") != std::string::npos);
   CHECK(append.find("tsc_early_khz=2300000") != std::string::npos);
+  CHECK(append.find("tsc=reliable") != std::string::npos);
 
   l.tcg_tb_mib = 256;
   CHECK(has_pair(qemu_argv(l), "-accel", "tcg,thread=multi,tb-size=256"));

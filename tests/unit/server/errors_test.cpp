@@ -107,6 +107,11 @@ const std::map<std::string, std::string> kNeverAnswered = {
     {"not_supported", "a direct path the driver lacks"},
     {"sandbox_not_ready", "a direct path not there yet"},
     {"qmp_failed", "stopping a microVM"},
+    // Templates: a build or restore that fails is logged, and creates of the shape start cold.
+    {"not_snapshottable", "building a template VM"},
+    {"foreign_snapshot", "restoring a template VM"},
+    // Parsed by the guest's restore helper, which answers only its agent.
+    {"bad_restore_line", "the guest's restore helper"},
     // The RFB filter ends a viewer's WebSocket with it as the close reason.
     {"bad_rfb", "a WebSocket close reason"},
     // The egress policy's parsers: invalid_request names the field and carries the message.
