@@ -485,7 +485,9 @@ async function main() {
     if (only.has('fork')) results.fork = await benchFork({ rounds: opt.quick ? 2 : 5, log });
     // Its own cabinds: templates on, then off; on request only (cold boots take minutes).
     if (only.has('template')) {
-      results.template = await benchTemplate({ copies: opt.quick ? 3 : 10, cold: opt.quick ? 1 : 3, log });
+      results.template = await benchTemplate({
+        copies: opt.quick ? 3 : 10, cold: opt.quick ? 1 : 3, forks: opt.quick ? 1 : 3, log,
+      });
     }
     // Its own cabind: the part kills and restarts it.
     if (only.has('restart')) {

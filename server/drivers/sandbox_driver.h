@@ -116,6 +116,11 @@ class Sandbox {
   virtual net::awaitable<Result<SnapshotPtr>> snapshot() {
     co_return make_error(Errc::kUnavailable, "not_supported", "this sandbox cannot be snapshotted");
   }
+  // Saves the whole running sandbox (its memory and state) into a Snapshot, pausing it for as
+  // long as that takes; it then runs on. kUnavailable where the driver cannot.
+  virtual net::awaitable<Result<SnapshotPtr>> save_running() {
+    co_return make_error(Errc::kUnavailable, "not_supported", "this sandbox cannot be saved");
+  }
   virtual net::awaitable<Result<void>> pause() = 0;
   virtual net::awaitable<Result<void>> resume() = 0;
   // Idempotent; kills everything of the sandbox and removes its files, cgroups and mounts.

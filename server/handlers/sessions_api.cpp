@@ -71,9 +71,10 @@ Response Api::info(const Authn& authn) const {
               {"detail", d.detail},
               {"available", d.available},
               {"supports_pause", d.supports_pause},
-              // A fork copies what the driver can reach of a browser: its profile (for now).
+              // A fork copies what the driver can reach of a browser: its whole machine, or
+              // its profile.
               {"supports_profiles", d.supports_profiles},
-              {"supports_fork", d.supports_profiles}};
+              {"supports_fork", d.supports_profiles || d.supports_snapshots}};
     if (!d.available) e["unavailable_reason"] = d.unavailable_reason;
     drivers.push_back(e);
   }
@@ -141,14 +142,19 @@ net::awaitable<Response> Api::fork(const Authn& authn, const api::Route& route,
   auto made = co_await sessions_.fork(route.session_id, count, tenant_of(authn));
   if (!made) co_return error_response(made.error());
   json list = json::array();
-  for (const auto& s : *made) list.push_back(session_json(s->record(), req));
-  // What a child has of its source depends on the driver; this one copies no running memory.
-  co_return json_response(
-      http::status::created,
-      {{"source", route.session_id},
-       {"sessions", std::move(list)},
-       {"copied", {"cookies", "local_storage", "indexeddb", "profile", "page_urls"}},
-       {"not_copied", {"page_memory", "dom_state", "form_input", "history", "session_storage"}}});
+  for (const auto& s : made->sessions) list.push_back(session_json(s->record(), req));
+  // What a child has of its source depends on the driver: its whole running machine, or what
+  // its browser keeps outside its memory.
+  json copied = {"cookies", "local_storage", "indexeddb", "profile", "page_urls"};
+  json not_copied = {"page_memory", "dom_state", "form_input", "history", "session_storage"};
+  if (made->memory) {
+    for (auto& c : not_copied) copied.push_back(c);
+    not_copied = json::array();
+  }
+  co_return json_response(http::status::created, {{"source", route.session_id},
+                                                  {"sessions", std::move(list)},
+                                                  {"copied", std::move(copied)},
+                                                  {"not_copied", std::move(not_copied)}});
 }
 
 net::awaitable<Response> Api::create(const Authn& authn, const Request& req,

@@ -130,7 +130,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::start_pooled(const PoolConfig
   const bool egress = config_.egress.enabled && info.supports_egress;
   std::shared_ptr<egress::SessionCa> ca;
   CABIN_CO_ASSIGN_OR_RETURN(auto sb, sandbox_spec(rec, spec, egress, ca));
-  CABIN_CO_ASSIGN_OR_RETURN(auto started, co_await start_sandbox(p.driver, spec, sb, false));
+  CABIN_CO_ASSIGN_OR_RETURN(auto started, co_await start_sandbox(p.driver, spec, sb, false, nullptr));
   auto s = std::make_shared<Session>(rec, spec, std::move(started.sandbox), started.first_secret,
                                      ex_);
   s->ca_ = started.from ? started.from->ca : std::move(ca);

@@ -356,7 +356,9 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     if (!out) co_return out.error();
     profile = std::move(*out);
   }
-  if (seed) {
+  // A fork's child that copies the source's machine has its profile in that machine's memory.
+  const bool seed_profile_dir = seed && !seed->machine;
+  if (seed_profile_dir) {
     auto out = seed_profile(rec.id, seed->archive, profile_bytes);
     if (!out) co_return out.error();
     profile = std::move(*out);
@@ -364,7 +366,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   // Until the session is live, a start that goes wrong gives the profile back unchanged.
   auto give_back_profile = [&] {
     if (spec.profile) check_in_profile(rec.id, *spec.profile, false);
-    if (seed) remove_profile_dir(rec.id);
+    if (seed_profile_dir) remove_profile_dir(rec.id);
   };
   if (auto r = store_.insert(rec); !r) {
     give_back_profile();
@@ -382,7 +384,9 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   }
   sb->profile_dir = profile;
   // A profile or a fork's seed needs a browser that starts from it: never a template's copy.
-  auto started = co_await start_sandbox(driver_name, spec, *sb, spec.profile || seed);
+  std::shared_ptr<Template> machine = seed ? seed->machine : nullptr;
+  auto started =
+      co_await start_sandbox(driver_name, spec, *sb, spec.profile || seed, std::move(machine));
   if (!started) {
     give_back_profile();
     log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
@@ -394,13 +398,13 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   auto s = std::make_shared<Session>(rec, spec, std::move(started->sandbox),
                                      started->first_secret, ex_);
   s->ca_ = started->from ? started->from->ca : std::move(ca);
-  s->own_profile_ = seed != nullptr;
+  s->own_profile_ = seed_profile_dir;
   live_[rec.id] = s;
   admission.release();  // counted in live_ from now on
   watch(s);
 
   Result<void> ready = co_await make_ready(s, started->from, *sb, egress);
-  if (ready && seed) ready = co_await s->agent_.set_browser_state(seed->state);
+  if (ready && seed_profile_dir) ready = co_await s->agent_.set_browser_state(seed->state);
   if (!ready) {
     std::string reason = ready.error().message;
     log()->warn("session {}: browser did not become ready: {}", rec.id, reason);
@@ -780,9 +784,9 @@ Result<std::filesystem::path> SessionManager::seed_profile(const std::string& se
   return dir;
 }
 
-net::awaitable<Result<std::vector<SessionPtr>>> SessionManager::fork(const std::string& id,
-                                                                     int count,
-                                                                     const Tenant& tenant) {
+net::awaitable<Result<SessionManager::Forked>> SessionManager::fork(const std::string& id,
+                                                                    int count,
+                                                                    const Tenant& tenant) {
   CABIN_CO_ASSIGN_OR_RETURN(SessionPtr source, live(id));
   if (count < 1 || count > kMaxForks)
     co_return invalid_field("count", "must be 1.." + std::to_string(kMaxForks));
@@ -790,20 +794,33 @@ net::awaitable<Result<std::vector<SessionPtr>>> SessionManager::fork(const std::
   if (!source->running()) co_return api::errors::session_ended("");
   const std::string driver = source->record().driver;
   auto d = drivers_.find(driver);
-  if (d == drivers_.end() || !d->second->info().supports_profiles || profiles_live_.empty()) {
-    co_return invalid_request("sessions on the " + driver +
-                              " driver cannot be forked yet: their browser's state is not "
-                              "reachable from the host");
-  }
+  const auto info = d == drivers_.end() ? drivers::DriverInfo{} : d->second->info();
   ForkSeed seed;
-  CABIN_CO_ASSIGN_OR_RETURN(seed.state, co_await source->agent_.browser_state());
-  {
+  if (info.supports_snapshots) {
+    auto saved = co_await source->sandbox_->save_running();
+    if (!saved) {
+      co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
+                           "the source's machine could not be saved: " + saved.error().message);
+    }
+    // A one-off template: the children are copies of it, made their own as any copy is.
+    seed.machine = std::make_shared<Template>();
+    seed.machine->state = Template::State::kReady;
+    seed.machine->snapshot = std::move(*saved);
+    seed.machine->secret = source->agent_.secret();
+    seed.machine->ca = source->ca_;
+  } else if (info.supports_profiles && !profiles_live_.empty()) {
+    CABIN_CO_ASSIGN_OR_RETURN(seed.state, co_await source->agent_.browser_state());
     auto tree = source->sandbox_->open_browser_profile();
     if (!tree) co_return tree.error();
     auto packed = profiles::pack_at(tree->get(), {}, profiles::kChromiumCacheDirs);
     if (!packed) co_return packed.error();
     seed.archive = std::move(*packed);
+  } else {
+    co_return invalid_request("sessions on the " + driver +
+                              " driver cannot be forked: their browser's state is not "
+                              "reachable from the host");
   }
+  const bool memory = seed.machine != nullptr;
   // The children's spec: the source's, with the policy in force now and no saved profile.
   api::SessionSpec spec = source->spec();
   spec.start_url.clear();
@@ -844,8 +861,9 @@ net::awaitable<Result<std::vector<SessionPtr>>> SessionManager::fork(const std::
     for (auto& c : made) (void)co_await end(c->id(), "fork failed");
     co_return *failed;
   }
-  log()->info("session {}: forked into {}", id, made.size());
-  co_return made;
+  log()->info("session {}: forked into {}{}", id, made.size(),
+              memory ? ", copies of its running machine" : "");
+  co_return Forked{std::move(made), memory};
 }
 
 void SessionManager::check_in_profile(const std::string& session, const api::ProfileUse& use,

@@ -148,9 +148,14 @@ class SessionManager {
   // IndexedDB) and then gets its live cookies and opens its pages' URLs; pages' memory is not
   // copied. All or nothing: if one child fails, those made are ended. 400 on a driver that
   // cannot, 409 session_paused while the source is paused.
+  // On a driver with snapshots (microvm) the source is saved whole while paused a moment, and
+  // each child is a copy of that machine, made its own as a template's copies are (`memory`).
   static constexpr int kMaxForks = 16;
-  net::awaitable<Result<std::vector<SessionPtr>>> fork(const std::string& id, int count,
-                                                       const Tenant& tenant);
+  struct Forked {
+    std::vector<SessionPtr> sessions;
+    bool memory = false;  // the children have the source's running memory, not only its profile
+  };
+  net::awaitable<Result<Forked>> fork(const std::string& id, int count, const Tenant& tenant);
   // From now on create answers 503 draining (shutdown), queued ones too; /readyz says so.
   void set_draining() {
     draining_ = true;
@@ -236,9 +241,13 @@ class SessionManager {
     bool cancelled = false;
   };
   // What a fork's children start from: the source's profile, packed, and its cookies and pages.
+  struct Template;
+  // What a fork's child starts from: the source's packed profile and browser state, or the
+  // source's whole machine, saved running.
   struct ForkSeed {
     std::string archive;
     nlohmann::json state;
+    std::shared_ptr<Template> machine;
   };
   net::awaitable<Result<SessionPtr>> create_on(const api::SessionSpec& spec,
                                                const std::string& driver_name,
@@ -318,9 +327,11 @@ class SessionManager {
     std::shared_ptr<Template> from;
     std::string first_secret;  // the agent's until make_ready: the template's, or sb's own
   };
+  // `from`: this machine's copy, whatever the spec's shape (a fork's child).
   net::awaitable<Result<Started>> start_sandbox(const std::string& driver,
                                                 const api::SessionSpec& spec,
-                                                const drivers::SandboxSpec& sb, bool cold);
+                                                const drivers::SandboxSpec& sb, bool cold,
+                                                std::shared_ptr<Template> from);
   // Until the browser of the session `s`, started as `from` says, is ready: a copy made its
   // own machine, the egress proxy's connections (`egress`), the agent's ready, and a copy's
   // start page (a cold start's agent opens it itself).

@@ -155,10 +155,12 @@ net::awaitable<Result<void>> SessionManager::make_own(Session& s, const std::str
 
 net::awaitable<Result<SessionManager::Started>> SessionManager::start_sandbox(
     const std::string& driver, const api::SessionSpec& spec, const drivers::SandboxSpec& sb,
-    bool cold) {
+    bool cold, std::shared_ptr<Template> from) {
   auto& d = *drivers_.at(driver);
   Started out;
-  if (!cold) out.from = co_await template_for(driver, d.info(), spec);
+  const bool given = from != nullptr;
+  out.from = std::move(from);
+  if (!given && !cold) out.from = co_await template_for(driver, d.info(), spec);
   if (out.from) {
     auto copy = co_await restore_template(d, *out.from, sb);
     if (copy) {
@@ -166,6 +168,7 @@ net::awaitable<Result<SessionManager::Started>> SessionManager::start_sandbox(
       out.first_secret = out.from->secret;
       co_return out;
     }
+    if (given) co_return copy.error();  // a copy of that machine, or nothing
     out.from.reset();  // started cold below
   }
   CABIN_CO_ASSIGN_OR_RETURN(out.sandbox, co_await d.create(sb));

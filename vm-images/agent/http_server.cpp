@@ -17,12 +17,14 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/agent_protocol.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/spawn.h"
+#include "common/unique_fd.h"
 #include "vm-images/agent/computer.h"
 #include "vm-images/agent/desktop.h"
 #include "vm-images/agent/frames.h"
@@ -75,6 +77,10 @@ struct HttpServer::Conn {
   size_t connections = 0;
   size_t execs = 0;
   size_t frame_streams = 0;
+  // Each host connection, with a duplicate of its socket, for as long as it is served: in a
+  // copy of a running VM (restored) the other ends of all but the restoring one are gone.
+  std::map<uint64_t, UniqueFd> host_sockets;
+  uint64_t next_connection = 0;
 };
 
 namespace {
@@ -164,7 +170,8 @@ net::awaitable<Response> close_browser_route(std::shared_ptr<HttpServer::Conn> s
   co_return json_response(http::status::ok, "{}");
 }
 
-net::awaitable<Response> restored_route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
+net::awaitable<Response> restored_route(std::shared_ptr<HttpServer::Conn> sh, Request req,
+                                        uint64_t connection) {
   if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
   if (!sh->opts.restored) {
     co_return error_response(http::status::service_unavailable, "not_supported",
@@ -176,6 +183,12 @@ net::awaitable<Response> restored_route(std::shared_ptr<HttpServer::Conn> sh, Re
   if (!done) co_return error_response(done.error());
   // From the next request on, only the new secret opens this agent; the snapshot's is dead.
   sh->opts.secret = std::move(r->secret);
+  // The connections the saved machine had (egress waiters and what they carry, tunnels, frame
+  // streams) lead nowhere now: ended, so that their programs see it at once and cabind makes
+  // new ones.
+  for (const auto& [id, fd] : sh->host_sockets) {
+    if (id != connection) ::shutdown(fd.get(), SHUT_RDWR);
+  }
   co_return json_response(http::status::ok, "{}");
 }
 
@@ -201,7 +214,8 @@ net::awaitable<Response> browser_state_route(std::shared_ptr<HttpServer::Conn> s
   co_return json_response(http::status::ok, "{}");
 }
 
-net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req) {
+net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req,
+                               uint64_t connection) {
   auto [path, query] = split_target(req.target());
   if (path == agent_protocol::kHealthPath) {
     if (req.method() != http::verb::get) {
@@ -240,7 +254,8 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
   if (path == agent_protocol::kNavigatePath) co_return co_await navigate_route(sh, std::move(req));
   if (path == agent_protocol::kBrowserClosePath)
     co_return co_await close_browser_route(sh, std::move(req));
-  if (path == agent_protocol::kRestoredPath) co_return co_await restored_route(sh, std::move(req));
+  if (path == agent_protocol::kRestoredPath)
+    co_return co_await restored_route(sh, std::move(req), connection);
   if (path == agent_protocol::kBrowserStatePath)
     co_return co_await browser_state_route(sh, std::move(req));
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
@@ -357,6 +372,14 @@ net::awaitable<void> handle_egress_wait(std::shared_ptr<HttpServer::Conn> sh, St
 net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
                                       generic_stream::socket socket) {
   Counted live(sh->connections);
+  struct Registered {
+    Registered(HttpServer::Conn& c, int fd) : conn(c), id(++c.next_connection) {
+      c.host_sockets.emplace(id, UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0)));
+    }
+    ~Registered() { conn.host_sockets.erase(id); }
+    HttpServer::Conn& conn;
+    const uint64_t id;
+  } self(*sh, socket.native_handle());
   Stream stream(std::move(socket));
   beast::flat_buffer buffer;
   const auto& opts = sh->opts;
@@ -418,7 +441,7 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
       if (ec || !keep_alive) break;
       continue;
     }
-    Response res = co_await route(sh, std::move(req));
+    Response res = co_await route(sh, std::move(req), self.id);
     res.keep_alive(keep_alive);
     stream.expires_after(opts.read_timeout);
     co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));

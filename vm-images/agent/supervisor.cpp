@@ -434,9 +434,17 @@ net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16
                                                  std::string url, WaitUntil wait,
                                                  std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  const auto page = co_await first_page(ex, port);
-  const std::string path = debugger_path(page, "/devtools/page/");
-  if (path.empty()) co_return make_error(Errc::kUnavailable, "no_page", "the browser has no page");
+  // A browser restored from a snapshot taken as it became ready may not list its first page
+  // yet, or answer DevTools slowly while its code is translated anew under TCG: wait for it.
+  std::string path;
+  for (;;) {
+    path = debugger_path(co_await first_page(ex, port), "/devtools/page/");
+    if (!path.empty()) break;
+    if (Clock::now() >= deadline)
+      co_return make_error(Errc::kUnavailable, "no_page", "the browser has no page");
+    net::steady_timer t(ex, std::chrono::milliseconds(50));
+    co_await t.async_wait(net::use_awaitable);
+  }
   {
     websocket::stream<beast::tcp_stream> ws(ex);
     if (!co_await cdp_open(ws, port, path, std::chrono::seconds(10))) {

@@ -16,6 +16,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -110,7 +111,8 @@ std::shared_ptr<VmProcess> make_vm(const net::any_io_executor& ex, const Microvm
 }
 
 // A stopped VM: its RAM (a memfd sealed against every write, which copies map privately) and
-// its device state (a small memfd, read afresh by each restore).
+// its device state (a small memfd, read afresh by each restore); or, saved running, its state
+// alone with every page of RAM in it.
 class VmSnapshot final : public Snapshot {
  public:
   UniqueFd ram;
@@ -118,8 +120,8 @@ class VmSnapshot final : public Snapshot {
   uint64_t memory_mib = 0;
   int vcpus = 0;
   std::string describe() const override {
-    return "microvm snapshot: " + std::to_string(memory_mib) + " MiB, " + std::to_string(vcpus) +
-           " vCPUs";
+    return std::string(ram.valid() ? "microvm snapshot: " : "microvm saved running: ") +
+           std::to_string(memory_mib) + " MiB, " + std::to_string(vcpus) + " vCPUs";
   }
 };
 
@@ -188,13 +190,34 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
     co_return std::move(socket);
   }
 
+  net::awaitable<Result<SnapshotPtr>> save_running() override {
+    CABIN_CO_TRY(p_->check_live());
+    if (p_->memory_mib == 0 || p_->vcpus == 0)
+      co_return make_error(Errc::kUnavailable, "not_supported", "the VM's shape is not known");
+    auto snap = std::make_shared<VmSnapshot>();
+    CABIN_CO_ASSIGN_OR_RETURN(snap->state, make_memfd("cabin-vm-saved", 0));
+    // Its RAM is its own (a private mapping, or anonymous): the state carries every page.
+    auto saved = co_await qmp_save_state(p_->executor(), p_->run_dir(), kQmpSocketName,
+                                         snap->state.get(), std::chrono::seconds(120));
+    // Saved or not, it runs on from where it stopped.
+    auto resumed = co_await p_->qmp("cont");
+    if (!saved) co_return saved.error();
+    if (!resumed) co_return resumed.error();
+    snap->memory_mib = p_->memory_mib;
+    snap->vcpus = p_->vcpus;
+    CABIN_CO_TRY(seal(snap->state.get()));
+    co_return SnapshotPtr(std::move(snap));
+  }
+
   net::awaitable<Result<void>> pause() override { co_return co_await p_->qmp("stop"); }
   net::awaitable<Result<void>> resume() override { co_return co_await p_->qmp("cont"); }
 
   nlohmann::json handoff() const override {
     return {{"pid", p_->pid()},
             {"start", process_start_ticks(p_->pid()).value_or(0)},
-            {"port", p_->host_port}};
+            {"port", p_->host_port},
+            {"memory_mib", p_->memory_mib},
+            {"vcpus", p_->vcpus}};
   }
 
   std::string describe() const override {
@@ -306,7 +329,7 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::restore(const Snapshot& snapsh
   VmStart start;
   start.memory_mib = snap->memory_mib;
   start.vcpus = snap->vcpus;
-  start.ram_fd = snap->ram.get();
+  start.ram_fd = snap->ram.valid() ? snap->ram.get() : -1;  // else RAM comes in the state
   start.incoming = true;
   auto vm = co_await start_vm(spec, start);
   if (!vm) co_return vm.error();
@@ -376,11 +399,11 @@ net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::start_vm(const
   launch.memory_mib = start.memory_mib;
   launch.tsc_khz = tsc_khz_;
   launch.tcg_tb_mib = config_.tcg_tb_mib;
+  launch.incoming = start.incoming;
   if (start.ram_fd >= 0) {
     // Handed over as descriptor 3: the jailed QEMU can open no file of cabind's by name.
     launch.ram_file = "/proc/self/fd/3";
     launch.ram_shared = !start.incoming;
-    launch.incoming = start.incoming;
   }
 
   std::string last_failure;
@@ -474,6 +497,11 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::adopt(const std::string& id,
   auto child = adopt_host_child(executor_, static_cast<pid_t>(pid), start, dir / kOutputFifoName);
   if (!child) co_return child.error();
   auto vm = make_vm(executor_, config_, std::move(*child), id, dir, static_cast<uint16_t>(port));
+  // Its shape, for a copy of it (a fork) to have the same; 0 where an older handoff lacks it.
+  if (auto m = handoff.find("memory_mib"); m != handoff.end() && m->is_number_unsigned())
+    vm->memory_mib = std::min<uint64_t>(m->get<uint64_t>(), 1u << 20);
+  if (auto v = handoff.find("vcpus"); v != handoff.end() && v->is_number_integer())
+    vm->vcpus = static_cast<int>(std::clamp<int64_t>(v->get<int64_t>(), 0, 64));
   vm->start();
   if (::geteuid() == 0) {
     auto ns = nsbox::open_own_netns_of(vm->pid());

@@ -57,7 +57,9 @@ std::vector<std::string> qemu_argv(const QemuLaunch& l) {
   std::vector<std::string> argv = {
       l.qemu.string(),
       // microvm: no PCI, no firmware tables beyond ACPI, virtio-mmio devices only.
-      "-M", l.ram_file.empty() ? "microvm" : "microvm,memory-backend=ram0",
+      // RAM is always the backend ram0, whatever holds it: a fork's copy restores a saved
+      // state only into a machine whose RAM has the same name.
+      "-M", "microvm,memory-backend=ram0",
       "-accel", accel,
       // TCG says Intel: BoringSSL (Chromium's TLS keys, crypto.getRandomValues) mixes RDRAND,
       // which QEMU answers from the host's RNG, into every draw only on an Intel CPU. Otherwise
@@ -89,12 +91,13 @@ std::vector<std::string> qemu_argv(const QemuLaunch& l) {
       "-qmp", std::string("unix:") + kQmpSocketName + ",server=on,wait=off",
   };
   // clang-format on
-  if (!l.ram_file.empty()) {
-    argv.insert(argv.begin() + 1,
-                {"-object", "memory-backend-file,id=ram0,size=" + std::to_string(l.memory_mib) +
-                                "M,mem-path=" + qemu_opt_escape(l.ram_file.string()) +
-                                ",share=" + (l.ram_shared ? "on" : "off")});
-  }
+  const std::string size = "id=ram0,size=" + std::to_string(l.memory_mib) + "M";
+  argv.insert(argv.begin() + 1,
+              {"-object", l.ram_file.empty()
+                              ? "memory-backend-ram," + size
+                              : "memory-backend-file," + size + ",mem-path=" +
+                                    qemu_opt_escape(l.ram_file.string()) +
+                                    ",share=" + (l.ram_shared ? "on" : "off")});
   if (l.incoming) argv.insert(argv.end(), {"-incoming", "defer"});
   return argv;
 }

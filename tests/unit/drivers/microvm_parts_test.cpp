@@ -99,7 +99,8 @@ TEST_CASE("qemu argv for TCG", "[microvm]") {
   l.tsc_khz = 2300000;
   auto argv = qemu_argv(l);
   CHECK(argv[0] == "/usr/bin/qemu-system-x86_64");
-  CHECK(has_pair(argv, "-M", "microvm"));
+  CHECK(has_pair(argv, "-M", "microvm,memory-backend=ram0"));
+  CHECK(has_pair(argv, "-object", "memory-backend-ram,id=ram0,size=2048M"));
   CHECK(has_pair(argv, "-accel", "tcg,thread=multi"));
   CHECK(has_pair(argv, "-cpu", "max,vendor=GenuineIntel"));
   CHECK(has_pair(argv, "-smp", "2"));
@@ -123,7 +124,7 @@ TEST_CASE("qemu argv for TCG", "[microvm]") {
 
   l.tcg_tb_mib = 256;
   CHECK(has_pair(qemu_argv(l), "-accel", "tcg,thread=multi,tb-size=256"));
-  CHECK(std::count(argv.begin(), argv.end(), "-object") == 0);  // anonymous RAM by default
+  CHECK(std::count(argv.begin(), argv.end(), "-object") == 1);  // anonymous RAM by default
   CHECK(std::count(argv.begin(), argv.end(), "-incoming") == 0);
 }
 
