@@ -130,10 +130,11 @@ net::awaitable<Result<SessionPtr>> SessionManager::start_pooled(const PoolConfig
   const bool egress = config_.egress.enabled && info.supports_egress;
   std::shared_ptr<egress::SessionCa> ca;
   CABIN_CO_ASSIGN_OR_RETURN(auto sb, sandbox_spec(rec, spec, egress, ca));
-  CABIN_CO_ASSIGN_OR_RETURN(auto started, co_await start_sandbox(p.driver, spec, sb, false, nullptr));
+  CABIN_CO_ASSIGN_OR_RETURN(auto started,
+                            co_await start_sandbox(p.driver, spec, sb, false, nullptr, ca));
   auto s = std::make_shared<Session>(rec, spec, std::move(started.sandbox), started.first_secret,
                                      ex_);
-  s->ca_ = started.from ? started.from->ca : std::move(ca);
+  s->ca_ = std::move(ca);
   s->pooled_ = true;
   watch(s);
   // Not a guard object: a frame destroyed with the io_context at exit must not touch the
@@ -194,17 +195,11 @@ Result<void> SessionManager::claim(const SessionPtr& s, const api::SessionSpec& 
 }
 
 net::awaitable<Result<SessionPtr>> SessionManager::ready_claimed(SessionPtr s) {
-  const auto limits = limits_for(s->record().driver);
   if (s->egress_) {
     s->egress_->set_policy(std::make_shared<const egress::Policy>(
         s->spec().network ? *s->spec().network : config_.egress.default_policy));
   }
-  Result<void> ready;
-  const auto& url = s->spec().start_url;
-  if (!url.empty() && url != "about:blank") {
-    ready = co_await s->agent_.navigate(url, std::string(api::wait_until_name(s->spec().wait_until)),
-                                        limits.start_timeout);
-  }
+  Result<void> ready = co_await open_start_page(*s);
   if (ready && s->ending_) {
     ready = make_error(Errc::kUnavailable, "sandbox_exited", s->record().end_reason);
   }

@@ -385,8 +385,8 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   sb->profile_dir = profile;
   // A profile or a fork's seed needs a browser that starts from it: never a template's copy.
   std::shared_ptr<Template> machine = seed ? seed->machine : nullptr;
-  auto started =
-      co_await start_sandbox(driver_name, spec, *sb, spec.profile || seed, std::move(machine));
+  auto started = co_await start_sandbox(driver_name, spec, *sb, spec.profile || seed,
+                                        std::move(machine), ca);
   if (!started) {
     give_back_profile();
     log()->warn("session {}: sandbox did not start: {}", rec.id, started.error().message);
@@ -397,7 +397,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   }
   auto s = std::make_shared<Session>(rec, spec, std::move(started->sandbox),
                                      started->first_secret, ex_);
-  s->ca_ = started->from ? started->from->ca : std::move(ca);
+  s->ca_ = std::move(ca);
   s->own_profile_ = seed_profile_dir;
   live_[rec.id] = s;
   admission.release();  // counted in live_ from now on

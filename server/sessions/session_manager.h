@@ -300,7 +300,6 @@ class SessionManager {
     drivers::SnapshotPtr snapshot;
     std::string secret;  // the agent's in every copy, until the copy takes its own
     std::shared_ptr<egress::SessionCa> ca;  // trusted by every copy's browser; its key stays here
-    std::string error;
     std::chrono::steady_clock::time_point failed_at;
     uint64_t copies = 0;
   };
@@ -313,15 +312,13 @@ class SessionManager {
                                                          const api::SessionSpec& spec);
   net::awaitable<Result<void>> build_template(const std::string& driver,
                                               const api::SessionSpec& spec, Template& t);
-  // A copy of `t` for the session `sb` names: started, then made its own machine (new agent
-  // secret, the host's clock, a reseeded RNG, a new machine-id).
-  net::awaitable<Result<drivers::SandboxPtr>> restore_template(drivers::SandboxDriver& d,
-                                                               Template& t,
-                                                               const drivers::SandboxSpec& sb);
+  // Makes a copy its own machine (new agent secret, the host's clock, a reseeded RNG, a new
+  // machine-id).
   net::awaitable<Result<void>> make_own(Session& s, const std::string& secret,
                                         std::chrono::milliseconds timeout);
   // The sandbox `sb` of `spec` on `driver`: a copy of its shape's template where there is one
-  // (never with `cold`), else started cold; `from` says which.
+  // (never with `cold`), else started cold; `from` says which. A copy's browser trusts the
+  // template's CA, which then replaces `ca`.
   struct Started {
     drivers::SandboxPtr sandbox;
     std::shared_ptr<Template> from;
@@ -331,7 +328,11 @@ class SessionManager {
   net::awaitable<Result<Started>> start_sandbox(const std::string& driver,
                                                 const api::SessionSpec& spec,
                                                 const drivers::SandboxSpec& sb, bool cold,
-                                                std::shared_ptr<Template> from);
+                                                std::shared_ptr<Template> from,
+                                                std::shared_ptr<egress::SessionCa>& ca);
+  // Takes the session's first page to its start URL, if it has one, as its spec's wait_until
+  // says: for a sandbox whose agent was started without it (a pool's, a template's copy).
+  net::awaitable<Result<void>> open_start_page(Session& s);
   // Until the browser of the session `s`, started as `from` says, is ready: a copy made its
   // own machine, the egress proxy's connections (`egress`), the agent's ready, and a copy's
   // start page (a cold start's agent opens it itself).

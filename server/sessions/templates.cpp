@@ -116,16 +116,6 @@ net::awaitable<Result<void>> SessionManager::build_template(const std::string& d
   co_return Result<void>{};
 }
 
-net::awaitable<Result<drivers::SandboxPtr>> SessionManager::restore_template(
-    drivers::SandboxDriver& d, Template& t, const drivers::SandboxSpec& sb) {
-  auto copy = co_await d.restore(*t.snapshot, sb);
-  if (copy)
-    ++t.copies;
-  else
-    template_failed(t, "restore: " + copy.error().message);
-  co_return copy;
-}
-
 net::awaitable<Result<void>> SessionManager::make_own(Session& s, const std::string& secret,
                                                       std::chrono::milliseconds timeout) {
   agent_protocol::RestoredRequest r;
@@ -155,19 +145,22 @@ net::awaitable<Result<void>> SessionManager::make_own(Session& s, const std::str
 
 net::awaitable<Result<SessionManager::Started>> SessionManager::start_sandbox(
     const std::string& driver, const api::SessionSpec& spec, const drivers::SandboxSpec& sb,
-    bool cold, std::shared_ptr<Template> from) {
+    bool cold, std::shared_ptr<Template> from, std::shared_ptr<egress::SessionCa>& ca) {
   auto& d = *drivers_.at(driver);
   Started out;
   const bool given = from != nullptr;
   out.from = std::move(from);
   if (!given && !cold) out.from = co_await template_for(driver, d.info(), spec);
   if (out.from) {
-    auto copy = co_await restore_template(d, *out.from, sb);
+    auto copy = co_await d.restore(*out.from->snapshot, sb);
     if (copy) {
+      ++out.from->copies;
       out.sandbox = std::move(*copy);
       out.first_secret = out.from->secret;
+      ca = out.from->ca;
       co_return out;
     }
+    template_failed(*out.from, "restore: " + copy.error().message);
     if (given) co_return copy.error();  // a copy of that machine, or nothing
     out.from.reset();  // started cold below
   }
@@ -189,19 +182,21 @@ net::awaitable<Result<void>> SessionManager::make_ready(const SessionPtr& s,
   }
   if (egress) CABIN_CO_TRY(co_await start_egress(s, timeout));
   CABIN_CO_TRY(co_await wait_ready(*s, timeout));
-  const auto& url = s->spec().start_url;
-  if (from && !url.empty() && url != "about:blank") {
-    CABIN_CO_TRY(co_await s->agent_.navigate(
-        url, std::string(api::wait_until_name(s->spec().wait_until)), timeout));
-  }
+  if (from) CABIN_CO_TRY(co_await open_start_page(*s));
   co_return Result<void>{};
+}
+
+net::awaitable<Result<void>> SessionManager::open_start_page(Session& s) {
+  const auto& url = s.spec().start_url;
+  if (url.empty() || url == "about:blank") co_return Result<void>{};
+  co_return co_await s.agent_.navigate(url, std::string(api::wait_until_name(s.spec().wait_until)),
+                                       limits_for(s.record().driver).start_timeout);
 }
 
 void SessionManager::template_failed(Template& t, const std::string& why) {
   if (t.state == Template::State::kFailed) return;
   template_log()->warn("template: {}; creates start cold for {} s", why, kRetryFailedBuild.count());
   t.state = Template::State::kFailed;
-  t.error = why;
   t.failed_at = std::chrono::steady_clock::now();
   t.snapshot.reset();  // its memory goes once the copies that map it have gone
 }

@@ -114,8 +114,6 @@ int run_restore_helper(int in_fd, int out_fd) {
 
 RestoreChannel::RestoreChannel(net::any_io_executor ex, int to_helper, int from_helper)
     : out_(ex), in_(ex) {
-  ::fcntl(to_helper, F_SETFD, FD_CLOEXEC);
-  ::fcntl(from_helper, F_SETFD, FD_CLOEXEC);
   out_.assign(to_helper);
   in_.assign(from_helper);
 }

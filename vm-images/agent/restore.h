@@ -33,7 +33,8 @@ Result<void> apply_restore_line(const agent_protocol::RestoreLine& line,
 // The agent's end of the pipes to the helper.
 class RestoreChannel {
  public:
-  // Takes both descriptors (marked close-on-exec, so no command inherits them).
+  // Takes both descriptors, which the caller has marked close-on-exec before anything was
+  // spawned (no command may inherit them).
   RestoreChannel(net::any_io_executor ex, int to_helper, int from_helper);
 
   // Hands the request to the helper and waits for its answer, within `timeout`.

@@ -205,7 +205,8 @@ nlohmann::json evaluate_result(const nlohmann::json& answer) {
   return (*r)["value"];
 }
 
-// True once the start page has got as far as `wait`. kLoad: its document's readyState is
+// True once the page at DevTools path `path` has got as far as `wait`. kCommit: it has a
+// document of its own, not the first about:blank. kLoad: its document's readyState is
 // "complete", which it becomes in the task that fires the load event, so that the page's load
 // handlers have run. kNetworkIdle: besides, no request of the page's has been in flight for
 // kNetworkQuiet, watched from Network.enable on (what Playwright calls networkidle). A page that
@@ -213,11 +214,8 @@ nlohmann::json evaluate_result(const nlohmann::json& answer) {
 constexpr auto kNetworkQuiet = std::chrono::milliseconds(500);
 constexpr auto kNetworkIdleWait = std::chrono::seconds(15);
 
-net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, WaitUntil wait) {
-  const auto page = co_await first_page(ex, port);
-  if (!start_page_committed(page)) co_return false;
-  const std::string path = debugger_path(page, "/devtools/page/");
-  if (path.empty()) co_return false;
+net::awaitable<bool> page_reached(net::any_io_executor ex, uint16_t port, const std::string& path,
+                                  WaitUntil wait) {
   websocket::stream<beast::tcp_stream> ws(ex);
   if (!co_await cdp_open(ws, port, path, std::chrono::seconds(5))) co_return false;
   // The target's URL is the navigation's as soon as it starts; the document's own says whether
@@ -277,6 +275,15 @@ net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, 
   co_return true;
 }
 
+// The same for the start page, the browser's first.
+net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, WaitUntil wait) {
+  const auto page = co_await first_page(ex, port);
+  if (!start_page_committed(page)) co_return false;
+  const std::string path = debugger_path(page, "/devtools/page/");
+  if (path.empty()) co_return false;
+  co_return co_await page_reached(ex, port, path, wait);
+}
+
 // True when the browser target takes a CDP WebSocket and answers on it, as a client's will:
 // DevTools can take a TCP connection before it serves the browser target.
 net::awaitable<bool> browser_answers(net::any_io_executor ex, uint16_t port,
@@ -331,20 +338,6 @@ net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, 
     }
   }
   co_return false;
-}
-
-// Whether the page at DevTools path `path` has committed a document of its own (not the first
-// about:blank) and finished loading it.
-net::awaitable<bool> page_loaded(net::any_io_executor ex, uint16_t port, const std::string& path) {
-  websocket::stream<beast::tcp_stream> ws(ex);
-  if (!co_await cdp_open(ws, port, path, std::chrono::seconds(5))) co_return false;
-  nlohmann::json ask_state = {{"expression", "[document.readyState, location.href]"},
-                              {"returnByValue", true}};
-  const auto answer = co_await cdp_call(ws, 1, "Runtime.evaluate", std::move(ask_state));
-  co_await cdp_close(ws);
-  const auto found = evaluate_result(answer);
-  co_return found.is_array() && found.size() == 2 && found[1].is_string() &&
-      found[1].get<std::string>() != "about:blank" && found[0] == "complete";
 }
 
 }  // namespace
@@ -417,7 +410,7 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
   co_await cdp_close(ws);
   // The answer means every page is there: each of the others loaded too, as the first did.
   for (const auto& id : opened) {
-    while (!co_await page_loaded(ex, devtools.port, "/devtools/page/" + id)) {
+    while (!co_await page_reached(ex, devtools.port, "/devtools/page/" + id, WaitUntil::kLoad)) {
       if (Clock::now() >= deadline) {
         co_return make_error(Errc::kTimeout, "start_timeout",
                              "a page did not load within " + std::to_string(timeout.count()) +

@@ -149,19 +149,13 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
     CABIN_CO_TRY(p_->check_live());
     if (!p_->ram.valid())
       co_return make_error(Errc::kUnavailable, "not_snapshottable", "the VM's RAM is not shared");
-    auto snap = std::make_shared<VmSnapshot>();
-    CABIN_CO_ASSIGN_OR_RETURN(snap->state, make_memfd("cabin-vm-state", 0));
-    auto saved = co_await qmp_save_state(p_->executor(), p_->run_dir(), kQmpSocketName,
-                                         snap->state.get(), std::chrono::seconds(60));
+    auto saved = co_await save_stopped(std::chrono::seconds(60));
     // Saved or not, this VM is done: stopped, and its RAM about to belong to its copies.
     co_await destroy();
     if (!saved) co_return saved.error();
-    snap->ram = std::move(p_->ram);
-    snap->memory_mib = p_->memory_mib;
-    snap->vcpus = p_->vcpus;
-    CABIN_CO_TRY(seal(snap->ram.get()));
-    CABIN_CO_TRY(seal(snap->state.get()));
-    co_return SnapshotPtr(std::move(snap));
+    (*saved)->ram = std::move(p_->ram);
+    CABIN_CO_TRY(seal((*saved)->ram.get()));
+    co_return SnapshotPtr(std::move(*saved));
   }
 
   // The guest's agent listens on the egress port itself; QEMU spawns nothing (spawn=deny).
@@ -194,19 +188,13 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
     CABIN_CO_TRY(p_->check_live());
     if (p_->memory_mib == 0 || p_->vcpus == 0)
       co_return make_error(Errc::kUnavailable, "not_supported", "the VM's shape is not known");
-    auto snap = std::make_shared<VmSnapshot>();
-    CABIN_CO_ASSIGN_OR_RETURN(snap->state, make_memfd("cabin-vm-saved", 0));
     // Its RAM is its own (a private mapping, or anonymous): the state carries every page.
-    auto saved = co_await qmp_save_state(p_->executor(), p_->run_dir(), kQmpSocketName,
-                                         snap->state.get(), std::chrono::seconds(120));
+    auto saved = co_await save_stopped(std::chrono::seconds(120));
     // Saved or not, it runs on from where it stopped.
     auto resumed = co_await p_->qmp("cont");
     if (!saved) co_return saved.error();
     if (!resumed) co_return resumed.error();
-    snap->memory_mib = p_->memory_mib;
-    snap->vcpus = p_->vcpus;
-    CABIN_CO_TRY(seal(snap->state.get()));
-    co_return SnapshotPtr(std::move(snap));
+    co_return SnapshotPtr(std::move(*saved));
   }
 
   net::awaitable<Result<void>> pause() override { co_return co_await p_->qmp("stop"); }
@@ -223,6 +211,20 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   std::string describe() const override {
     return "microvm qemu pid=" + std::to_string(p_->pid()) +
            " agent=127.0.0.1:" + std::to_string(p_->host_port) + " dir=" + p_->run_dir().string();
+  }
+
+ private:
+  // Stops the VM and saves its device state, and whatever of its RAM is not shared, into a new
+  // sealed memfd, with its shape; the VM stays stopped.
+  net::awaitable<Result<std::shared_ptr<VmSnapshot>>> save_stopped(std::chrono::seconds timeout) {
+    auto snap = std::make_shared<VmSnapshot>();
+    CABIN_CO_ASSIGN_OR_RETURN(snap->state, make_memfd("cabin-vm-state", 0));
+    CABIN_CO_TRY(co_await qmp_save_state(p_->executor(), p_->run_dir(), kQmpSocketName,
+                                         snap->state.get(), timeout));
+    CABIN_CO_TRY(seal(snap->state.get()));
+    snap->memory_mib = p_->memory_mib;
+    snap->vcpus = p_->vcpus;
+    co_return snap;
   }
 };
 
@@ -308,16 +310,14 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
   VmStart start;
   start.memory_mib = guest_memory_mib(spec.memory_bytes);
   start.vcpus = spec.vcpus > 0 ? spec.vcpus : config_.vcpus;
+  UniqueFd ram;  // a snapshottable VM's: shared, so that its copies can map it
   if (spec.snapshottable) {
-    CABIN_CO_ASSIGN_OR_RETURN(auto ram, make_memfd("cabin-vm-ram", start.memory_mib << 20));
+    CABIN_CO_ASSIGN_OR_RETURN(ram, make_memfd("cabin-vm-ram", start.memory_mib << 20));
     start.ram_fd = ram.get();
-    auto vm = co_await start_vm(spec, start);
-    if (!vm) co_return vm.error();
-    (*vm)->ram = std::move(ram);
-    co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm)));
   }
   auto vm = co_await start_vm(spec, start);
   if (!vm) co_return vm.error();
+  (*vm)->ram = std::move(ram);
   co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm)));
 }
 
@@ -348,8 +348,6 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::restore(const Snapshot& snapsh
     co_await (*vm)->destroy();
     co_return restored.error();
   }
-  (*vm)->memory_mib = snap->memory_mib;
-  (*vm)->vcpus = snap->vcpus;
   co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm)));
 }
 
