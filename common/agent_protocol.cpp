@@ -122,7 +122,7 @@ Result<RestoredRequest> parse_restored_request(std::string_view body) {
   if (!j) return j.error();
   if (auto r = reject_unknown(*j, {"secret", "unix_ns", "seed", "machine_id"}); !r) return r.error();
   RestoredRequest req;
-  for (const char* name : {"secret", "unix_ns", "seed", "machine_id"}) {
+  for (const char* name : {"secret", "unix_ns", "seed"}) {
     if (!j->contains(name)) return invalid_field(name, "is required");
   }
   auto secret = read_string(j->at("secret"), "secret", 128);
@@ -138,24 +138,25 @@ Result<RestoredRequest> parse_restored_request(std::string_view body) {
   if (seed->size() != 2 * kRestoreSeedBytes || !lower_hex(*seed))
     return invalid_field("seed", "must be " + std::to_string(kRestoreSeedBytes) + " bytes in hex");
   req.seed_hex = std::move(*seed);
-  auto id = read_string(j->at("machine_id"), "machine_id", 32);
-  if (!id) return id.error();
-  if (id->size() != 32 || !lower_hex(*id))
-    return invalid_field("machine_id", "must be 32 lowercase hex digits");
-  req.machine_id = std::move(*id);
+  if (auto it = j->find("machine_id"); it != j->end()) {
+    auto id = read_string(*it, "machine_id", 32);
+    if (!id) return id.error();
+    if (id->size() != 32 || !lower_hex(*id))
+      return invalid_field("machine_id", "must be 32 lowercase hex digits");
+    req.machine_id = std::move(*id);
+  }
   return req;
 }
 
 json to_json(const RestoredRequest& r) {
-  return {{"secret", r.secret},
-          {"unix_ns", r.unix_ns},
-          {"seed", r.seed_hex},
-          {"machine_id", r.machine_id}};
+  json j = {{"secret", r.secret}, {"unix_ns", r.unix_ns}, {"seed", r.seed_hex}};
+  if (!r.machine_id.empty()) j["machine_id"] = r.machine_id;
+  return j;
 }
 
 std::string format_restore_line(const RestoredRequest& r, int64_t monotonic_ns) {
   return std::to_string(r.unix_ns) + " " + std::to_string(monotonic_ns) + " " + r.seed_hex + " " +
-         r.machine_id + "\n";
+         (r.machine_id.empty() ? std::string("-") : r.machine_id) + "\n";
 }
 
 Result<RestoreLine> parse_restore_line(std::string_view line) {
@@ -190,8 +191,10 @@ Result<RestoreLine> parse_restore_line(std::string_view line) {
     const auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
     out.seed.push_back(static_cast<char>(nibble(parts[2][i]) * 16 + nibble(parts[2][i + 1])));
   }
-  if (parts[3].size() != 32 || !lower_hex(parts[3])) return bad("bad machine-id");
-  out.machine_id = std::string(parts[3]);
+  if (parts[3] != "-") {
+    if (parts[3].size() != 32 || !lower_hex(parts[3])) return bad("bad machine-id");
+    out.machine_id = std::string(parts[3]);
+  }
   return out;
 }
 

@@ -97,27 +97,29 @@ nlohmann::json to_json(const ExecRequest& r);
 
 // POST kRestoredPath, sent by cabind to the agent of a VM restored from a snapshot, with the
 // secret every copy of that snapshot still has: the VM's own secret from now on, the host's
-// wall clock, bytes for the kernel's RNG and a machine-id.
+// wall clock, bytes for the kernel's RNG and a machine-id (none: the VM keeps its own, as one
+// resumed from hibernation does).
 inline constexpr std::string_view kRestoredPath = "/agent/v1/restored";
 inline constexpr size_t kRestoreSeedBytes = 64;
 struct RestoredRequest {
   std::string secret;      // 32..128 characters of [0-9a-f]
   int64_t unix_ns = 0;     // the host's CLOCK_REALTIME when it sent this
   std::string seed_hex;    // kRestoreSeedBytes bytes, in hex
-  std::string machine_id;  // 32 characters of [0-9a-f]
+  std::string machine_id;  // 32 characters of [0-9a-f], or empty
 };
 Result<RestoredRequest> parse_restored_request(std::string_view body);
 nlohmann::json to_json(const RestoredRequest& r);
 
 // What the agent hands the guest's root helper, one line of at most kMaxRestoreLine bytes:
 // "<unix_ns> <monotonic_ns> <seed_hex> <machine_id>\n", monotonic_ns being the guest's
-// CLOCK_MONOTONIC when the agent read unix_ns (so the helper adds the time spent since).
+// CLOCK_MONOTONIC when the agent read unix_ns (so the helper adds the time spent since), and
+// machine_id "-" when it stays as it is.
 inline constexpr size_t kMaxRestoreLine = 512;
 struct RestoreLine {
   int64_t unix_ns = 0;
   int64_t monotonic_ns = 0;
   std::string seed;  // raw bytes
-  std::string machine_id;
+  std::string machine_id;  // empty: unchanged
 };
 std::string format_restore_line(const RestoredRequest& r, int64_t monotonic_ns);
 Result<RestoreLine> parse_restore_line(std::string_view line);

@@ -77,6 +77,7 @@ Result<void> apply_restore_line(const agent_protocol::RestoreLine& line,
   if (::ioctl(rnd.get(), RNDADDENTROPY, info) != 0) return sys_error("RNDADDENTROPY");
   if (::ioctl(rnd.get(), RNDRESEEDCRNG) != 0) return sys_error("RNDRESEEDCRNG");
 
+  if (line.machine_id.empty()) return {};  // resumed: still the same machine
   UniqueFd id(::open(machine_id_path.c_str(), O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC));
   if (!id.valid()) return sys_error("open " + machine_id_path);
   if (!write_all(id.get(), line.machine_id + "\n")) return sys_error("write machine-id");

@@ -169,4 +169,16 @@ TEST_CASE("restored requests and the restore line parse strictly and round-trip"
     INFO(bad);
     CHECK_FALSE(parse_restore_line(bad));
   }
+
+  // Without a machine-id the VM keeps its own (a resume from hibernation).
+  r.machine_id.clear();
+  auto kept = parse_restored_request(to_json(r).dump());
+  REQUIRE(kept);
+  CHECK(kept->machine_id.empty());
+  const std::string keep_line = format_restore_line(*kept, 7);
+  CHECK(keep_line.ends_with(" -\n"));
+  auto keep = parse_restore_line(keep_line);
+  REQUIRE(keep);
+  CHECK(keep->machine_id.empty());
+  CHECK_FALSE(parse_restore_line(keep_line.substr(0, keep_line.size() - 2) + "--\n"));
 }
