@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
     mv.wrap_path = cfg.bin_dir / "cabin-vmm-wrap";
     mv.accel = cfg.microvm_accel;
     mv.vcpus = cfg.microvm_vcpus;
+    mv.hibernate_dir = cfg.state_dir / "hibernated";
     drivers["microvm"] = std::make_unique<drivers::MicrovmDriver>(mv, ioc.get_executor());
   }
   for (auto& [name, d] : drivers) {

@@ -62,6 +62,7 @@ constexpr std::array kCatalogue{
     ErrorKind{"draining", Errc::kUnavailable},
     ErrorKind{"not_ready", Errc::kUnavailable},
     ErrorKind{"sandbox_ended", Errc::kUnavailable},
+    ErrorKind{"sandbox_hibernated", Errc::kUnavailable},
     ErrorKind{"agent_not_ready", Errc::kUnavailable},
     ErrorKind{"cgroups_failed", Errc::kUnavailable},
     ErrorKind{"vmm_jail", Errc::kUnavailable},

@@ -42,6 +42,8 @@ struct DriverInfo {
   // Sandboxes started `snapshottable` can be frozen into a Snapshot (Sandbox::snapshot), from
   // which restore() starts copies.
   bool supports_snapshots = false;
+  // Sandboxes can be hibernated (Sandbox::hibernate): saved whole to disk, their processes gone.
+  bool supports_hibernate = false;
 };
 
 // Immutable input to create(): everything the driver needs, already validated.
@@ -121,6 +123,14 @@ class Sandbox {
   virtual net::awaitable<Result<SnapshotPtr>> save_running() {
     co_return make_error(Errc::kUnavailable, "not_supported", "this sandbox cannot be saved");
   }
+  // Saves the whole sandbox (its memory and state) to disk and ends its processes, freeing their
+  // memory; resume() starts it again from there. It survives cabind's restart: handoff() says
+  // where it lies. kUnavailable where the driver cannot.
+  virtual net::awaitable<Result<void>> hibernate() {
+    co_return make_error(Errc::kUnavailable, "not_supported", "this sandbox cannot hibernate");
+  }
+  // Hibernated: nothing of it runs, and resume() restores it.
+  virtual bool hibernated() const { return false; }
   virtual net::awaitable<Result<void>> pause() = 0;
   virtual net::awaitable<Result<void>> resume() = 0;
   // Idempotent; kills everything of the sandbox and removes its files, cgroups and mounts.

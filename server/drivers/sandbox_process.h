@@ -195,7 +195,9 @@ class ProcessSandbox : public Sandbox {
   explicit ProcessSandbox(std::shared_ptr<Process> p) : p_(std::move(p)) {}
   ProcessSandbox(const ProcessSandbox&) = delete;
   ProcessSandbox& operator=(const ProcessSandbox&) = delete;
-  ~ProcessSandbox() override { p_->destroy_in_background(); }
+  ~ProcessSandbox() override {
+    if (p_) p_->destroy_in_background();
+  }
 
   net::awaitable<void> destroy() override { co_await p_->destroy(); }
   void release() override { p_->release(); }

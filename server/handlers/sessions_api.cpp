@@ -47,6 +47,8 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     j["wait_until"] = api::wait_until_name(s->spec().wait_until);
     if (const auto& p = s->spec().profile) j["profile"] = {{"id", p->id}, {"persist", p->persist}};
     if (auto idle = s->idle_since()) j["idle_since"] = format_rfc3339(*idle);
+    if (r.status == store::SessionStatus::kPaused)
+      j["pause_mode"] = s->hibernated() ? "hibernate" : "freeze";
   }
   return j;
 }
@@ -71,6 +73,7 @@ Response Api::info(const Authn& authn) const {
               {"detail", d.detail},
               {"available", d.available},
               {"supports_pause", d.supports_pause},
+              {"supports_hibernate", d.supports_hibernate},
               // A fork copies what the driver can reach of a browser: its whole machine, or
               // its profile.
               {"supports_profiles", d.supports_profiles},
@@ -238,7 +241,22 @@ Response Api::keepalive(const api::Route& route, const Request& req) {
 net::awaitable<Response> Api::pause_or_resume(const api::Route& route, const Request& req) {
   Result<store::SessionRecord> r = api::errors::session_not_found();
   if (route.id == api::RouteId::kPause) {
-    r = co_await sessions_.pause(route.session_id);
+    auto mode = sessions::PauseMode::kFreeze;
+    if (req.body().find_first_not_of(" \t\r\n") != std::string::npos) {
+      auto body = parse_object(req.body());
+      if (!body) co_return error_response(body.error());
+      if (auto u = reject_unknown(*body, {"mode"}); !u) co_return error_response(u.error());
+      if (auto it = body->find("mode"); it != body->end()) {
+        auto m = read_string(*it, "mode", 16);
+        if (!m) co_return error_response(m.error());
+        if (*m == "hibernate") {
+          mode = sessions::PauseMode::kHibernate;
+        } else if (*m != "freeze") {
+          co_return error_response(invalid_field("mode", "must be freeze or hibernate"));
+        }
+      }
+    }
+    r = co_await sessions_.pause(route.session_id, mode);
   } else {
     r = co_await sessions_.resume(route.session_id);
   }

@@ -66,6 +66,10 @@ void declare_cabind(Registry& r) {
             kPauseBuckets);
   r.declare("cabin_session_resume_seconds", Type::kHistogram, "How long a resume took.", {"driver"},
             kPauseBuckets);
+  r.declare("cabin_session_hibernate_seconds", Type::kHistogram,
+            "How long saving a session to disk took.", {"driver"}, kStartBuckets);
+  r.declare("cabin_session_wake_seconds", Type::kHistogram,
+            "How long starting a hibernated session again took.", {"driver"}, kStartBuckets);
   r.declare("cabin_session_adopt_seconds", Type::kHistogram,
             "How long taking over a session an earlier cabind left running took.", {"driver"},
             kPauseBuckets);

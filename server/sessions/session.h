@@ -75,6 +75,8 @@ class Session final {
   bool running() const { return record_.status == store::SessionStatus::kRunning && !ending_; }
   // Frozen by POST /pause (or on_idle): its streams stay open, nothing in it runs.
   bool paused() const { return record_.status == store::SessionStatus::kPaused && !ending_; }
+  // Paused with its sandbox saved to disk, nothing of it running (PauseMode::kHibernate).
+  bool hibernated() const { return sandbox_->hibernated(); }
   // Bumped to revoke every token of the session at once.
   uint32_t token_generation() const { return record_.token_generation; }
   // The sandbox's screen, and the size a model sees it at (the spec's display), if another.

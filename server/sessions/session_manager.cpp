@@ -549,31 +549,59 @@ Result<store::SessionRecord> SessionManager::keepalive(const std::string& id) {
   return (*s)->record();
 }
 
-net::awaitable<Result<store::SessionRecord>> SessionManager::pause(const std::string& id) {
-  co_return co_await set_paused(id, true);
+net::awaitable<Result<store::SessionRecord>> SessionManager::pause(const std::string& id,
+                                                                   PauseMode mode) {
+  co_return co_await set_paused(id, true, mode);
 }
 
 net::awaitable<Result<store::SessionRecord>> SessionManager::resume(const std::string& id) {
-  co_return co_await set_paused(id, false);
+  co_return co_await set_paused(id, false, PauseMode::kFreeze);
 }
 
 net::awaitable<Result<store::SessionRecord>> SessionManager::set_paused(const std::string& id,
-                                                                        bool pause) {
+                                                                        bool pause,
+                                                                        PauseMode mode) {
   auto found = live(id);
   if (!found) co_return found.error();
   SessionPtr s = std::move(*found);
-  if (pause ? s->paused() : s->running()) co_return s->record();  // already so
-  if (!(pause ? s->running() : s->paused()))
+  const bool hibernate = pause && mode == PauseMode::kHibernate;
+  // Already so; a frozen session may still be hibernated, and a hibernated one stays so.
+  if (pause ? s->paused() && (s->hibernated() || !hibernate) : s->running()) co_return s->record();
+  if (!(pause ? s->running() || s->paused() : s->paused()))
     co_return api::errors::cannot_pause("the session is still starting");
   if (s->pausing_) co_return api::errors::cannot_pause("a pause or resume is under way");
-  const char* verb = pause ? "pause" : "resume";
+  if (hibernate) {
+    auto d = drivers_.find(s->record().driver);
+    if (d == drivers_.end() || !d->second->info().supports_hibernate) {
+      co_return api::errors::cannot_pause("the " + s->record().driver +
+                                          " driver cannot hibernate a session");
+    }
+  }
+  const bool waking = !pause && s->hibernated();
+  const char* verb = hibernate ? "hibernate" : waking ? "wake" : pause ? "pause" : "resume";
   s->pausing_ = true;
   const auto began = std::chrono::steady_clock::now();
   Result<void> r;
-  if (pause) {
+  if (hibernate) {
+    r = co_await s->sandbox_->hibernate();
+  } else if (pause) {
     r = co_await s->sandbox_->pause();
   } else {
     r = co_await s->sandbox_->resume();
+  }
+  if (r && waking && !s->ending_) {
+    // The machine's clock stopped when it was saved: it gets the host's again, and its RNG fresh
+    // bytes (a saved state could be restored twice).
+    auto own = co_await make_own(*s, random_hex(32), limits_for(s->record().driver).start_timeout,
+                                 false);
+    if (!own) {
+      s->pausing_ = false;
+      log()->warn("session {}: its machine did not answer once woken: {}", id,
+                  own.error().message);
+      co_await finish(s, store::SessionStatus::kFailed,
+                      "the hibernated machine did not answer once woken: " + own.error().message);
+      co_return api::errors::session_ended("the hibernated machine did not answer once woken");
+    }
   }
   s->pausing_ = false;
   metrics::registry().observe(
@@ -587,10 +615,14 @@ net::awaitable<Result<store::SessionRecord>> SessionManager::set_paused(const st
   const auto status = pause ? store::SessionStatus::kPaused : store::SessionStatus::kRunning;
   s->record_.status = status;
   (void)store_.set_status(id, status, "", 0);
+  // What a later cabind adopts changed with a hibernation: a file rather than a process.
+  if (hibernate || waking) save_handoff(*s);
   // A paused session is never idle; a resumed one's idle time starts again.
   s->idle_timer_.cancel();
   s->idle_again();
-  log()->info("session {}: {}", id, pause ? "paused" : "resumed");
+  log()->info("session {}: {}", id,
+              hibernate ? "hibernated" : waking ? "woken from hibernation"
+                                                : pause ? "paused" : "resumed");
   co_return s->record();
 }
 

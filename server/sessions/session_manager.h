@@ -97,6 +97,10 @@ struct PoolState {
   uint64_t misses = 0;  // creates it would have served, had it not been empty
 };
 
+// How a pause holds a session: frozen where it is (its memory kept), or hibernated (saved to
+// disk whole and its processes ended, their memory freed; on drivers with supports_hibernate).
+enum class PauseMode { kFreeze, kHibernate };
+
 // Who asks for a session, and the limits of its own that come before the server's.
 struct Tenant {
   std::string id = "admin";        // recorded as its sessions' owner: "admin" or a key's id
@@ -189,9 +193,14 @@ class SessionManager {
   // Freezes a running session: its sandbox stops where it is and uses no CPU, its connections
   // stay open, its lifetime still runs, its idle time does not. Pausing a paused one answers it
   // as it is. cannot_pause while starting, during another pause or resume, or on a driver that
-  // cannot.
-  net::awaitable<Result<store::SessionRecord>> pause(const std::string& id);
-  // Continues a paused session where it was; a running one answers as it is.
+  // cannot. Hibernated, its sandbox is saved to disk and its processes end (its connections with
+  // them; clients reconnect through the same URLs after the resume); a frozen one may be
+  // hibernated too, and it survives cabind's restart.
+  net::awaitable<Result<store::SessionRecord>> pause(const std::string& id,
+                                                     PauseMode mode = PauseMode::kFreeze);
+  // Continues a paused session where it was; a running one answers as it is. A hibernated one is
+  // started again from disk and told the host's clock (as a template's copy is, keeping its
+  // machine-id).
   net::awaitable<Result<store::SessionRecord>> resume(const std::string& id);
   // Ends a live session. Returns its final record; kNotFound if unknown.
   net::awaitable<Result<store::SessionRecord>> end(const std::string& id, const std::string& reason);
@@ -315,7 +324,8 @@ class SessionManager {
   // Makes a copy its own machine (new agent secret, the host's clock, a reseeded RNG, a new
   // machine-id).
   net::awaitable<Result<void>> make_own(Session& s, const std::string& secret,
-                                        std::chrono::milliseconds timeout);
+                                        std::chrono::milliseconds timeout,
+                                        bool new_machine_id = true);
   // The sandbox `sb` of `spec` on `driver`: a copy of its shape's template where there is one
   // (never with `cold`), else started cold; `from` says which. A copy's browser trusts the
   // template's CA, which then replaces `ca`.
@@ -347,7 +357,8 @@ class SessionManager {
   DriverLimits limits_for(const std::string& driver) const;
   // The lifetime's timer, at the record's expires_at.
   void arm_expiry(Session& s);
-  net::awaitable<Result<store::SessionRecord>> set_paused(const std::string& id, bool pause);
+  net::awaitable<Result<store::SessionRecord>> set_paused(const std::string& id, bool pause,
+                                                          PauseMode mode);
   void watch(SessionPtr s);
   // Starts the session's egress proxy on its sandbox's loopback, once the sandbox has one.
   net::awaitable<Result<void>> start_egress(SessionPtr s, std::chrono::milliseconds timeout);

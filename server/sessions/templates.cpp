@@ -117,11 +117,12 @@ net::awaitable<Result<void>> SessionManager::build_template(const std::string& d
 }
 
 net::awaitable<Result<void>> SessionManager::make_own(Session& s, const std::string& secret,
-                                                      std::chrono::milliseconds timeout) {
+                                                      std::chrono::milliseconds timeout,
+                                                      bool new_machine_id) {
   agent_protocol::RestoredRequest r;
   r.secret = secret;
   r.seed_hex = random_hex(agent_protocol::kRestoreSeedBytes);
-  r.machine_id = random_hex(16);
+  if (new_machine_id) r.machine_id = random_hex(16);
   const auto deadline = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(
                                                                timeout, kMakeOwnTimeout);
   for (;;) {

@@ -46,3 +46,16 @@ export async function readPage(cdpUrl) {
     await pw.close();
   }
 }
+
+// `expression`'s value in the page markPage made.
+export async function inPage(cdpUrl, expression) {
+  const pw = await chromium.connectOverCDP(cdpUrl, { timeout: 20000 });
+  try {
+    for (const p of pw.contexts()[0].pages()) {
+      if ((await p.title()) === 'before restart') return await p.evaluate(expression);
+    }
+    throw new Error('the page is gone');
+  } finally {
+    await pw.close();
+  }
+}

@@ -3,7 +3,8 @@
 // kernel RNG, machine-id). A live fork saves a running session's whole machine while it pauses
 // a moment, and each child is a copy of it: it continues with the source's pages, DOM,
 // JavaScript heap, half-typed form, cookies and storage, with random values of its own, and
-// children and source then diverge. Slow: the template boots under TCG.
+// children and source then diverge. A copy hibernates to a file and wakes as the same machine.
+// Slow: the template boots under TCG.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';
@@ -123,6 +124,34 @@ describe('microVMs restored from a template', { timeout: BOOT_MS + 240000 }, () 
     } finally {
       await cdp.close();
     }
+  });
+
+  test('a frozen copy hibernates to a file, wakes as the same machine, and its end removes the file',
+       async () => {
+    const s = sessions[2];
+    const file = `${ctx.server.stateDir}/hibernated/${s.id}.vmstate`;
+    const machineId = await exec(s.id, ['cat', '/etc/machine-id']);
+    await inPage(s, "window.mark = 'slept'; true");
+    const frozen = await ctx.server.api('POST', `/v1/sessions/${s.id}/pause`);
+    assert.equal(frozen.json.pause_mode, 'freeze');
+    const h = await ctx.server.api('POST', `/v1/sessions/${s.id}/pause`, { mode: 'hibernate' });
+    assert.equal(h.status, 200, h.text);
+    assert.equal(h.json.pause_mode, 'hibernate');
+    assert.equal(qemuPidOf(s.id), undefined, 'its QEMU is gone');
+    assert.ok(fs.statSync(file).size > 50 << 20, 'the machine lies in its file');
+    const woken = await ctx.server.api('POST', `/v1/sessions/${s.id}/resume`);
+    assert.equal(woken.status, 200, woken.text);
+    assert.ok(!fs.existsSync(file), 'a woken machine\'s file goes');
+    assert.equal(await inPage(s, 'window.mark'), 'slept');
+    assert.equal(await exec(s.id, ['cat', '/etc/machine-id']), machineId, 'the same machine');
+
+    assert.equal((await ctx.server.api('POST', `/v1/sessions/${s.id}/pause`,
+                                       { mode: 'hibernate' })).status, 200);
+    assert.ok(fs.existsSync(file));
+    assert.equal((await ctx.server.api('DELETE', `/v1/sessions/${s.id}`)).status, 200);
+    assert.ok(!fs.existsSync(file), 'an ended session\'s file goes');
+    const bad = await ctx.server.api('POST', `/v1/sessions/${sessions[1].id}/pause`, { mode: 'nap' });
+    assert.equal(bad.status, 400, bad.text);
   });
 });
 

@@ -26,6 +26,7 @@
 
 #include "common/cloexec.h"
 #include "common/log.h"
+#include "common/notifier.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
 #include "server/drivers/microvm/kvm_probe.h"
@@ -141,12 +142,117 @@ Result<void> seal(int fd) {
   return {};
 }
 
+// A VM, or a hibernated one: saved to a file, with no QEMU (p_ is the ended one's, or null when
+// this cabind adopted it hibernated) until resume() starts one from the file.
 class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
  public:
-  using ProcessSandbox::ProcessSandbox;
+  // `driver` outlives its sandboxes (the session manager owns both, and its sessions go first).
+  MicrovmSandbox(std::shared_ptr<VmProcess> p, MicrovmDriver& driver)
+      : ProcessSandbox(std::move(p)),
+        driver_(driver),
+        id_(p_->id()),
+        memory_mib_(p_->memory_mib),
+        vcpus_(p_->vcpus),
+        changed_(p_->executor()) {}
+  // Adopted hibernated, in `saved`.
+  MicrovmSandbox(MicrovmDriver& driver, net::any_io_executor ex, std::string id,
+                 std::filesystem::path saved, uint64_t memory_mib, int vcpus)
+      : ProcessSandbox(nullptr),
+        driver_(driver),
+        id_(std::move(id)),
+        memory_mib_(memory_mib),
+        vcpus_(vcpus),
+        saved_(std::move(saved)),
+        changed_(std::move(ex)) {}
+  ~MicrovmSandbox() override {
+    std::error_code ec;
+    if (!released_ && !saved_.empty()) fs::remove(saved_, ec);
+  }
+
+  bool hibernated() const override { return !saved_.empty(); }
+
+  net::awaitable<Result<void>> hibernate() override {
+    if (hibernated()) co_return Result<void>{};
+    CABIN_CO_TRY(check_running());
+    if (memory_mib_ == 0 || vcpus_ == 0 || !driver_.info().supports_hibernate)
+      co_return make_error(Errc::kUnavailable, "not_supported", "this VM cannot hibernate");
+    const fs::path file = driver_.hibernation_file(id_);
+    std::error_code ec;
+    fs::create_directories(file.parent_path(), ec);
+    ::chmod(file.parent_path().c_str(), 0700);
+    fs::remove(file, ec);  // an earlier try's, cut short
+    UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!out.valid()) co_return nsbox::sys_error("create " + file.string());
+    // Its RAM is its own (a copy's private mapping, or anonymous): the state carries every page.
+    auto saved = co_await qmp_save_state(p_->executor(), p_->run_dir(), kQmpSocketName, out.get(),
+                                         std::chrono::seconds(300));
+    if (saved && ::fsync(out.get()) != 0) saved = nsbox::sys_error("fsync " + file.string());
+    if (!saved) {
+      fs::remove(file, ec);
+      // Not saved: it runs on as it was.
+      (void)co_await p_->qmp("cont");
+      co_return saved.error();
+    }
+    saved_ = file;
+    co_await p_->destroy();
+    changed_.notify_all();
+    co_return Result<void>{};
+  }
+
+  net::awaitable<Result<void>> resume() override {
+    if (!hibernated()) {
+      CABIN_CO_TRY(check_running());
+      co_return co_await p_->qmp("cont");
+    }
+    if (destroyed_) co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox ended");
+    auto vm = co_await driver_.wake(id_, memory_mib_, vcpus_);
+    if (!vm) co_return vm.error();
+    if (destroyed_) {
+      co_await (*vm)->destroy();
+      co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox ended");
+    }
+    p_ = std::move(*vm);
+    std::error_code ec;
+    fs::remove(saved_, ec);
+    saved_.clear();
+    changed_.notify_all();
+    co_return Result<void>{};
+  }
+
+  net::awaitable<void> destroy() override {
+    destroyed_ = true;
+    if (p_) co_await p_->destroy();
+    std::error_code ec;
+    if (!saved_.empty()) fs::remove(saved_, ec);
+    saved_.clear();
+    changed_.notify_all();
+  }
+
+  void release() override {
+    released_ = true;
+    if (p_ && !hibernated()) p_->release();
+  }
+
+  // Ends when the VM it runs ends, or destroy(); not when hibernating ends one VM for the next.
+  net::awaitable<std::string> wait_exit() override {
+    for (;;) {
+      if (destroyed_) co_return "destroyed";
+      if (hibernated() || !p_) {
+        (void)co_await changed_.wait_until(Clock::now() + std::chrono::hours(24));
+        continue;
+      }
+      auto p = p_;
+      std::string why = co_await p->wait_exit();
+      if (p == p_ && !hibernated() && !destroyed_) co_return why;
+    }
+  }
+
+  std::vector<std::string> recent_output() const override {
+    return p_ ? p_->recent_output() : std::vector<std::string>{};
+  }
 
   net::awaitable<Result<SnapshotPtr>> snapshot() override {
-    CABIN_CO_TRY(p_->check_live());
+    CABIN_CO_TRY(check_running());
     if (!p_->ram.valid())
       co_return make_error(Errc::kUnavailable, "not_snapshottable", "the VM's RAM is not shared");
     auto saved = co_await save_stopped(std::chrono::seconds(60));
@@ -162,7 +268,7 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   bool egress_through_agent() const override { return true; }
 
   net::awaitable<Result<AgentStream>> dial_agent() override {
-    CABIN_CO_TRY(p_->check_live());
+    CABIN_CO_TRY(check_running());
     // QEMU's user network accepts on the host side at once and only then connects in the guest;
     // while the agent is not listening yet, the stream ends at the first read.
     net::ip::tcp::endpoint ep(net::ip::address_v4::loopback(), p_->host_port);
@@ -185,7 +291,7 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   }
 
   net::awaitable<Result<SnapshotPtr>> save_running() override {
-    CABIN_CO_TRY(p_->check_live());
+    CABIN_CO_TRY(check_running());
     if (p_->memory_mib == 0 || p_->vcpus == 0)
       co_return make_error(Errc::kUnavailable, "not_supported", "the VM's shape is not known");
     // Its RAM is its own (a private mapping, or anonymous): the state carries every page.
@@ -197,10 +303,16 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
     co_return SnapshotPtr(std::move(*saved));
   }
 
-  net::awaitable<Result<void>> pause() override { co_return co_await p_->qmp("stop"); }
-  net::awaitable<Result<void>> resume() override { co_return co_await p_->qmp("cont"); }
+  net::awaitable<Result<void>> pause() override {
+    if (hibernated()) co_return Result<void>{};  // nothing of it runs
+    CABIN_CO_TRY(check_running());
+    co_return co_await p_->qmp("stop");
+  }
 
   nlohmann::json handoff() const override {
+    // The file's place follows from the id; a handoff names no path.
+    if (hibernated())
+      return {{"hibernated", true}, {"memory_mib", memory_mib_}, {"vcpus", vcpus_}};
     return {{"pid", p_->pid()},
             {"start", process_start_ticks(p_->pid()).value_or(0)},
             {"port", p_->host_port},
@@ -209,6 +321,7 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   }
 
   std::string describe() const override {
+    if (hibernated()) return "microvm hibernated in " + saved_.string();
     return "microvm qemu pid=" + std::to_string(p_->pid()) +
            " agent=127.0.0.1:" + std::to_string(p_->host_port) + " dir=" + p_->run_dir().string();
   }
@@ -226,6 +339,21 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
     snap->vcpus = p_->vcpus;
     co_return snap;
   }
+
+  Result<void> check_running() const {
+    if (hibernated() || !p_)
+      return make_error(Errc::kUnavailable, "sandbox_hibernated", "the VM is hibernated");
+    return p_->check_live();
+  }
+
+  MicrovmDriver& driver_;
+  const std::string id_;
+  const uint64_t memory_mib_;
+  const int vcpus_;
+  fs::path saved_;  // the hibernated VM's file; empty while it runs
+  bool destroyed_ = false;
+  bool released_ = false;
+  Notifier changed_;  // hibernated, woken or destroyed
 };
 
 // A free port on the host's loopback, for QEMU's hostfwd. QEMU binds it a moment later; if
@@ -269,6 +397,7 @@ DriverInfo MicrovmDriver::probe() {
   info.supports_pause = true;
   info.supports_egress = true;  // through the agent's door (no listener in the guest for cabind)
   info.supports_snapshots = true;
+  info.supports_hibernate = !config_.hibernate_dir.empty();
   auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.qemu_path))
     return unavailable("qemu not executable: " + config_.qemu_path.string());
@@ -318,12 +447,11 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
   auto vm = co_await start_vm(spec, start);
   if (!vm) co_return vm.error();
   (*vm)->ram = std::move(ram);
-  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm)));
+  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm), *this));
 }
 
 net::awaitable<Result<SandboxPtr>> MicrovmDriver::restore(const Snapshot& snapshot,
                                                           const SandboxSpec& spec) {
-  auto log = logger("driver.microvm");
   const auto* snap = dynamic_cast<const VmSnapshot*>(&snapshot);
   if (!snap) co_return make_error(Errc::kInvalidArgument, "foreign_snapshot", "not a VM snapshot");
   VmStart start;
@@ -331,30 +459,55 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::restore(const Snapshot& snapsh
   start.vcpus = snap->vcpus;
   start.ram_fd = snap->ram.valid() ? snap->ram.get() : -1;  // else RAM comes in the state
   start.incoming = true;
-  auto vm = co_await start_vm(spec, start);
-  if (!vm) co_return vm.error();
   // A descriptor of its own, at offset 0: QEMU reads the state through it.
   UniqueFd state(::open(("/proc/self/fd/" + std::to_string(snap->state.get())).c_str(),
                         O_RDONLY | O_CLOEXEC));
-  if (!state.valid()) {
-    auto e = nsbox::sys_error("reopen the snapshot's state");
-    co_await (*vm)->destroy();
-    co_return e;
-  }
+  if (!state.valid()) co_return nsbox::sys_error("reopen the snapshot's state");
+  auto vm = co_await restore_vm(spec, start, state.get());
+  if (!vm) co_return vm.error();
+  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm), *this));
+}
+
+net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::wake(const std::string& id,
+                                                                       uint64_t memory_mib,
+                                                                       int vcpus) {
+  const fs::path file = hibernation_file(id);
+  UniqueFd state(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!state.valid()) co_return nsbox::sys_error("open " + file.string());
+  SandboxSpec spec;
+  spec.session_id = id;
+  VmStart start;
+  start.memory_mib = memory_mib;
+  start.vcpus = vcpus;
+  start.incoming = true;
+  // Its RAM comes whole in the state, into anonymous memory of its own.
+  co_return co_await restore_vm(spec, start, state.get());
+}
+
+net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::restore_vm(
+    const SandboxSpec& spec, const VmStart& start, int state_fd) {
+  auto log = logger("driver.microvm");
+  auto vm = co_await start_vm(spec, start);
+  if (!vm) co_return vm.error();
+  const auto began = Clock::now();
   auto restored = co_await qmp_restore_state(executor_, (*vm)->run_dir(), kQmpSocketName,
-                                             state.get(), std::chrono::seconds(60));
+                                             state_fd, std::chrono::seconds(300));
   if (!restored) {
     log->warn("[{}] restore failed: {}", spec.session_id, restored.error().message);
     co_await (*vm)->destroy();
     co_return restored.error();
   }
-  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm)));
+  log->info("[{}] vm restored in {} ms", spec.session_id,
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - began).count());
+  co_return std::move(*vm);
 }
 
 net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::start_vm(const SandboxSpec& spec,
                                                                            const VmStart& start) {
   auto log = logger("driver.microvm");
-  auto config_text = guest_config_text(spec);
+  // The guest reads its config when it boots; one restored from a state booted long before.
+  auto config_text = start.incoming ? Result<std::string>(std::string("restored=1\n"))
+                                    : guest_config_text(spec);
   if (!config_text) co_return config_text.error();
   const std::string& id = spec.session_id;
 
@@ -485,6 +638,19 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::adopt(const std::string& id,
     co_return make_error(Errc::kUnavailable, "driver_unavailable", info_.unavailable_reason);
   if (!nsbox::valid_sandbox_id(id))
     co_return make_error(Errc::kInvalidArgument, "invalid_session_id", "not a session id");
+  if (handoff.value("hibernated", false)) {
+    const fs::path file = hibernation_file(id);
+    std::error_code ec;
+    if (config_.hibernate_dir.empty() || !fs::is_regular_file(file, ec))
+      co_return make_error(Errc::kNotFound, "process_gone", "the hibernated VM's file is gone");
+    const auto memory = handoff.value("memory_mib", uint64_t{0});
+    const auto vcpus = handoff.value("vcpus", 0);
+    if (memory == 0 || memory > (1u << 20) || vcpus < 1 || vcpus > 64)
+      co_return make_error(Errc::kNotFound, "process_gone", "the hibernated VM's shape is lost");
+    log->info("[{}] vm adopted hibernated in {}", id, file.string());
+    co_return SandboxPtr(
+        std::make_unique<MicrovmSandbox>(*this, executor_, id, file, memory, vcpus));
+  }
   const fs::path dir = config_.run_dir / id;
   const auto [pid, start] = handoff_process(handoff);
   int64_t port = 0;
@@ -510,7 +676,7 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::adopt(const std::string& id,
     vm->netns = std::move(*ns);
   }
   log->info("[{}] vm adopted: qemu pid {}, agent on 127.0.0.1:{}", id, vm->pid(), port);
-  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(vm)));
+  co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(vm), *this));
 }
 
 void MicrovmDriver::reap_leftovers(const std::set<std::string>& keep) {
@@ -551,8 +717,17 @@ void MicrovmDriver::reap_leftovers(const std::set<std::string>& keep) {
     else
       ++removed;
   }
-  if (killed || removed)
-    log->info("removed leftovers: {} VMs killed, {} run dirs", killed, removed);
+  size_t files = 0;
+  for (fs::directory_iterator it(config_.hibernate_dir, ec), end;
+       !config_.hibernate_dir.empty() && !ec && it != end; it.increment(ec)) {
+    const fs::path f = it->path();
+    if (f.extension() == ".vmstate" && keep.count(f.stem().string())) continue;
+    std::error_code ec2;
+    if (fs::remove(f, ec2)) ++files;
+  }
+  if (killed || removed || files)
+    log->info("removed leftovers: {} VMs killed, {} run dirs, {} hibernated VMs", killed, removed,
+              files);
 }
 
 }  // namespace cabin::drivers

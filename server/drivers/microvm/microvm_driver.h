@@ -32,6 +32,9 @@ struct MicrovmDriverConfig {
   std::chrono::milliseconds start_timeout{10000};
   // destroy(): how long QEMU gets to quit over QMP before SIGKILL.
   std::chrono::milliseconds stop_timeout{2000};
+  // Where hibernated VMs are saved, one file each (on disk: not a tmpfs, whose pages are RAM).
+  // Empty: VMs cannot hibernate. reap_leftovers() removes the files of sessions not kept.
+  std::filesystem::path hibernate_dir;
   // When cabind is root, QEMU runs jailed as this unprivileged host uid and gid (unused on the
   // host, like the namespace driver's sandbox ids).
   uint32_t vmm_uid = 602000;
@@ -54,6 +57,15 @@ class MicrovmDriver final : public SandboxDriver {
   net::awaitable<Result<SandboxPtr>> restore(const Snapshot& snapshot,
                                              const SandboxSpec& spec) override;
 
+  // The hibernated VM of session `id` started again from its file: a VmProcess running on where
+  // it was saved.
+  net::awaitable<Result<std::shared_ptr<VmProcess>>> wake(const std::string& id,
+                                                          uint64_t memory_mib, int vcpus);
+  // Where the session `id`'s VM is saved while it hibernates.
+  std::filesystem::path hibernation_file(const std::string& id) const {
+    return config_.hibernate_dir / (id + ".vmstate");
+  }
+
   // What start-up decided; for tests and logs.
   Accel accel() const { return accel_; }
   const ImageManifest& image() const { return image_; }
@@ -70,6 +82,10 @@ class MicrovmDriver final : public SandboxDriver {
   };
   net::awaitable<Result<std::shared_ptr<VmProcess>>> start_vm(const SandboxSpec& spec,
                                                                    const VmStart& start);
+  // start_vm() waiting for a state, then that state read from `state_fd`: a VM running on.
+  net::awaitable<Result<std::shared_ptr<VmProcess>>> restore_vm(const SandboxSpec& spec,
+                                                                     const VmStart& start,
+                                                                     int state_fd);
 
   MicrovmDriverConfig config_;
   net::any_io_executor executor_;
