@@ -19,6 +19,7 @@ import { benchPause, pauseRows } from './pause.mjs';
 import { benchPool, poolRows } from './pool.mjs';
 import { benchFork, forkRows } from './fork.mjs';
 import { benchTemplate, templateRows } from './template.mjs';
+import { benchHibernate, hibernateRows } from './hibernate.mjs';
 import { benchRestart, restartRows } from './restart.mjs';
 import { benchThreads, threadsRows } from './threads.mjs';
 import { summary } from './stats.mjs';
@@ -50,7 +51,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,microvm,template] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,microvm,template,hibernate] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--threads-rounds N] [--egress-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
@@ -418,6 +419,7 @@ function table(results) {
   if (results.pool) rows.push(...poolRows(results.pool, fmt));
   if (results.fork) rows.push(...forkRows(results.fork, fmt));
   if (results.template) rows.push(...templateRows(results.template, fmt));
+  if (results.hibernate) rows.push(...hibernateRows(results.hibernate, fmt));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   if (results.threads) rows.push(...threadsRows(results.threads, fmt));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
@@ -488,6 +490,10 @@ async function main() {
       results.template = await benchTemplate({
         copies: opt.quick ? 3 : 10, cold: opt.quick ? 1 : 3, forks: opt.quick ? 1 : 3, log,
       });
+    }
+    // Its own cabind, with templates; on request only (it boots a template).
+    if (only.has('hibernate')) {
+      results.hibernate = await benchHibernate({ rounds: opt.quick ? 1 : 3, log });
     }
     // Its own cabind: the part kills and restarts it.
     if (only.has('restart')) {
