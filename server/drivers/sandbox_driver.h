@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,7 +38,7 @@ struct DriverInfo {
   // each program's connection to one. Otherwise they have no way out at all.
   bool supports_egress = false;
   // Chromium's profile can come from a host dir (SandboxSpec::profile_dir) and be read back
-  // from it when the sandbox is gone.
+  // from it when the sandbox is gone, or from the sandbox's own disk (Sandbox::guest_profile).
   bool supports_profiles = false;
   // Sandboxes started `snapshottable` can be frozen into a Snapshot (Sandbox::snapshot), from
   // which restore() starts copies.
@@ -104,6 +105,10 @@ class Sandbox {
   virtual Result<UniqueFd> open_browser_profile() {
     return make_error(Errc::kUnavailable, "not_supported", "the browser's profile is out of reach");
   }
+  // Where the driver gave the sandbox its profile on a disk of its own (a VM's): the archive
+  // (common/profile_archive.h) its agent left there once the browser closed, read while the
+  // sandbox still runs; empty if it left none. nullopt: the profile is the host dir itself.
+  virtual Result<std::optional<std::string>> guest_profile() { return std::optional<std::string>(); }
   // A listening socket on the sandbox's loopback at `port`, accepted from by cabind. May fail
   // while the sandbox is not built yet. kUnavailable where the driver has none.
   virtual Result<UniqueFd> listen_loopback(uint16_t port) {

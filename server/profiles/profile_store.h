@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "server/profiles/archive.h"
+#include "common/profile_archive.h"
 
 namespace cabin::profiles {
 
@@ -31,12 +31,6 @@ struct ProfileRecord {
 };
 
 inline constexpr size_t kMaxProfileName = 128;
-// What Chromium rebuilds on its own and a saved profile leaves out: caches of the network, of
-// compiled code and shaders, and crash reports.
-inline const std::set<std::string> kChromiumCacheDirs = {
-    "Cache",     "Code Cache",        "GPUCache",        "ShaderCache", "GrShaderCache",
-    "DawnCache", "DawnGraphiteCache", "DawnWebGPUCache", "Crashpad",    "component_crx_cache"};
-
 // Marks the Chromium profile in `dir` as left by a browser that exited cleanly (its Preferences'
 // exit_type), so that a copy taken while it ran does not offer to restore a crashed session.
 // Preferences it cannot read are left as they are.

@@ -731,11 +731,27 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   s->idle_timer_.cancel();
   if (s->egress_) s->egress_->stop();
   const auto& profile = s->spec().profile;
-  const bool save_profile = profile && profile->persist && started;
+  bool save_profile = profile && profile->persist && started;
   if (save_profile && was_running) {
     // Chromium writes cookies and storage out when it closes; killed, it loses the last ones.
-    if (auto r = co_await s->agent_.close_browser(kProfileCloseTimeout); !r)
-      log()->warn("session {}: the browser did not close cleanly: {}", s->id(), r.error().message);
+    auto closed = co_await s->agent_.close_browser(kProfileCloseTimeout);
+    if (!closed) {
+      log()->warn("session {}: the browser did not close cleanly: {}", s->id(),
+                  closed.error().message);
+    }
+    // A VM's agent leaves the profile on the VM's own disk once the browser closed: it replaces
+    // what the session's dir held. Without it the profile keeps its last save.
+    auto left = s->sandbox_->guest_profile();
+    if (left && *left && closed) {
+      if (auto r = replace_profile_dir(s->id(), **left); !r) left = r.error();
+    }
+    if (!left || (*left && !closed)) {
+      if (!left) {
+        log()->warn("session {}: its profile could not be read back: {}", s->id(),
+                    left.error().message);
+      }
+      save_profile = false;
+    }
   }
   co_await s->sandbox_->destroy();
   if (profile) check_in_profile(s->id(), *profile, save_profile);
@@ -800,6 +816,20 @@ void SessionManager::remove_profile_dir(const std::string& session) const {
   (void)::umount2(dir.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+Result<void> SessionManager::replace_profile_dir(const std::string& session,
+                                                std::string_view archive) const {
+  const auto dir = profile_dir(session);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    std::filesystem::remove_all(it->path(), ec);
+  if (ec) {
+    return make_error(Errc::kInternal, "profile_io",
+                      "cannot empty the session's profile dir: " + ec.message());
+  }
+  // The archive came from the sandbox: unpack() checks every entry before it writes.
+  return profiles::unpack(archive, dir);
 }
 
 Result<std::filesystem::path> SessionManager::seed_profile(const std::string& session,

@@ -384,6 +384,8 @@ class SessionManager {
   Result<std::filesystem::path> empty_profile_dir(const std::string& session, uint64_t bytes);
   // Unmounts and removes it.
   void remove_profile_dir(const std::string& session) const;
+  // Its contents replaced by what `archive` holds (a profile a VM's agent left on its disk).
+  Result<void> replace_profile_dir(const std::string& session, std::string_view archive) const;
   // A fork child's own dir, filled from its source's packed profile.
   Result<std::filesystem::path> seed_profile(const std::string& session,
                                              const std::string& archive, uint64_t bytes);

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/profiles/archive.h"
+#include "common/profile_archive.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cabin::profiles::ArchiveLimits limits;

@@ -5,7 +5,7 @@
 import http from 'node:http';
 import { after } from 'node:test';
 
-import { startCabind } from './helpers.mjs';
+import { Cdp, startCabind } from './helpers.mjs';
 
 export async function startShop() {
   const site = http.createServer((req, res) => {
@@ -35,13 +35,33 @@ export async function startShop() {
   };
 }
 
-// The site and a cabind that lets sessions reach it, both stopped after the file's tests.
-export async function shopAndCabind() {
+// The site and a cabind that lets sessions reach it (with `args` besides), both stopped after
+// the file's tests.
+export async function shopAndCabind({ args = [] } = {}) {
   const shop = await startShop();
-  const server = await startCabind({ args: shop.cabindArgs });
+  const server = await startCabind({ args: [...shop.cabindArgs, ...args] });
   after(async () => {
     await server.stop();
     shop.close();
   });
   return { shop, server };
+}
+
+// The session's first page: its title, and what `expression` evaluates to there.
+export async function onPage(s, expression = 'null') {
+  const cdp = await Cdp.connect(s.cdp_url);
+  try {
+    const { targetInfos } = await cdp.send('Target.getTargets');
+    const page = targetInfos.find((t) => t.type === 'page');
+    const { sessionId } = await cdp.send('Target.attachToTarget', {
+      targetId: page.targetId, flatten: true,
+    });
+    const r = await cdp.send('Runtime.evaluate', {
+      expression: `[document.title, ${expression}]`, returnByValue: true,
+    }, sessionId);
+    const [title, value] = r.result.value;
+    return { title, value };
+  } finally {
+    await cdp.close();
+  }
 }

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include "vm-images/agent/agent_state.h"
 #include "vm-images/agent/exec_filter.h"
 #include "vm-images/agent/http_server.h"
+#include "vm-images/agent/profile_disk.h"
 #include "vm-images/agent/requests.h"
 #include "vm-images/agent/restore.h"
 #include "vm-images/agent/supervisor.h"
@@ -37,6 +39,21 @@
 
 namespace net = boost::asio;
 using namespace cabin::agent;
+
+namespace {
+
+// Closes the browser; in a VM with a profile disk, then leaves the profile it wrote there.
+net::awaitable<cabin::Result<void>> close_and_keep(Supervisor* sup, std::string disk,
+                                                   std::filesystem::path dir) {
+  auto closed = co_await sup->close_browser(std::chrono::seconds(10));
+  if (!closed || disk.empty()) co_return closed;
+  auto saved = save_profile_disk(disk, dir);
+  if (!saved) co_return saved.error();
+  cabin::logger("agent")->info("the profile is on its disk: {} bytes", *saved);
+  co_return cabin::Result<void>{};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // The exec filter helper: a fresh process of this binary, between posix_spawn and the command.
@@ -85,6 +102,10 @@ int main(int argc, char** argv) {
   app.add_option("--exec-filter", exec_filter,
                  "on: exec'd commands get no new namespaces (the namespace driver's sandboxes)")
       ->check(CLI::IsMember({"on", "off"}));
+  std::string profile_disk;
+  app.add_option("--profile-disk", profile_disk,
+                 "a microVM's profile disk: Chromium's profile comes from it, and goes back to it "
+                 "when the browser is closed");
   std::string restore_fds;
   app.add_option("--restore-fds", restore_fds,
                  "TO,FROM: the pipes to the restore helper (a microVM's agent)");
@@ -148,6 +169,14 @@ int main(int argc, char** argv) {
     for (const auto& [name, value] : *vars) ::setenv(name.c_str(), value.c_str(), 1);
   }
 
+  // Before anything starts Chromium, which must find its profile there.
+  if (!profile_disk.empty()) {
+    if (auto r = cabin::agent::load_profile_disk(profile_disk, sup.home + "/chromium"); !r) {
+      log->error("the profile disk: {}", r.error().message);
+      return 1;
+    }
+  }
+
   if (sup.egress_proxy_port != 0) {
     // Inherited by every command the exec API runs; nothing else has a way out anyway.
     const std::string proxy = "http://127.0.0.1:" + std::to_string(sup.egress_proxy_port);
@@ -180,9 +209,9 @@ int main(int argc, char** argv) {
   }
   // Set once the supervisor exists, below; the server answers no request before io.run().
   Supervisor* supervising = nullptr;
-  http.close_browser = [&supervising] {
+  http.close_browser = [&supervising, &profile_disk, home = sup.home] {
     // Chromium writes its profile out on the way; a big one takes a few seconds.
-    return supervising->close_browser(std::chrono::seconds(10));
+    return close_and_keep(supervising, profile_disk, home + "/chromium");
   };
   std::optional<RestoreChannel> restore;
   if (restore_to >= 0) {

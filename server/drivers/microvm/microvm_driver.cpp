@@ -27,6 +27,7 @@
 #include "common/cloexec.h"
 #include "common/log.h"
 #include "common/notifier.h"
+#include "common/profile_archive.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
 #include "server/drivers/microvm/kvm_probe.h"
@@ -66,6 +67,7 @@ class VmProcess final : public SandboxProcess {
   UniqueFd ram;
   uint64_t memory_mib = 0;
   int vcpus = 0;
+  uint64_t profile_disk_bytes = 0;  // 0: no profile
 
   net::awaitable<Result<void>> qmp(std::string command) {
     auto self = shared_from_this();
@@ -111,6 +113,24 @@ std::shared_ptr<VmProcess> make_vm(const net::any_io_executor& ex, const Microvm
                                      port);
 }
 
+// The VM's profile disk: `bytes` long (sparse; 0 for a VM without a profile), starting with
+// `archive` where there is one. The guest reads it at boot and writes it when its browser closes.
+Result<void> make_profile_disk(const fs::path& file, uint64_t bytes, const std::string& archive) {
+  UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid()) return nsbox::sys_error("create " + file.string());
+  if (bytes > 0 && ::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
+    return nsbox::sys_error("size " + file.string());
+  if (!archive.empty()) CABIN_TRY(profiles::write_disk(fd.get(), archive));
+  return {};
+}
+
+// A handoff's profile disk size: a profile's or none.
+uint64_t handoff_profile_disk(const nlohmann::json& handoff) {
+  auto it = handoff.find("profile_disk_bytes");
+  if (it == handoff.end() || !it->is_number_unsigned()) return 0;
+  return it->get<uint64_t>() == profiles::kDiskBytes ? profiles::kDiskBytes : 0;
+}
+
 // A stopped VM: its RAM (a memfd sealed against every write, which copies map privately) and
 // its device state (a small memfd, read afresh by each restore); or, saved running, its state
 // alone with every page of RAM in it.
@@ -153,15 +173,18 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
         id_(p_->id()),
         memory_mib_(p_->memory_mib),
         vcpus_(p_->vcpus),
+        profile_disk_bytes_(p_->profile_disk_bytes),
         changed_(p_->executor()) {}
   // Adopted hibernated, in `saved`.
   MicrovmSandbox(MicrovmDriver& driver, net::any_io_executor ex, std::string id,
-                 std::filesystem::path saved, uint64_t memory_mib, int vcpus)
+                 std::filesystem::path saved, uint64_t memory_mib, int vcpus,
+                 uint64_t profile_disk_bytes)
       : ProcessSandbox(nullptr),
         driver_(driver),
         id_(std::move(id)),
         memory_mib_(memory_mib),
         vcpus_(vcpus),
+        profile_disk_bytes_(profile_disk_bytes),
         saved_(std::move(saved)),
         changed_(std::move(ex)) {}
   ~MicrovmSandbox() override {
@@ -170,6 +193,22 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   }
 
   bool hibernated() const override { return !saved_.empty(); }
+
+  Result<std::optional<std::string>> guest_profile() override {
+    if (profile_disk_bytes_ == 0) return std::optional<std::string>();
+    CABIN_TRY(check_running());
+    // QEMU, which is hostile once the guest owns it, could have put anything there: a regular
+    // file is read, within the disk's bounds, and nothing else.
+    const fs::path file = p_->run_dir() / kProfileDiskName;
+    UniqueFd fd(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    struct stat st {};
+    if (!fd.valid() || ::fstat(fd.get(), &st) != 0) return nsbox::sys_error("open " + file.string());
+    if (!S_ISREG(st.st_mode))
+      return make_error(Errc::kInternal, "profile_corrupt", "the profile disk is not a file");
+    CABIN_ASSIGN_OR_RETURN(auto archive,
+                           profiles::read_disk(fd.get(), profiles::kMaxDiskArchiveBytes));
+    return std::optional<std::string>(std::move(archive));
+  }
 
   net::awaitable<Result<void>> hibernate() override {
     if (hibernated()) co_return Result<void>{};
@@ -205,7 +244,7 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
       co_return co_await p_->qmp("cont");
     }
     if (destroyed_) co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox ended");
-    auto vm = co_await driver_.wake(id_, memory_mib_, vcpus_);
+    auto vm = co_await driver_.wake(id_, memory_mib_, vcpus_, profile_disk_bytes_);
     if (!vm) co_return vm.error();
     if (destroyed_) {
       co_await (*vm)->destroy();
@@ -311,13 +350,18 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
 
   nlohmann::json handoff() const override {
     // The file's place follows from the id; a handoff names no path.
-    if (hibernated())
-      return {{"hibernated", true}, {"memory_mib", memory_mib_}, {"vcpus", vcpus_}};
+    if (hibernated()) {
+      return {{"hibernated", true},
+              {"memory_mib", memory_mib_},
+              {"vcpus", vcpus_},
+              {"profile_disk_bytes", profile_disk_bytes_}};
+    }
     return {{"pid", p_->pid()},
             {"start", process_start_ticks(p_->pid()).value_or(0)},
             {"port", p_->host_port},
             {"memory_mib", p_->memory_mib},
-            {"vcpus", p_->vcpus}};
+            {"vcpus", p_->vcpus},
+            {"profile_disk_bytes", p_->profile_disk_bytes}};
   }
 
   std::string describe() const override {
@@ -350,6 +394,7 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   const std::string id_;
   const uint64_t memory_mib_;
   const int vcpus_;
+  const uint64_t profile_disk_bytes_;
   fs::path saved_;  // the hibernated VM's file; empty while it runs
   bool destroyed_ = false;
   bool released_ = false;
@@ -398,6 +443,8 @@ DriverInfo MicrovmDriver::probe() {
   info.supports_egress = true;  // through the agent's door (no listener in the guest for cabind)
   info.supports_snapshots = true;
   info.supports_hibernate = !config_.hibernate_dir.empty();
+  // On a disk of its own: the guest reads it at boot and the agent writes it back.
+  info.supports_profiles = true;
   auto unavailable = [&](std::string why) { return unavailable_driver(info, std::move(why)); };
   if (!executable(config_.qemu_path))
     return unavailable("qemu not executable: " + config_.qemu_path.string());
@@ -439,6 +486,13 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::create(const SandboxSpec& spec
   VmStart start;
   start.memory_mib = guest_memory_mib(spec.memory_bytes);
   start.vcpus = spec.vcpus > 0 ? spec.vcpus : config_.vcpus;
+  if (!spec.profile_dir.empty()) {
+    // The host dir cabind filled from the saved profile: the VM's disk starts with it packed.
+    auto packed = profiles::pack(spec.profile_dir, {}, profiles::kChromiumCacheDirs);
+    if (!packed) co_return packed.error();
+    start.profile = std::move(*packed);
+    start.profile_disk_bytes = profiles::kDiskBytes;
+  }
   UniqueFd ram;  // a snapshottable VM's: shared, so that its copies can map it
   if (spec.snapshottable) {
     CABIN_CO_ASSIGN_OR_RETURN(ram, make_memfd("cabin-vm-ram", start.memory_mib << 20));
@@ -468,9 +522,8 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::restore(const Snapshot& snapsh
   co_return SandboxPtr(std::make_unique<MicrovmSandbox>(std::move(*vm), *this));
 }
 
-net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::wake(const std::string& id,
-                                                                       uint64_t memory_mib,
-                                                                       int vcpus) {
+net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::wake(
+    const std::string& id, uint64_t memory_mib, int vcpus, uint64_t profile_disk_bytes) {
   const fs::path file = hibernation_file(id);
   UniqueFd state(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!state.valid()) co_return nsbox::sys_error("open " + file.string());
@@ -480,6 +533,8 @@ net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::wake(const std
   start.memory_mib = memory_mib;
   start.vcpus = vcpus;
   start.incoming = true;
+  // Read once at its boot; the agent writes the profile anew when the browser closes.
+  start.profile_disk_bytes = profile_disk_bytes;
   // Its RAM comes whole in the state, into anonymous memory of its own.
   co_return co_await restore_vm(spec, start, state.get());
 }
@@ -521,6 +576,9 @@ net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::start_vm(const
   };
   if (auto w = write_private_file(dir / kGuestConfigName, *config_text); !w)
     co_return fail(w.error());
+  if (auto d = make_profile_disk(dir / kProfileDiskName, start.profile_disk_bytes, start.profile);
+      !d)
+    co_return fail(d.error());
   // A jailed QEMU reads the config and makes its QMP socket here as its own uid.
   std::optional<VmmJail> jail;
   if (::geteuid() == 0) {
@@ -536,7 +594,7 @@ net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::start_vm(const
       }
       jail->kvm_gid = kvm.st_gid;
     }
-    for (const fs::path& p : {dir, dir / kGuestConfigName}) {
+    for (const fs::path& p : {dir, dir / kGuestConfigName, dir / kProfileDiskName}) {
       if (::chown(p.c_str(), config_.vmm_uid, config_.vmm_gid) != 0)
         co_return fail(nsbox::sys_error("chown " + p.string()));
     }
@@ -609,6 +667,7 @@ net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::start_vm(const
                 launch.host_port);
       vm->memory_mib = launch.memory_mib;
       vm->vcpus = launch.vcpus;
+      vm->profile_disk_bytes = start.profile_disk_bytes;
       co_return vm;
     }
     if (!vm->exited()) {
@@ -648,8 +707,8 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::adopt(const std::string& id,
     if (memory == 0 || memory > (1u << 20) || vcpus < 1 || vcpus > 64)
       co_return make_error(Errc::kNotFound, "process_gone", "the hibernated VM's shape is lost");
     log->info("[{}] vm adopted hibernated in {}", id, file.string());
-    co_return SandboxPtr(
-        std::make_unique<MicrovmSandbox>(*this, executor_, id, file, memory, vcpus));
+    co_return SandboxPtr(std::make_unique<MicrovmSandbox>(*this, executor_, id, file, memory,
+                                                          vcpus, handoff_profile_disk(handoff)));
   }
   const fs::path dir = config_.run_dir / id;
   const auto [pid, start] = handoff_process(handoff);
@@ -666,6 +725,7 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::adopt(const std::string& id,
     vm->memory_mib = std::min<uint64_t>(m->get<uint64_t>(), 1u << 20);
   if (auto v = handoff.find("vcpus"); v != handoff.end() && v->is_number_integer())
     vm->vcpus = static_cast<int>(std::clamp<int64_t>(v->get<int64_t>(), 0, 64));
+  vm->profile_disk_bytes = handoff_profile_disk(handoff);
   vm->start();
   if (::geteuid() == 0) {
     auto ns = nsbox::open_own_netns_of(vm->pid());

@@ -58,9 +58,10 @@ class MicrovmDriver final : public SandboxDriver {
                                              const SandboxSpec& spec) override;
 
   // The hibernated VM of session `id` started again from its file: a VmProcess running on where
-  // it was saved.
+  // it was saved, with an empty profile disk of the size it had.
   net::awaitable<Result<std::shared_ptr<VmProcess>>> wake(const std::string& id,
-                                                          uint64_t memory_mib, int vcpus);
+                                                          uint64_t memory_mib, int vcpus,
+                                                          uint64_t profile_disk_bytes);
   // Where the session `id`'s VM is saved while it hibernates.
   std::filesystem::path hibernation_file(const std::string& id) const {
     return config_.hibernate_dir / (id + ".vmstate");
@@ -79,6 +80,9 @@ class MicrovmDriver final : public SandboxDriver {
     bool incoming = false;
     uint64_t memory_mib = 0;
     int vcpus = 0;
+    // The profile disk's size (0: a VM without a profile) and the archive it starts with.
+    uint64_t profile_disk_bytes = 0;
+    std::string profile;
   };
   net::awaitable<Result<std::shared_ptr<VmProcess>>> start_vm(const SandboxSpec& spec,
                                                                    const VmStart& start);

@@ -78,7 +78,12 @@ std::vector<std::string> qemu_argv(const QemuLaunch& l) {
       "-append", guest_kernel_cmdline(l.accel, l.tsc_khz),
       // The shared rootfs, read-only for QEMU as well as the guest.
       "-drive", "file=" + img(kImageRootfs) + ",if=none,id=root,format=raw,readonly=on",
-      "-device", "virtio-blk-device,drive=root",
+      "-device", "virtio-blk-device,drive=root,serial=cabin-rootfs",
+      // The profile disk, in the VM's dir: the profile its browser starts from, and where the
+      // agent leaves it. Every VM has one (empty without a profile), so that a saved machine
+      // restores into any VM of its shape.
+      "-drive", std::string("file=") + kProfileDiskName + ",if=none,id=profile,format=raw",
+      "-device", "virtio-blk-device,drive=profile,serial=cabin-profile",
       // restrict=on: the guest reaches nothing; one forward from a host loopback port to the agent.
       "-netdev", "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:" + std::to_string(l.host_port) +
                      "-:" + std::to_string(kGuestAgentPort),
@@ -123,6 +128,7 @@ Result<std::string> guest_config_text(const SandboxSpec& spec) {
   }
   if (!spec.trusted_ca_pem.empty())
     text += "trusted_ca=" + base64_encode(spec.trusted_ca_pem) + "\n";
+  if (!spec.profile_dir.empty()) text += "profile=1\n";
   return text;
 }
 

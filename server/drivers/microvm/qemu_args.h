@@ -20,6 +20,8 @@ enum class Accel { kKvm, kTcg };
 // directory, so these stay relative and a long run dir cannot overflow a UNIX socket path.
 inline constexpr const char* kQmpSocketName = "qmp.sock";
 inline constexpr const char* kGuestConfigName = "config";
+// The VM's profile disk (a file in its dir; common/profile_archive.h's disk format).
+inline constexpr const char* kProfileDiskName = "profile.img";
 inline constexpr const char* kPidFileName = "pid";
 inline constexpr uint16_t kGuestAgentPort = 7000;
 

@@ -1,4 +1,4 @@
-#include "server/profiles/archive.h"
+#include "common/profile_archive.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -223,6 +223,72 @@ Result<void> unpack(std::string_view archive, const std::filesystem::path& dir,
       done += static_cast<size_t>(w);
     }
   }
+  return {};
+}
+
+namespace {
+
+// The disk's size: a regular file's, or a block device's.
+Result<uint64_t> disk_size(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return io_error("stat the profile disk");
+  if (S_ISREG(st.st_mode)) return static_cast<uint64_t>(st.st_size);
+  if (!S_ISBLK(st.st_mode)) return bad("the profile disk is neither a file nor a block device");
+  const off_t end = ::lseek(fd, 0, SEEK_END);
+  if (end < 0) return io_error("size the profile disk");
+  return static_cast<uint64_t>(end);
+}
+
+Result<void> pread_all(int fd, char* p, size_t n, uint64_t at) {
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(at));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error("read the profile disk");
+    if (r == 0) return bad("the profile disk ends early");
+    p += r;
+    n -= static_cast<size_t>(r);
+    at += static_cast<uint64_t>(r);
+  }
+  return {};
+}
+
+Result<void> pwrite_all(int fd, const char* p, size_t n, uint64_t at) {
+  while (n > 0) {
+    const ssize_t r = ::pwrite(fd, p, n, static_cast<off_t>(at));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error("write the profile disk");
+    p += r;
+    n -= static_cast<size_t>(r);
+    at += static_cast<uint64_t>(r);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::string> read_disk(int fd, uint64_t max_bytes) {
+  CABIN_ASSIGN_OR_RETURN(const uint64_t size, disk_size(fd));
+  if (size < 8) return std::string();  // a disk for no profile
+  char head[8];
+  CABIN_TRY(pread_all(fd, head, sizeof head, 0));
+  uint64_t len = 0;
+  for (unsigned char c : head) len = (len << 8) | c;
+  if (len > max_bytes || len > size - 8) return too_large("on the disk says it is too large");
+  std::string out(len, '\0');
+  CABIN_TRY(pread_all(fd, out.data(), out.size(), 8));
+  return out;
+}
+
+Result<void> write_disk(int fd, std::string_view archive) {
+  CABIN_ASSIGN_OR_RETURN(const uint64_t size, disk_size(fd));
+  if (size < 8 || archive.size() > size - 8) return too_large("does not fit in its disk");
+  std::string head;
+  put_u64(head, archive.size());
+  // No length while the archive is written, then its length: a write cut short leaves none.
+  CABIN_TRY(pwrite_all(fd, "\0\0\0\0\0\0\0\0", 8, 0));
+  CABIN_TRY(pwrite_all(fd, archive.data(), archive.size(), 8));
+  CABIN_TRY(pwrite_all(fd, head.data(), head.size(), 0));
+  if (::fsync(fd) != 0) return io_error("flush the profile disk");
   return {};
 }
 

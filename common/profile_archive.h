@@ -7,6 +7,7 @@
 // Format: "CABINPF1", then entries until an end entry:
 //   u8 type (0 end, 1 directory, 2 file), u16 BE path length, the path (relative, '/'-separated),
 //   and for a file u64 BE size then its bytes. A directory comes before what it holds.
+// On a microVM's profile disk an archive is preceded by its length (u64 BE); length 0: none.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,12 @@
 #include "common/result.h"
 
 namespace cabin::profiles {
+
+// What Chromium rebuilds on its own and a saved profile leaves out: caches of the network, of
+// compiled code and shaders, and crash reports.
+inline const std::set<std::string> kChromiumCacheDirs = {
+    "Cache",     "Code Cache",        "GPUCache",        "ShaderCache", "GrShaderCache",
+    "DawnCache", "DawnGraphiteCache", "DawnWebGPUCache", "Crashpad",    "component_crx_cache"};
 
 struct ArchiveLimits {
   uint64_t max_bytes = 256ull << 20;  // the files' bytes together
@@ -47,5 +54,17 @@ Result<std::string> pack_at(int dirfd, const ArchiveLimits& limits = {},
 // replacing anything.
 Result<void> unpack(std::string_view archive, const std::filesystem::path& dir,
                     const ArchiveLimits& limits = {});
+
+// The most a profile disk holds: an archive within ArchiveLimits' bytes, with room for its
+// entries' headers.
+inline constexpr uint64_t kMaxDiskArchiveBytes = 320ull << 20;
+inline constexpr uint64_t kDiskBytes = 8 + kMaxDiskArchiveBytes;
+
+// The archive on the disk (a file or a block device) open at `fd`: empty when there is none.
+// kTooLarge when its length says more than `max_bytes` or than the disk holds.
+Result<std::string> read_disk(int fd, uint64_t max_bytes);
+// Writes `archive` with its length at the start of the disk open at `fd` and flushes it;
+// kTooLarge when it does not fit in the disk.
+Result<void> write_disk(int fd, std::string_view archive);
 
 }  // namespace cabin::profiles

@@ -1,7 +1,8 @@
 // The profile archive: what a sandbox leaves in its profile directory is packed without following
 // anything out of it, and an archive is unpacked only below its directory, within the limits.
-#include "server/profiles/archive.h"
+#include "common/profile_archive.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -121,4 +122,38 @@ TEST_CASE("an archive that would write outside its directory, or is cut, is refu
   const std::string good = magic + entry(1, "d") + entry(2, "d/f", "ok") + end;
   REQUIRE(unpack(good, to.path).ok());
   CHECK(read(to.path / "d" / "f") == "ok");
+}
+
+TEST_CASE("a profile disk holds one archive with its length, and says when there is none",
+          "[profiles]") {
+  TempDir dir;
+  const fs::path disk = dir.path / "profile.img";
+  const int fd = ::open(disk.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::ftruncate(fd, 8 + 64) == 0);
+  auto none = read_disk(fd, 1 << 20);
+  REQUIRE(none.ok());
+  CHECK(none->empty());  // a zeroed disk holds no profile
+
+  REQUIRE(write_disk(fd, std::string(40, 'a')).ok());
+  REQUIRE(write_disk(fd, std::string(20, 'b')).ok());  // the later one replaces it
+  auto back = read_disk(fd, 1 << 20);
+  REQUIRE(back.ok());
+  CHECK(*back == std::string(20, 'b'));
+
+  auto over = write_disk(fd, std::string(65, 'c'));  // one byte past the disk
+  REQUIRE(!over.ok());
+  CHECK(over.error().errc == cabin::Errc::kTooLarge);
+  CHECK(read_disk(fd, 19).error().errc == cabin::Errc::kTooLarge);  // over the reader's bound
+
+  // A length past the disk's end, as a hostile guest could write it, is refused.
+  const unsigned char huge[8] = {0, 0, 0, 0, 0, 0, 1, 0};
+  REQUIRE(::pwrite(fd, huge, sizeof huge, 0) == 8);
+  CHECK(read_disk(fd, 1 << 20).error().errc == cabin::Errc::kTooLarge);
+
+  // A disk for no profile (0 bytes) holds none, and takes none.
+  REQUIRE(::ftruncate(fd, 0) == 0);
+  CHECK(read_disk(fd, 1 << 20)->empty());
+  CHECK(!write_disk(fd, "x").ok());
+  ::close(fd);
 }
