@@ -259,6 +259,8 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   }
 
   net::awaitable<void> destroy() override {
+    if (p_ && p_->exited() && !hibernated() && ended_why_.empty())
+      ended_why_ = co_await p_->wait_exit();
     destroyed_ = true;
     if (p_) co_await p_->destroy();
     std::error_code ec;
@@ -275,6 +277,8 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   // Ends when the VM it runs ends, or destroy(); not when hibernating ends one VM for the next.
   net::awaitable<std::string> wait_exit() override {
     for (;;) {
+      // The first end is the one reported, also after a later destroy().
+      if (!ended_why_.empty()) co_return ended_why_;
       if (destroyed_) co_return "destroyed";
       if (hibernated() || !p_) {
         (void)co_await changed_.wait_until(Clock::now() + std::chrono::hours(24));
@@ -282,7 +286,10 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
       }
       auto p = p_;
       std::string why = co_await p->wait_exit();
-      if (p == p_ && !hibernated() && !destroyed_) co_return why;
+      if (p == p_ && !hibernated() && !destroyed_) {
+        if (ended_why_.empty()) ended_why_ = why;
+        co_return ended_why_;
+      }
     }
   }
 
@@ -398,6 +405,7 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
   fs::path saved_;  // the hibernated VM's file; empty while it runs
   bool destroyed_ = false;
   bool released_ = false;
+  std::string ended_why_;  // why the VM ended by itself, once it did
   Notifier changed_;  // hibernated, woken or destroyed
 };
 
