@@ -575,13 +575,19 @@ TEST_CASE("a VM's state is saved and restored over QMP with the file's descripto
                                            "migrate-incoming", "query-migrate", "query-migrate",
                                            "cont"}
                 : std::vector<std::string>{"qmp_capabilities", "stop", "migrate-set-capabilities",
-                                           "getfd", "migrate", "query-migrate", "query-migrate"};
+                                           "migrate-set-parameters", "getfd", "migrate",
+                                           "query-migrate", "query-migrate"};
     CHECK(executed(qemu.commands) == want);
     auto caps = nlohmann::json::parse(qemu.commands[restore ? 1 : 2]);
     CHECK(caps["arguments"]["capabilities"][0]["capability"] == "x-ignore-shared");
     CHECK(caps["arguments"]["capabilities"][0]["state"] == true);
-    auto getfd = nlohmann::json::parse(qemu.commands[restore ? 2 : 3]);
-    auto migrate = nlohmann::json::parse(qemu.commands[restore ? 3 : 4]);
+    if (!restore) {
+      // Saving to a file is not throttled to QEMU's default of 128 MiB/s.
+      auto params = nlohmann::json::parse(qemu.commands[3]);
+      CHECK(params["arguments"]["max-bandwidth"].get<int64_t>() >= int64_t{1} << 40);
+    }
+    auto getfd = nlohmann::json::parse(qemu.commands[restore ? 2 : 4]);
+    auto migrate = nlohmann::json::parse(qemu.commands[restore ? 3 : 5]);
     CHECK(migrate["arguments"]["uri"] == "fd:" + getfd["arguments"]["fdname"].get<std::string>());
     // The descriptor came with getfd, and it is the state file's.
     CHECK(qemu.fd_contents == std::vector<std::string>{"device state"});
