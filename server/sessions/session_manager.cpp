@@ -523,7 +523,10 @@ void SessionManager::save_handoff(const Session& s) {
 
 void SessionManager::arm_expiry(Session& s) {
   const auto& rec = s.record_;
-  s.expiry_.expires_after(std::chrono::seconds(rec.expires_at - clock_.unix_seconds()));
+  // Against the clock's own time, not its whole seconds, which would move the end by up to one.
+  const std::chrono::system_clock::time_point at{std::chrono::seconds(rec.expires_at)};
+  s.expiry_.expires_after(
+      std::chrono::duration_cast<std::chrono::milliseconds>(at - clock_.now()));
   s.expiry_.async_wait([this, id = rec.id](boost::system::error_code ec) {
     if (ec) return;
     cabin::spawn(

@@ -330,9 +330,10 @@ test('start_url is the first page the browser shows', async () => {
 });
 
 test('a session with timeout_s ends on its own and leaves nothing', async () => {
-  const s = await ctx.server.createSession({ timeout_s: 3 });
-  assert.equal(s.timeout_s, 3);
-  assert.equal(Date.parse(s.expires_at) - Date.parse(s.created_at), 3000);
+  // The lifetime counts from the request in whole seconds: enough of it must be left after 201.
+  const s = await ctx.server.createSession({ timeout_s: 6 });
+  assert.equal(s.timeout_s, 6);
+  assert.equal(Date.parse(s.expires_at) - Date.parse(s.created_at), 6000);
   assert.ok(leftovers(s.id, ctx.server.runDir).length > 0, 'a live session is visible on the host');
   const cdp = await Cdp.connect(s.cdp_url);
   const ended = await waitFor(
@@ -343,7 +344,7 @@ test('a session with timeout_s ends on its own and leaves nothing', async () => 
     { timeoutMs: 20000, intervalMs: 200, what: 'the session to end by timeout' },
   );
   assert.equal(ended.end_reason, 'timeout');
-  assert.ok(Date.parse(ended.ended_at) >= Date.parse(s.created_at) + 3000 - 1000);
+  assert.ok(Date.parse(ended.ended_at) >= Date.parse(s.created_at) + 6000 - 1000);
   assert.equal(ended.cdp_url, undefined, 'an ended session has no cdp_url');
   await withDeadline(cdp.closed, 10000, 'the open CDP connection to close at the timeout');
   await waitForNoLeftovers(s.id, ctx.server.runDir);
