@@ -81,7 +81,7 @@ test('Chromium reaches an allowed host through cabind, and a denied one is refus
             JSON.stringify(log));
   assert.ok(other.every((r) => r.decision === 'deny' && r.status === 403));
   assert.deepEqual(log.map((r) => r.seq), log.map((_, i) => i + 1));
-  assert.equal(dnsQueries.length, 0);
+  assert.deepEqual(dnsQueries, []);
 });
 
 test('Chromium runs under cabind\'s managed policy: the proxy fixed, no DNS of its own, no prediction', async () => {
@@ -133,7 +133,7 @@ test('exec\'d commands get the proxy; TLS must name the tunnel\'s host; nothing 
                             /TLS in the tunnel is for site\.test, not other\.test/.test(r.reason)),
             JSON.stringify(log));
   assert.ok(log.some((r) => r.host === 'secret-data.exfil.test' && r.decision === 'deny'));
-  assert.equal(dnsQueries.length, 0, 'no name the policy denied was looked up');
+  assert.deepEqual(dnsQueries, [], `no name the policy denied was looked up: ${dnsQueries.join('; ')}`);
 });
 
 test('the policy is read and replaced live; a session without one has no way out', async () => {
@@ -216,7 +216,7 @@ test('addresses in every disguise, wildcard apexes and look-alikes are refused; 
     assert.equal(r.rule, 'always denied');
     assert.match(r.reason, /metadata address/);
   }
-  assert.equal(dnsQueries.length, 0);
+  assert.deepEqual(dnsQueries, []);
 });
 
 test('Playwright opens an allowed HTTPS site its operator\'s CA vouches for; another host\'s tunnel is refused and the log says why', async () => {
@@ -369,7 +369,7 @@ test('Chromium\'s side doors: WebSockets, subresources, a redirect, DNS hints, W
   assert.ok(log.some((r) => r.host === 'site.test' && r.kind === 'http' && r.status === 302));
   assert.ok(!log.some((r) => r.host === 'localhost' || r.host === '127.0.0.1'), 'localhost went direct');
   assert.ok(!log.some((r) => r.host === 'prefetch.denied.test' && r.decision === 'allow'));
-  assert.equal(dnsQueries.length, 0, 'no hint, prefetch or preconnect made a query');
+  assert.deepEqual(dnsQueries, [], `no hint, prefetch or preconnect made a query: ${dnsQueries.join('; ')}`);
 });
 
 test('commands: IDN, IPv6 literals, a private answer, ports, methods, Host and SNI, no way around, and mode open', async () => {
@@ -427,7 +427,7 @@ test('commands: IDN, IPv6 literals, a private answer, ports, methods, Host and S
   assert.match(log.find((r) => r.host === 'private.test').reason, /private/);
   assert.ok(log.some((r) => r.kind === 'connect' && /names no host \(SNI\)/.test(r.reason)), JSON.stringify(log));
   assert.equal(log.find((r) => r.method === 'POST' && r.host === 'site.test').status, 403);
-  assert.equal(dnsQueries.length, 0);
+  assert.deepEqual(dnsQueries, []);
 });
 
 test('DNS rebinding: each connection is checked on the answer it dials, from Chromium and from commands', async () => {
@@ -470,7 +470,7 @@ test('DNS rebinding: each connection is checked on the answer it dials, from Chr
   // No answer was reused past its TTL of 0: every request asked afresh.
   const asked = servedQueries.filter((q) => q.name === 'rebind.test' && q.type === 1).length;
   assert.ok(asked >= rebound.length, `${asked} queries for ${rebound.length} requests`);
-  assert.equal(dnsQueries.length, 0);
+  assert.deepEqual(dnsQueries, []);
 });
 
 test('an upstream proxy (Debian\'s squid) carries allowed traffic, asked for the checked address', async () => {

@@ -114,7 +114,7 @@ export const TLS_NAMES = ['site.test', 'other.test', 'vault.test'];
 
 export async function startEgressWorld() {
   const servers = {};
-  const dnsQueries = [];  // queries for names the server does not serve
+  const dnsQueries = [];  // queries for names the server does not serve, described
   const servedQueries = [];  // {name, type} of those it answered
   const tlsRequests = [];  // what the HTTPS site received: url, headers, body
   const otherRequests = [];  // every request other.test's HTTP server got
@@ -189,7 +189,9 @@ export async function startEgressWorld() {
     const q = dnsQuestion(msg);
     const answers = q && SERVED_NAMES[q.name];
     if (!answers) {
-      dnsQueries.push(msg);
+      // Said in full, for a failed assertion to name what was asked, by whom and when.
+      dnsQueries.push(q ? `${q.name} (type ${q.type}) from port ${from.port} at ${new Date().toISOString()}`
+                        : `not a query: ${msg.toString('hex')}`);
       return;
     }
     servedQueries.push({ name: q.name, type: q.type });
