@@ -23,7 +23,7 @@ constexpr std::chrono::seconds kRetryFailedBuild{60};
 // How long the agent of a copy gets to make it its own machine (it answers within a second).
 constexpr std::chrono::seconds kMakeOwnTimeout{20};
 // A copy's clock is set again while the trip that set it took longer than this: the clock is
-// off by at most the trip's way in, and a warm trip (the guest starts a helper) takes 0.1-0.3 s.
+// off by at most the trip's way in, and a warm trip takes tens of milliseconds under TCG.
 constexpr std::chrono::milliseconds kClockRoundTrip{500};
 constexpr int kClockTries = 5;
 
