@@ -170,6 +170,9 @@ class Api {
   Response mint_token(const api::Route& route, const Request& req);
   Response revoke_tokens(const api::Route& route);
   // preview_api.cpp
+  // The preview's URLs with `token` in them: path_url, host_url (with a preview domain), url.
+  nlohmann::json preview_urls(const preview::Grant& g, const std::string& token,
+                              const Request& req) const;
   nlohmann::json preview_json(const preview::Grant& g, const sessions::Session& s,
                               const Request& req) const;
   Response create_preview(const api::Route& route, const Request& req);

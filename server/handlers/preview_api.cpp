@@ -9,18 +9,11 @@ namespace cabin::http_api {
 
 using nlohmann::json;
 
-json Api::preview_json(const preview::Grant& g, const sessions::Session& s,
+json Api::preview_urls(const preview::Grant& g, const std::string& token,
                        const Request& req) const {
-  std::string token =
-      tokens_.issue(s.id(), auth::preview_scope(g.port, g.id), g.expires_at, s.token_generation());
   std::string query = "?" + std::string(preview::kTokenParam) + "=" + token;
   std::string path_url = base_url(req, false) + std::string(preview::kPathPrefix) + g.id + "/";
-  json j = {{"id", g.id},
-            {"session_id", g.session_id},
-            {"port", g.port},
-            {"created_at", format_rfc3339(g.created_at)},
-            {"expires_at", format_rfc3339(g.expires_at)},
-            {"path_url", path_url + query}};
+  json j = {{"path_url", path_url + query}};
   if (!config_.preview_domain.empty()) {
     // Same scheme and port as the base URL, on the preview's own host.
     std::string base = base_url(req, false);
@@ -39,6 +32,19 @@ json Api::preview_json(const preview::Grant& g, const sessions::Session& s,
   } else {
     j["url"] = j["path_url"];
   }
+  return j;
+}
+
+json Api::preview_json(const preview::Grant& g, const sessions::Session& s,
+                       const Request& req) const {
+  std::string token =
+      tokens_.issue(s.id(), auth::preview_scope(g.port, g.id), g.expires_at, s.token_generation());
+  json j = {{"id", g.id},
+            {"session_id", g.session_id},
+            {"port", g.port},
+            {"created_at", format_rfc3339(g.created_at)},
+            {"expires_at", format_rfc3339(g.expires_at)}};
+  j.update(preview_urls(g, token, req));
   return j;
 }
 

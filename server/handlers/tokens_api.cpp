@@ -1,4 +1,6 @@
 // The token endpoints of Api: mint a capability token, revoke every token of a session.
+#include <optional>
+
 #include "common/json_fields.h"
 #include "common/log.h"
 #include "server/api/errors.h"
@@ -26,10 +28,10 @@ Response Api::mint_token(const api::Route& route, const Request& req) {
   if (!s) return error_response(api::errors::session_not_found());
   int64_t exp = expiry_within(*s, *ttl);
   std::string bound = *scope;
-  json extra = json::object();
+  std::optional<preview::Grant> grant;
   if (*port > 0) {
     // A preview token belongs to the port's live preview, and ends with it.
-    auto grant = previews_.find_port(s->id(), *port);
+    grant = previews_.find_port(s->id(), *port);
     if (!grant) {
       return error_response(
           api::errors::preview_not_found("no live preview of port " + std::to_string(*port) +
@@ -37,13 +39,23 @@ Response Api::mint_token(const api::Route& route, const Request& req) {
     }
     exp = std::min(exp, grant->expires_at);
     bound = auth::preview_scope(*port, grant->id);
-    extra["preview_id"] = grant->id;
   }
-  json answer = {{"token", tokens_.issue(s->id(), bound, exp, s->token_generation())},
+  const std::string token = tokens_.issue(s->id(), bound, exp, s->token_generation());
+  json answer = {{"token", token},
                  {"scope", *scope},
                  {"session_id", s->id()},
                  {"expires_at", format_rfc3339(exp)}};
-  answer.update(extra);
+  // The URLs the token opens, ready to hand on.
+  const std::string path = "/v1/sessions/" + s->id();
+  if (grant) {
+    answer["preview_id"] = grant->id;
+    answer.update(preview_urls(*grant, token, req));
+  } else if (*scope == "cdp") {
+    answer["cdp_url"] = base_url(req, true) + path + "/cdp?token=" + token;
+  } else {
+    answer["live_view_url"] = base_url(req, false) + path + "/live?token=" + token;
+    answer["vnc_url"] = base_url(req, true) + path + "/vnc?token=" + token;
+  }
   return json_response(http::status::created, answer);
 }
 

@@ -52,6 +52,16 @@ test('create, list and delete previews; bad requests are 400', async () => {
   const noKey = await ctx.server.api('GET', `/v1/sessions/${session.id}/previews`, undefined,
                                      { key: null });
   assert.equal(noKey.status, 401);
+  // A token minted for the port comes with the preview's URLs, holding that token.
+  const minted = await ctx.server.api('POST', `/v1/sessions/${session.id}/tokens`,
+                                      { scope: 'preview:8000' });
+  assert.equal(minted.status, 201, minted.text);
+  assert.equal(minted.json.preview_id, p.json.id);
+  assert.equal(minted.json.url, minted.json.host_url);
+  assert.equal(new URL(minted.json.path_url).pathname, `/preview/${p.json.id}/`);
+  assert.equal(new URL(minted.json.path_url).searchParams.get('cabin_token'), minted.json.token);
+  const opened = await fetch(minted.json.path_url, { redirect: 'manual' });
+  assert.equal(opened.status, 302, 'its token is taken, and exchanged for a cookie');
   const del = await ctx.server.api('DELETE', `/v1/sessions/${session.id}/previews/${p.json.id}`);
   assert.equal(del.status, 200, del.text);
   const again = await ctx.server.api('DELETE', `/v1/sessions/${session.id}/previews/${p.json.id}`);

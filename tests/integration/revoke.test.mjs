@@ -42,9 +42,22 @@ test('tokens are minted per scope, bounded by the server maximum and the session
   // Clamped to the session's end, not the 3600 s asked.
   assert.ok(Date.parse(r.json.expires_at) <= Date.parse(s.expires_at), r.text);
   assert.deepEqual(payload(r.json.token).slice(0, 2), [s.id, 'cdp']);
-  const cdp = await Cdp.connect(cdpUrl(s.id, r.json.token));
+  // The answer carries the URL the token opens.
+  assert.equal(r.json.cdp_url, cdpUrl(s.id, r.json.token));
+  assert.equal(r.json.live_view_url, undefined, 'a cdp token opens no live view');
+  const cdp = await Cdp.connect(r.json.cdp_url);
   assert.ok((await cdp.send('Browser.getVersion')).product);
   await cdp.close();
+  for (const scope of ['view', 'control']) {
+    const t = await mint(s.id, { scope });
+    assert.equal(t.status, 201, t.text);
+    assert.equal(t.json.cdp_url, undefined);
+    assert.equal(new URL(t.json.live_view_url).searchParams.get('token'), t.json.token);
+    const page = await fetch(t.json.live_view_url);
+    assert.equal(page.status, 200, `${scope}: the live view opens`);
+    const vnc = await wsOpen(t.json.vnc_url);
+    vnc.close();
+  }
 
   for (const [body, field] of [
     [{ scope: 'admin' }, 'scope'],
