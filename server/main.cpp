@@ -341,6 +341,8 @@ int main(int argc, char** argv) {
   api.use_pumps(&pumps);
   preview_proxy.use_pumps(&pumps);
   if (auto r = server.listen(cfg.listen_host, cfg.listen_port); !r) return fail(r.error().message);
+  // With port 0 the system chose one: the URLs cabind hands out and the origins it takes name it.
+  parsed.config.listen_port = server.port();
   // On the control thread, where /metrics is answered on the API listener too.
   http_api::MetricsServer metrics_server(ioc.get_executor());
   if (!cfg.metrics_host.empty()) {

@@ -50,6 +50,7 @@ constexpr std::array kCatalogue{
     ErrorKind{"rate_creates", Errc::kTooManyRequests},
     ErrorKind{"headers_too_large", Errc::kHeadersTooLarge},
     ErrorKind{"agent_error", Errc::kBadGateway},
+    ErrorKind{"navigation_failed", Errc::kBadGateway},
     ErrorKind{"browser_handshake", Errc::kBadGateway},
     ErrorKind{"bad_discovery", Errc::kBadGateway},
     ErrorKind{"connect_failed", Errc::kBadGateway},
@@ -183,6 +184,9 @@ Error draining() {
   return CABIN_ERROR("draining", "the server is shutting down and takes no new sessions");
 }
 Error agent_error(std::string message) { return CABIN_ERROR("agent_error", std::move(message)); }
+Error navigation_failed(std::string message) {
+  return CABIN_ERROR("navigation_failed", std::move(message));
+}
 Error preview_unreachable(std::string message) {
   return CABIN_ERROR("preview_unreachable", std::move(message));
 }

@@ -59,6 +59,8 @@ Error quota_sessions(int max, int64_t retry_after_s);
 Error rate_creates(int per_minute, int64_t retry_after_s);
 // 502
 Error agent_error(std::string message);
+// A page the browser was sent to did not load (or not in time); the agent's reason.
+Error navigation_failed(std::string message);
 Error preview_unreachable(std::string message);
 Error preview_bad_answer(std::string message);
 // 503, 504

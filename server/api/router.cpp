@@ -66,11 +66,15 @@ const std::vector<std::string_view>& token_scopes(Auth auth) {
   static const std::vector<std::string_view> none, cdp{"cdp"}, view{"view", "control"},
       control{"control"};
   switch (auth) {
-    case Auth::kCdpToken: return cdp;
-    case Auth::kViewToken: return view;
-    case Auth::kControlToken: return control;
+    case Auth::kCdpToken:
+      return cdp;
+    case Auth::kViewToken:
+      return view;
+    case Auth::kControlToken:
+      return control;
     case Auth::kNone:
-    case Auth::kApiKey: return none;
+    case Auth::kApiKey:
+      return none;
   }
   return none;
 }
@@ -96,6 +100,60 @@ Result<std::string> percent_decode(std::string_view s, bool plus_is_space) {
     }
   }
   return out;
+}
+
+std::span<const RouteEntry> route_table() {
+  using enum RouteId;
+  static constexpr RouteEntry kTable[] = {
+      {"GET", "/healthz", kHealthz},
+      {"GET", "/readyz", kReadyz},
+      {"GET", "/metrics", kMetrics},
+      {"GET", "/openapi.json", kOpenApi},
+      {"POST", "/mcp", kMcp},
+      {"GET", "/", kConsolePage},
+      {"GET", "/ui/{name}", kUiAsset},
+      {"GET", "/v1/info", kInfo},
+      {"POST", "/v1/keys", kCreateKey},
+      {"GET", "/v1/keys", kListKeys},
+      {"DELETE", "/v1/keys/{key_id}", kDeleteKey},
+      {"POST", "/v1/profiles", kCreateProfile},
+      {"GET", "/v1/profiles", kListProfiles},
+      {"GET", "/v1/profiles/{profile_id}", kGetProfile},
+      {"DELETE", "/v1/profiles/{profile_id}", kDeleteProfile},
+      {"POST", "/v1/sessions", kCreateSession},
+      {"GET", "/v1/sessions", kListSessions},
+      {"GET", "/v1/sessions/{session_id}", kGetSession},
+      {"PATCH", "/v1/sessions/{session_id}", kPatchSession},
+      {"DELETE", "/v1/sessions/{session_id}", kDeleteSession},
+      {"POST", "/v1/sessions/{session_id}/keepalive", kKeepalive},
+      {"POST", "/v1/sessions/{session_id}/pause", kPause},
+      {"POST", "/v1/sessions/{session_id}/resume", kResume},
+      {"POST", "/v1/sessions/{session_id}/fork", kFork},
+      {"POST", "/v1/sessions/{session_id}/exec", kExec},
+      {"POST", "/v1/sessions/{session_id}/computer", kComputer},
+      {"GET", "/v1/sessions/{session_id}/screenshot", kScreenshot},
+      {"GET", "/v1/sessions/{session_id}/logs", kLogs},
+      {"GET", "/v1/sessions/{session_id}/network", kGetNetwork},
+      {"PUT", "/v1/sessions/{session_id}/network", kPutNetwork},
+      {"GET", "/v1/sessions/{session_id}/network/log", kNetworkLog},
+      {"GET", "/v1/sessions/{session_id}/cdp", kCdpBrowser},
+      {"GET", "/v1/sessions/{session_id}/devtools/page/{target_id}", kCdpPage},
+      {"GET", "/v1/sessions/{session_id}/devtools/browser/{target_id}", kCdpBrowser},
+      {"GET", "/v1/sessions/{session_id}/json", kJsonList},
+      {"GET", "/v1/sessions/{session_id}/json/list", kJsonList},
+      {"GET", "/v1/sessions/{session_id}/json/version", kJsonVersion},
+      {"GET", "/v1/sessions/{session_id}/frames", kFrames},
+      {"GET", "/v1/sessions/{session_id}/frames.mjpeg", kFramesMjpeg},
+      {"GET", "/v1/sessions/{session_id}/vnc", kVnc},
+      {"GET", "/v1/sessions/{session_id}/live", kLivePage},
+      {"GET", "/v1/sessions/{session_id}/live/status", kLiveStatus},
+      {"POST", "/v1/sessions/{session_id}/tokens", kMintToken},
+      {"POST", "/v1/sessions/{session_id}/tokens/revoke", kRevokeTokens},
+      {"POST", "/v1/sessions/{session_id}/previews", kCreatePreview},
+      {"GET", "/v1/sessions/{session_id}/previews", kListPreviews},
+      {"DELETE", "/v1/sessions/{session_id}/previews/{preview_id}", kDeletePreview},
+  };
+  return kTable;
 }
 
 bool takes_connection(RouteId id) {
@@ -127,6 +185,8 @@ Result<Route> route(std::string_view method, std::string_view target) {
   if (n == 1 && seg[0] == "healthz") return want("GET", RouteId::kHealthz, Auth::kNone);
   if (n == 1 && seg[0] == "readyz") return want("GET", RouteId::kReadyz, Auth::kNone);
   if (n == 1 && seg[0] == "metrics") return want("GET", RouteId::kMetrics, Auth::kApiKey);
+  if (n == 1 && seg[0] == "openapi.json") return want("GET", RouteId::kOpenApi, Auth::kApiKey);
+  if (n == 1 && seg[0] == "mcp") return want("POST", RouteId::kMcp, Auth::kApiKey);
   if (n == 0) return want("GET", RouteId::kConsolePage, Auth::kNone);
   if (seg[0] == "ui") {
     if (n != 2 || !valid_asset_name(seg[1])) return not_found();

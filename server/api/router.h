@@ -2,6 +2,7 @@
 #pragma once
 
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,8 @@ enum class RouteId {
   kListProfiles,   // GET /v1/profiles
   kGetProfile,     // GET /v1/profiles/{profile}
   kDeleteProfile,  // DELETE /v1/profiles/{profile}
+  kOpenApi,        // GET /openapi.json: the API's OpenAPI document
+  kMcp,            // POST /mcp: MCP's Streamable HTTP transport, stateless
 };
 
 // What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but
@@ -80,12 +83,23 @@ struct Route {
   std::string target_id;
   std::string asset;  // kUiAsset: a plain file name (valid_asset_name)
   std::string preview_id;
-  std::string key_id;  // kDeleteKey: api::valid_key_id
-  std::string profile_id;  // kGetProfile, kDeleteProfile: api::valid_profile_id
+  std::string key_id;                        // kDeleteKey: api::valid_key_id
+  std::string profile_id;                    // kGetProfile, kDeleteProfile: api::valid_profile_id
   std::map<std::string, std::string> query;  // decoded
 };
 
 inline constexpr size_t kMaxQueryParams = 16;
+
+// One route as the API reference names it: the method and an OpenAPI path template.
+struct RouteEntry {
+  std::string_view method;
+  std::string_view path;
+  RouteId id;
+};
+
+// Every (method, path) that route() takes. Not used to route: the unit tests hold route() and
+// docs/openapi.json to it, so neither can gain or lose a path without the other.
+std::span<const RouteEntry> route_table();
 
 // Errors: 404 unknown path or invalid id, 405 known path with another method, 400 bad query.
 Result<Route> route(std::string_view method, std::string_view target);

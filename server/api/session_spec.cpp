@@ -6,9 +6,8 @@
 #include "server/api/ids.h"
 
 namespace cabin::api {
-namespace {
 
-bool allowed_url(std::string_view url) {
+bool allowed_start_url(std::string_view url) {
   bool scheme_ok = false;
   for (std::string_view scheme : {"http://", "https://", "about:", "data:"}) {
     scheme_ok = scheme_ok || url.substr(0, scheme.size()) == scheme;
@@ -23,8 +22,6 @@ bool allowed_url(std::string_view url) {
   }
   return true;
 }
-
-}  // namespace
 
 std::string_view wait_until_name(WaitUntil w) {
   switch (w) {
@@ -139,7 +136,7 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
   if (auto it = j->find("start_url"); it != j->end()) {
     auto s = read_string(*it, "start_url", kMaxStartUrl);
     if (!s) return s.error();
-    if (!allowed_url(*s)) {
+    if (!allowed_start_url(*s)) {
       return invalid_field("start_url", "must be an http, https, about: or data: URL");
     }
     spec.start_url = *s;

@@ -64,6 +64,8 @@ struct SpecLimits {
 inline constexpr int kMinDimension = 200;
 inline constexpr int kMaxDimension = 7680;
 inline constexpr size_t kMaxStartUrl = 4096;
+// An http, https, about: or data: URL with no control bytes (and no spaces but in data:).
+bool allowed_start_url(std::string_view url);
 inline constexpr int kMaxVcpus = 16;
 inline constexpr int64_t kMinMemoryMb = 512;
 inline constexpr int64_t kMaxMemoryMb = 65536;

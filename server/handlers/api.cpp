@@ -4,6 +4,7 @@
 
 #include "common/json_fields.h"
 #include "server/api/errors.h"
+#include "server/api/openapi_doc.h"
 #include "server/auth/api_key.h"
 #include "server/metrics/metrics.h"
 
@@ -406,6 +407,16 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
     }
     case RouteId::kInfo:
       co_return info(authn);
+    case RouteId::kMcp:
+      co_return co_await mcp(authn, req);
+    case RouteId::kOpenApi: {
+      Response res{http::status::ok, 11};
+      res.set(http::field::content_type, "application/json");
+      res.set(http::field::cache_control, "no-cache");
+      res.body() = std::string(api::openapi_document());
+      res.prepare_payload();
+      co_return res;
+    }
     case RouteId::kCreateSession:
       co_return co_await create(authn, req, cancel);
     case RouteId::kListSessions:

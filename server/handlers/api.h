@@ -155,6 +155,13 @@ class Api {
   // How long a token-authenticated connection may stay open: the token's time left.
   std::optional<std::chrono::steady_clock::duration> token_time_left(const Authn& authn) const;
   Response info(const Authn& authn) const;
+  // mcp_api.cpp: POST /mcp, one JSON-RPC message; tools act through handle() as the caller.
+  net::awaitable<Response> mcp(const Authn& authn, const Request& req);
+  net::awaitable<nlohmann::json> mcp_tool(const Authn& authn, const Request& outer,
+                                          const std::string& name, const nlohmann::json& args);
+  // One request made on the caller's behalf, routed, checked and answered as if it had come in.
+  net::awaitable<Response> on_behalf(const Authn& authn, const Request& outer, http::verb verb,
+                                     const std::string& target, std::string body);
   // keys_api.cpp: tenant keys, for the admin key only.
   nlohmann::json key_json(const store::ApiKeyRecord& k) const;
   Response create_key(const Request& req);

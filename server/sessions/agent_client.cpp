@@ -245,8 +245,7 @@ net::awaitable<Result<void>> AgentClient::navigate(const std::string& url,
   if (!res) co_return res.error();
   if (res->result() == http::status::ok) co_return Result<void>{};
   // The agent says why (the page failed to load, it took too long); pass it on, bounded.
-  co_return make_error(Errc::kUnavailable, "start_page_failed",
-                       "the start page: " + agent_refusal(*res));
+  co_return api::errors::navigation_failed(agent_refusal(*res));
 }
 
 net::awaitable<Result<void>> AgentClient::restored(const agent_protocol::RestoredRequest& r,

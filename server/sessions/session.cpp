@@ -58,6 +58,12 @@ net::awaitable<Result<AgentImage>> Session::screenshot(const api::ShotQuery& sho
   co_return co_await agent_.screenshot(shot);
 }
 
+net::awaitable<Result<void>> Session::navigate(const std::string& url,
+                                              const std::string& wait_until,
+                                              std::chrono::milliseconds timeout) {
+  co_return co_await agent_.navigate(url, wait_until, timeout);
+}
+
 net::awaitable<Result<std::string>> Session::devtools_discovery(bool version) {
   // Named, not a temporary: GCC 12 destroys some temporaries of a co_await expression twice.
   const std::string path = version ? "/json/version" : "/json/list";

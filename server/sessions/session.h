@@ -86,6 +86,10 @@ class Session final {
   net::awaitable<Result<agent_protocol::ExecResult>> exec(const agent_protocol::ExecRequest& r);
   net::awaitable<Result<ComputerAnswer>> computer(const computer::Batch& batch);
   net::awaitable<Result<AgentImage>> screenshot(const api::ShotQuery& shot);
+  // Takes the browser's first page to `url`, as far as `wait_until` ("commit", "load",
+  // "networkidle"), within `timeout`; navigation_failed says why not.
+  net::awaitable<Result<void>> navigate(const std::string& url, const std::string& wait_until,
+                                        std::chrono::milliseconds timeout);
   // The browser's own /json/version or /json/list, as it answered.
   net::awaitable<Result<std::string>> devtools_discovery(bool version);
   // The browser's endpoint, or a page's when `page_target` is given.

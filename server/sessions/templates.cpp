@@ -202,8 +202,13 @@ net::awaitable<Result<void>> SessionManager::make_ready(const SessionPtr& s,
 net::awaitable<Result<void>> SessionManager::open_start_page(Session& s) {
   const auto& url = s.spec().start_url;
   if (url.empty() || url == "about:blank") co_return Result<void>{};
-  co_return co_await s.agent_.navigate(url, std::string(api::wait_until_name(s.spec().wait_until)),
-                                       limits_for(s.record().driver).start_timeout);
+  auto r = co_await s.agent_.navigate(url, std::string(api::wait_until_name(s.spec().wait_until)),
+                                     limits_for(s.record().driver).start_timeout);
+  if (!r) {
+    co_return make_error(Errc::kUnavailable, "start_page_failed",
+                         "the start page: " + r.error().message);
+  }
+  co_return Result<void>{};
 }
 
 void SessionManager::template_failed(Template& t, const std::string& why) {

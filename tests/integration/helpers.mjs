@@ -11,6 +11,7 @@ import readline from 'node:readline';
 import zlib from 'node:zlib';
 import { after, before } from 'node:test';
 import WebSocket from 'ws';
+import { checkAnswer } from './openapi.mjs';
 
 export const BIN_DIR = path.resolve(process.env.CABIN_BIN_DIR || 'build/bin');
 export const SESSION_ID_RE = /^ses_[a-z0-9]{20}$/;
@@ -229,7 +230,8 @@ export async function removeServerDirs({ stateDir, runDir }) {
 // HTTP
 
 // One request to cabind. `body`: an object (sent as JSON), a string or Buffer (sent as is), or
-// undefined. opts.key: the API key to send (null: none); opts.headers: extra headers.
+// undefined. opts.key: the API key to send (null: none); opts.headers: extra headers;
+// opts.unchecked: the answer is not held to docs/openapi.json.
 // Resolves with {status, headers, text, json}; json is null when the body is not JSON.
 export async function api(base, defaultKey, method, p, body, opts = {}) {
   const headers = { ...(opts.headers || {}) };
@@ -251,6 +253,11 @@ export async function api(base, defaultKey, method, p, body, opts = {}) {
     json = JSON.parse(text);
   } catch {
     // not JSON; callers that care assert on `json`
+  }
+  // Every answer is held to the API's contract, unless a test sends what no client would.
+  if (!opts.unchecked) {
+    checkAnswer(method, new URL(base + p).pathname, res.status, res.headers.get('content-type'),
+                text);
   }
   return { status: res.status, headers: res.headers, text, json };
 }
