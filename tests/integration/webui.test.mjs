@@ -255,6 +255,33 @@ describe('the console in Chromium', () => {
     const cdp = new URL(copied);
     assert.equal(cdp.pathname, `/v1/sessions/${id}/cdp`);
     assert.ok(cdp.searchParams.get('token'));
+    await page.click(`${row} button.copy-live`);
+    await page.waitForSelector('#list-state:has-text("Copied the live view URL")');
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), api.live_view_url);
+    await page.click(`${row} button.copy-id`);
+    await page.waitForSelector('#list-state:has-text("Copied the ID")');
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), id);
+
+    // The row's thumbnail is the screen, streamed small; the list's refreshes keep its stream.
+    const thumb = `${row} td.thumb img`;
+    await page.waitForFunction((sel) => document.querySelector(sel)?.naturalWidth === 192, thumb,
+                               { timeout: 20000 });
+    assert.match(await page.getAttribute(thumb, 'src'), /\/frames\.mjpeg\?.*token=/);
+    await page.evaluate((sel) => { window.firstThumb = document.querySelector(sel); }, thumb);
+    await page.click('#refresh');
+    await page.waitForFunction((sel) => document.querySelector(sel) === window.firstThumb, thumb);
+
+    // Its logs, read through the API with the key.
+    await page.click(`${row} button.logs`);
+    await page.waitForSelector('#logs-panel', { state: 'visible' });
+    await page.waitForFunction(() => !/^Loading/.test(document.querySelector('#logs-body').textContent));
+    const logs = await page.textContent('#logs-body');
+    assert.doesNotMatch(logs, /^Cannot read/);
+    const apiLogs = (await ctx.server.api('GET', `/v1/sessions/${id}/logs`)).json.lines;
+    assert.ok(apiLogs.length > 0 && logs.includes(apiLogs[0]), 'the panel shows the API\'s lines');
+    await page.click('#logs-close');
+    assert.equal(await page.isVisible('#logs-panel'), false);
+
     const href = await page.getAttribute(`${row} a.live-link`, 'href');
     assert.equal(new URL(href).pathname, `/v1/sessions/${id}/live`);
     assert.equal(await page.getAttribute(`${row} a.live-link`, 'target'), '_blank');

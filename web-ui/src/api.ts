@@ -70,6 +70,8 @@ export interface Session {
   end_reason?: string;
   cdp_url?: string;
   live_view_url?: string;
+  vnc_url?: string;
+  json_version_url?: string;
 }
 
 export interface DriverInfo {

@@ -1,10 +1,15 @@
-// The console at /: sign in with an API key, list, create and delete sessions, copy a session's
-// cdp_url and open its live view. The key lives in sessionStorage (this tab only) and goes to
-// cabind as Authorization: Bearer on every call; nothing here works without it.
+// The console at /: sign in with an API key, list, create and delete sessions, watch each one's
+// screen in a thumbnail, read its logs, copy its URLs and open its live view. The key lives in
+// sessionStorage (this tab only) and goes to cabind as Authorization: Bearer on every call;
+// nothing here works without it.
 import { $, ApiError, call, type Info, type Session } from './api';
 
 const KEY_STORAGE = 'cabin.apiKey';
+const THUMBS_STORAGE = 'cabin.thumbnails';
 const REFRESH_MS = 5000;
+const THUMB_WIDTH = 192;
+// Thumbnails by session: kept across the list's refreshes, so that their streams go on.
+const thumbs = new Map<string, HTMLImageElement>();
 
 let apiKey: string | null = sessionStorage.getItem(KEY_STORAGE);
 let refreshTimer: number | undefined;
@@ -106,9 +111,72 @@ async function copyText(text: string): Promise<void> {
   if (!ok) throw new Error('the browser refused to copy');
 }
 
+function thumbnailsOn(): boolean {
+  return sessionStorage.getItem(THUMBS_STORAGE) !== 'off';
+}
+
+// A small live picture of the screen: the session's MJPEG stream at a few frames a second, with
+// the view token its live_view_url carries. A watched session is not idle, as with any viewer.
+function thumbnail(s: Session): HTMLElement {
+  const td = document.createElement('td');
+  td.className = 'thumb';
+  if (s.status !== 'running' || !s.live_view_url || !thumbnailsOn()) return td;
+  let img = thumbs.get(s.id);
+  if (!img) {
+    const token = new URL(s.live_view_url, location.href).searchParams.get('token') ?? '';
+    const h = Math.max(1, Math.round((THUMB_WIDTH * s.resolution.height) / s.resolution.width));
+    img = document.createElement('img');
+    img.alt = `The screen of ${s.id}`;
+    img.width = THUMB_WIDTH;
+    img.height = h;
+    img.src = `/v1/sessions/${encodeURIComponent(s.id)}/frames.mjpeg?fps=2&quality=60` +
+              `&width=${THUMB_WIDTH}&height=${h}&token=${encodeURIComponent(token)}`;
+    thumbs.set(s.id, img);
+  }
+  td.append(img);
+  return td;
+}
+
+// Drops the thumbnails of sessions no longer listed: their streams close with the element.
+function pruneThumbnails(listed: Set<string>): void {
+  for (const [id, img] of thumbs) {
+    if (listed.has(id) && thumbnailsOn()) continue;
+    img.removeAttribute('src');
+    thumbs.delete(id);
+  }
+}
+
+async function showLogs(id: string): Promise<void> {
+  if (!apiKey) return;
+  const panel = $('logs-panel');
+  $('logs-title').textContent = `Logs of ${id}`;
+  $('logs-body').textContent = 'Loading…';
+  panel.hidden = false;
+  try {
+    const r = await call<{ lines: string[]; live: boolean }>(
+      'GET', `/v1/sessions/${encodeURIComponent(id)}/logs`, { key: apiKey });
+    $('logs-body').textContent = r.lines.length ? r.lines.join('\n') : '(no output yet)';
+  } catch (err) {
+    if (handleAuthFailure(err)) return;
+    $('logs-body').textContent = 'Cannot read the logs: ' + describe(err);
+  }
+}
+
+function copyButton(what: string, text: string, id: string, className: string): HTMLButtonElement {
+  const b = button(`Copy ${what}`, () => {
+    copyText(text).then(
+      () => setListState(`Copied the ${what} of ${id}.`),
+      (err) => setListState('Copy failed: ' + describe(err)),
+    );
+  });
+  b.classList.add('copy', className);
+  return b;
+}
+
 function sessionRow(s: Session): HTMLTableRowElement {
   const tr = document.createElement('tr');
   tr.dataset.id = s.id;
+  tr.append(thumbnail(s));
   const cells = [
     s.id,
     s.end_reason ? `${s.status} (${s.end_reason})` : s.status,
@@ -142,17 +210,13 @@ function sessionRow(s: Session): HTMLTableRowElement {
     c.title = 'Open the live view with a control link: watch, type and point';
     actions.append(c);
   }
-  if (s.cdp_url) {
-    const cdpUrl = s.cdp_url;
-    const copy = button('Copy CDP URL', () => {
-      copyText(cdpUrl).then(
-        () => setListState(`Copied the CDP URL of ${s.id}.`),
-        (err) => setListState('Copy failed: ' + describe(err)),
-      );
-    });
-    copy.classList.add('copy-cdp');
-    actions.append(copy);
+  actions.append(copyButton('ID', s.id, s.id, 'copy-id'));
+  if (s.cdp_url) actions.append(copyButton('CDP URL', s.cdp_url, s.id, 'copy-cdp'));
+  if (s.live_view_url) {
+    actions.append(copyButton('live view URL', s.live_view_url, s.id, 'copy-live'));
   }
+  if (s.vnc_url) actions.append(copyButton('VNC URL', s.vnc_url, s.id, 'copy-vnc'));
+  actions.append(button('Logs', () => void showLogs(s.id), 'logs'));
   if (s.status === 'running') {
     actions.append(button('Delete', () => void deleteSession(s.id), 'danger delete'));
   }
@@ -172,6 +236,7 @@ async function refresh(): Promise<void> {
     const r = await call<{ sessions: Session[] }>('GET', '/v1/sessions' + (all ? '?all=1' : ''), {
       key: apiKey,
     });
+    pruneThumbnails(new Set(r.sessions.filter((x) => x.status === 'running').map((x) => x.id)));
     $('sessions-body').replaceChildren(...r.sessions.map(sessionRow));
     $('sessions-empty').hidden = r.sessions.length > 0;
     if ($('list-state').textContent?.startsWith('Cannot list')) setListState('');
@@ -254,7 +319,17 @@ $('sign-in-form').addEventListener('submit', (ev) => {
 $('sign-out').addEventListener('click', () => {
   sessionStorage.removeItem(KEY_STORAGE);
   apiKey = null;
+  pruneThumbnails(new Set());
   showSignIn();
+});
+$<HTMLInputElement>('show-thumbnails').checked = thumbnailsOn();
+$('show-thumbnails').addEventListener('change', () => {
+  sessionStorage.setItem(THUMBS_STORAGE,
+                         $<HTMLInputElement>('show-thumbnails').checked ? 'on' : 'off');
+  void refresh();
+});
+$('logs-close').addEventListener('click', () => {
+  $('logs-panel').hidden = true;
 });
 $('create-form').addEventListener('submit', (ev) => void createSession(ev as SubmitEvent));
 $('refresh').addEventListener('click', () => void refresh());
