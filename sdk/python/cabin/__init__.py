@@ -171,14 +171,12 @@ class Sessions:
         return self._cabin.request("DELETE", f"/v1/sessions/{session_id}")
 
 
-class Session:
-    """One session: its record as last read (`info`), and what can be done with it."""
+class _SessionRecord:
+    """What both session classes hold: the session's record as last read, and its URLs."""
 
-    def __init__(self, cabin: Cabin, info: Json) -> None:
-        self._cabin = cabin
+    def __init__(self, info: Json) -> None:
         self.id: str = info["id"]
         self.info = info
-        self.previews = Previews(cabin, self._path)
 
     @property
     def _path(self) -> str:
@@ -191,6 +189,15 @@ class Session:
     @property
     def live_view_url(self) -> Optional[str]:
         return self.info.get("live_view_url")
+
+
+class Session(_SessionRecord):
+    """One session: its record as last read (`info`), and what can be done with it."""
+
+    def __init__(self, cabin: Cabin, info: Json) -> None:
+        super().__init__(info)
+        self._cabin = cabin
+        self.previews = Previews(cabin, self._path)
 
     def __enter__(self) -> "Session":
         return self
@@ -329,26 +336,13 @@ class AsyncSessions:
         return await self._cabin.request("DELETE", f"/v1/sessions/{session_id}")
 
 
-class AsyncSession:
+class AsyncSession(_SessionRecord):
     """The async twin of Session: `async with await cabin.sessions.create() as s:`."""
 
     def __init__(self, cabin: AsyncCabin, info: Json) -> None:
+        super().__init__(info)
         self._cabin = cabin
-        self.id: str = info["id"]
-        self.info = info
         self.previews = AsyncPreviews(cabin, self._path)
-
-    @property
-    def _path(self) -> str:
-        return f"/v1/sessions/{self.id}"
-
-    @property
-    def cdp_url(self) -> str:
-        return self.info["cdp_url"]
-
-    @property
-    def live_view_url(self) -> Optional[str]:
-        return self.info.get("live_view_url")
 
     async def __aenter__(self) -> "AsyncSession":
         return self
