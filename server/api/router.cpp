@@ -156,6 +156,23 @@ std::span<const RouteEntry> route_table() {
   return kTable;
 }
 
+std::string percent_encode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 bool takes_connection(RouteId id) {
   return id == RouteId::kCdpBrowser || id == RouteId::kCdpPage || id == RouteId::kFrames ||
          id == RouteId::kFramesMjpeg || id == RouteId::kVnc;

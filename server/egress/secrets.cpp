@@ -3,26 +3,17 @@
 #include <algorithm>
 #include <boost/beast/core/string.hpp>
 
+#include "server/api/router.h"
+
 namespace cabin::egress {
 
 namespace {
 
 std::string encode(std::string_view value, BodyKind kind) {
   std::string out;
-  static constexpr char kHex[] = "0123456789ABCDEF";
   switch (kind) {
     case BodyKind::kUrlEncoded:
-      for (unsigned char c : value) {
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '.' || c == '_' || c == '~') {
-          out += static_cast<char>(c);
-        } else {
-          out += '%';
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        }
-      }
-      return out;
+      return api::percent_encode(value);
     case BodyKind::kJson:
       // A value has no control bytes (the policy refuses them): quotes and backslashes only.
       for (char c : value) {

@@ -36,28 +36,6 @@ const json& tool_list() {
   return tools;
 }
 
-Response rpc_response(http::status status, const json& body) {
-  Response res{status, 11};
-  res.set(http::field::content_type, "application/json");
-  res.set(http::field::cache_control, "no-store");
-  res.body() = mcp::dump(body);
-  res.prepare_payload();
-  return res;
-}
-
-std::string query_escape(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += {'%', kHex[c >> 4], kHex[c & 15]};
-    }
-  }
-  return out;
-}
-
 // An answer of the API as a tool's result: an error the model reads, or the JSON answer.
 json tool_result(const Response& res) {
   const json body = json::parse(res.body(), nullptr, false);
@@ -112,7 +90,8 @@ net::awaitable<json> Api::mcp_tool(const Authn& authn, const Request& outer,
     co_return tool_result(co_await on_behalf(authn, outer, http::verb::delete_, base, ""));
   }
   if (name == "computer") {
-    auto res = co_await on_behalf(authn, outer, http::verb::post, base + "/computer", mcp::dump(body));
+    auto res =
+        co_await on_behalf(authn, outer, http::verb::post, base + "/computer", mcp::dump(body));
     if (res.result_int() >= 400) co_return tool_result(res);
     co_return mcp::computer_result(json::parse(res.body(), nullptr, false));
   }
@@ -145,8 +124,8 @@ net::awaitable<json> Api::mcp_tool(const Authn& authn, const Request& outer,
       if (!v.is_string() && !v.is_number() && !v.is_boolean()) {
         co_return mcp::error_result("invalid_request", k + ": must be a string or a number");
       }
-      target += sep + query_escape(k) + "=" +
-                query_escape(v.is_string() ? v.get<std::string>() : v.dump());
+      target += sep + api::percent_encode(k) + "=" +
+                api::percent_encode(v.is_string() ? v.get<std::string>() : v.dump());
       sep = '&';
     }
     auto res = co_await on_behalf(authn, outer, http::verb::get, target, "");
@@ -211,14 +190,14 @@ net::awaitable<Response> Api::mcp(const Authn& authn, const Request& req) {
     }
   }
   if (auto v = req.find("MCP-Protocol-Version"); v != req.end() && !mcp::speaks(v->value())) {
-    co_return rpc_response(
+    co_return json_response(
         http::status::bad_request,
         mcp::rpc_error({mcp::kInvalidRequest,
                         "unsupported MCP-Protocol-Version: " + std::string(v->value()), nullptr}));
   }
   auto parsed = mcp::parse_message(req.body());
   if (auto* e = std::get_if<mcp::RpcError>(&parsed)) {
-    co_return rpc_response(http::status::bad_request, mcp::rpc_error(*e));
+    co_return json_response(http::status::bad_request, mcp::rpc_error(*e));
   }
   const auto& m = std::get<mcp::Message>(parsed);
   // Notifications and responses need no answer but that they arrived.
@@ -256,7 +235,7 @@ net::awaitable<Response> Api::mcp(const Authn& authn, const Request& req) {
   } else {
     answer = mcp::rpc_error({mcp::kMethodNotFound, "method not found: " + m.method, m.id});
   }
-  co_return rpc_response(http::status::ok, answer);
+  co_return json_response(http::status::ok, answer);
 }
 
 }  // namespace cabin::http_api

@@ -157,3 +157,16 @@ TEST_CASE("each token route names the scopes it accepts") {
   CHECK(get_revoke.error().errc == Errc::kMethodNotAllowed);
   CHECK_FALSE(route("POST", "/v1/sessions/" + kRouteSid + "/tokens/other"));
 }
+
+TEST_CASE("percent_encode keeps the unreserved characters and round-trips through percent_decode") {
+  CHECK(percent_encode("aZ09-._~") == "aZ09-._~");
+  CHECK(percent_encode("a b+c/é") == "a%20b%2Bc%2F%C3%A9");
+  const std::string all = [] {
+    std::string s;
+    for (int c = 0; c < 256; ++c) s.push_back(static_cast<char>(c));
+    return s;
+  }();
+  auto back = percent_decode(percent_encode(all));
+  REQUIRE(back);
+  CHECK(*back == all);
+}
