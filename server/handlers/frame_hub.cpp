@@ -19,6 +19,7 @@
 #include "server/api/computer_wire.h"
 #include "server/api/errors.h"
 #include "server/http/websocket.h"
+#include "server/http/write_watch.h"
 #include "server/metrics/metrics.h"
 
 namespace cabin::http_api {
@@ -167,44 +168,6 @@ net::awaitable<void> watch_socket(ClientStream& socket, std::shared_ptr<bool> go
   feed->changed.notify_all();
 }
 
-// Cuts a viewer off when one write has been pending for `timeout`: one timer per viewer, which
-// looks at the write when it fires. The viewer sets `ended` (and cancels) before its stream goes.
-struct WriteWatch {
-  explicit WriteWatch(const net::any_io_executor& ex) : timer(ex) {}
-  net::steady_timer timer;
-  bool writing = false;
-  std::chrono::steady_clock::time_point since;
-  bool ended = false;
-  void end() {
-    ended = true;
-    timer.cancel();
-  }
-};
-
-net::awaitable<void> watch_writes(std::shared_ptr<WriteWatch> w, ClientStream& socket,
-                                  std::chrono::steady_clock::duration timeout) {
-  auto next = timeout;
-  while (!w->ended) {
-    w->timer.expires_after(next);
-    boost::system::error_code ec;
-    co_await w->timer.async_wait(net::redirect_error(net::use_awaitable, ec));
-    if (w->ended) co_return;
-    next = timeout;
-    if (!w->writing) continue;
-    const auto waited = std::chrono::steady_clock::now() - w->since;
-    if (waited < timeout) {
-      next = timeout - waited;
-      continue;
-    }
-    log()->info("a frame viewer read nothing for {} s: closing it",
-                std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
-    // The pending write ends, and with it the viewer.
-    socket.shutdown(net::socket_base::shutdown_both, ec);
-    socket.tcp().cancel();
-    co_return;
-  }
-}
-
 // Writes the newest frame with `write` (a callable that starts the write and returns what to
 // co_await; not a coroutine itself) until the viewer leaves, the feed ends, cabind is leaving or
 // a write fails.
@@ -216,17 +179,16 @@ net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, const bool
                                    std::chrono::steady_clock::duration write_timeout, Write write,
                                    boost::system::error_code& ec) {
   auto watch = std::make_shared<WriteWatch>(socket.get_executor());
-  cabin::spawn(socket.get_executor(), watch_writes(watch, socket, write_timeout),
+  cabin::spawn(socket.get_executor(), watch_writes(watch, socket, write_timeout, "a frame viewer"),
                "frame viewer's write watch");
   uint64_t seen = 0;
   size_t sent = 0;
   while (!ec) {
     auto frame = co_await next_frame(feed, seen, gone, leaving);
     if (!frame) break;
-    watch->writing = true;
-    watch->since = std::chrono::steady_clock::now();
+    watch->begin();
     const size_t n = co_await write(*frame);
-    watch->writing = false;
+    watch->done();
     if (!ec) count_bytes(metrics::relay_counts(metrics::Relay::kFrames).down, n);
     seen = frame->seq;
     ++sent;
