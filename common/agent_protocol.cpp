@@ -104,6 +104,27 @@ Result<NavigateRequest> parse_navigate_request(std::string_view body) {
   return req;
 }
 
+Result<std::string> parse_clipboard(std::string_view body) {
+  if (body.size() > kMaxClipboardBytes * 6 + 64) {
+    return make_error(Errc::kTooLarge, "clipboard_too_large",
+                      "clipboard text is limited to " + std::to_string(kMaxClipboardBytes) +
+                          " bytes");
+  }
+  auto j = parse_object(body);
+  if (!j) return j.error();
+  if (auto r = reject_unknown(*j, {"text"}); !r) return r.error();
+  auto text = j->find("text");
+  if (text == j->end()) return invalid_field("text", "is required");
+  if (!text->is_string()) return invalid_field("text", "must be a string");
+  auto out = text->get<std::string>();
+  if (out.size() > kMaxClipboardBytes) {
+    return make_error(Errc::kTooLarge, "clipboard_too_large",
+                      "clipboard text is limited to " + std::to_string(kMaxClipboardBytes) +
+                          " bytes of UTF-8");
+  }
+  return out;
+}
+
 namespace {
 
 bool lower_hex(std::string_view s) {

@@ -95,6 +95,14 @@ Result<NavigateRequest> parse_navigate_request(std::string_view body);
 nlohmann::json to_json(const NavigateRequest& r);
 nlohmann::json to_json(const ExecRequest& r);
 
+// GET kClipboardPath answers {"text": "..."}, the X clipboard's text (empty when it holds none);
+// PUT takes the same and makes it the clipboard's. UTF-8, at most kMaxClipboardBytes: more would
+// need X's INCR transfers, and a clipboard carries text, not files.
+inline constexpr std::string_view kClipboardPath = "/agent/v1/clipboard";
+inline constexpr size_t kMaxClipboardBytes = 256 * 1024;
+// Both sides parse the same way: an object with exactly "text", a string within the limit.
+Result<std::string> parse_clipboard(std::string_view body);
+
 // POST kRestoredPath, sent by cabind to the agent of a VM restored from a snapshot, with the
 // secret every copy of that snapshot still has: the VM's own secret from now on, the host's
 // wall clock, bytes for the kernel's RNG and a machine-id (none: the VM keeps its own, as one

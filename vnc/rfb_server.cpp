@@ -167,6 +167,11 @@ struct RfbServer::Impl {
   mutable std::mutex stats_mu;
   RfbStats stats;
 
+  // The clipboard as last seen, and text from another thread to put there; under clip_mu.
+  mutable std::mutex clip_mu;
+  std::string clip_text;
+  std::optional<std::string> clip_pending;
+
   ~Impl() {
     if (screen != nullptr) {
       rfbShutdownServer(screen, TRUE);
@@ -332,12 +337,18 @@ struct RfbServer::Impl {
     rfbDefaultPtrAddEvent(mask, x, y, cl);  // moves libvncserver's cursor for the other viewers
   }
 
+  void remember_clipboard(std::string utf8) {
+    std::lock_guard lock(clip_mu);
+    clip_text = std::move(utf8);
+  }
   static void set_clipboard(Impl& self, std::string utf8) {
     if (!self.clipboard) return;
+    std::string kept = utf8;
     if (auto r = self.clipboard->set_text(std::move(utf8)); !r) {
       log()->debug("clipboard: {}", r.error().message);
       return;
     }
+    self.remember_clipboard(std::move(kept));
     self.count([](RfbStats& s) { ++s.cut_texts_in; });
   }
   static void on_cut_text(char* str, int len, rfbClientPtr cl) {
@@ -531,7 +542,22 @@ struct RfbServer::Impl {
         if (changes.cursor && watched) update_cursor();
       }
       if (clipboard) {
-        if (auto text = clipboard->process(); text && watched) {
+        std::optional<std::string> given;
+        {
+          std::lock_guard lock(clip_mu);
+          given.swap(clip_pending);
+        }
+        if (given && clipboard->set_text(*given)) {
+          remember_clipboard(*given);
+          if (watched) {
+            std::string latin1 = utf8_to_latin1(*given);
+            rfbSendServerCutTextUTF8(screen, given->data(), static_cast<int>(given->size()),
+                                     latin1.data(), static_cast<int>(latin1.size()));
+          }
+        }
+        auto text = clipboard->process();
+        if (text) remember_clipboard(*text);
+        if (text && watched) {
           std::string latin1 = utf8_to_latin1(*text);
           rfbSendServerCutTextUTF8(screen, text->data(), static_cast<int>(text->size()),
                                    latin1.data(), static_cast<int>(latin1.size()));
@@ -576,6 +602,21 @@ struct RfbServer::Impl {
     }
   }
 };
+
+std::string RfbServer::clipboard_text() const {
+  std::lock_guard lock(impl_->clip_mu);
+  return impl_->clip_text;
+}
+
+void RfbServer::set_clipboard_text(std::string utf8) {
+  {
+    std::lock_guard lock(impl_->clip_mu);
+    impl_->clip_text = utf8;
+    impl_->clip_pending = std::move(utf8);
+  }
+  uint64_t one = 1;
+  (void)!::write(impl_->wake.get(), &one, sizeof(one));
+}
 
 Result<std::unique_ptr<RfbServer>> RfbServer::start(RfbServerOptions options) {
   if (options.max_fps < 1 || options.max_fps > 240) {

@@ -55,6 +55,12 @@ class RfbServer {
   uint16_t port() const;
   RfbStats stats() const;
 
+  // The X clipboard's text as the server last saw it (set by a viewer, by set_clipboard_text or
+  // by an X client such as Chromium), and making it the clipboard's: the server's thread owns
+  // the selection, answers paste requests and tells the viewers. Safe from any thread.
+  std::string clipboard_text() const;
+  void set_clipboard_text(std::string utf8);
+
   struct Impl;
 
  private:

@@ -291,6 +291,28 @@ net::awaitable<Result<void>> AgentClient::set_browser_state(const nlohmann::json
   co_return api::errors::agent_error("giving the browser its state: " + agent_refusal(*res));
 }
 
+net::awaitable<Result<std::string>> AgentClient::clipboard() {
+  const std::string target(agent_protocol::kClipboardPath);
+  auto res = co_await request(http::verb::get, target, {}, std::chrono::seconds(10),
+                              agent_protocol::kMaxClipboardBytes * 6 + 64);
+  if (!res) co_return res.error();
+  if (res->result() != http::status::ok)
+    co_return api::errors::agent_error("the clipboard: " + agent_refusal(*res));
+  auto text = agent_protocol::parse_clipboard(res->body());
+  if (!text) co_return api::errors::agent_error("the clipboard: " + text.error().message);
+  co_return std::move(*text);
+}
+
+net::awaitable<Result<void>> AgentClient::set_clipboard(const std::string& text) {
+  const std::string target(agent_protocol::kClipboardPath);
+  std::string body = nlohmann::json{{"text", text}}.dump();
+  auto res =
+      co_await request(http::verb::put, target, std::move(body), std::chrono::seconds(10), 64 * 1024);
+  if (!res) co_return res.error();
+  if (res->result() == http::status::ok) co_return Result<void>{};
+  co_return api::errors::agent_error("setting the clipboard: " + agent_refusal(*res));
+}
+
 net::awaitable<Result<ComputerAnswer>> AgentClient::computer(const computer::Batch& batch,
                                                              computer::ScreenSize screen) {
   const std::string target(agent_protocol::kComputerPath);

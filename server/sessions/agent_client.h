@@ -92,6 +92,9 @@ class AgentClient {
   // to another browser.
   net::awaitable<Result<nlohmann::json>> browser_state();
   net::awaitable<Result<void>> set_browser_state(const nlohmann::json& state);
+  // The X clipboard's text, and setting it (agent_protocol::kClipboardPath).
+  net::awaitable<Result<std::string>> clipboard();
+  net::awaitable<Result<void>> set_clipboard(const std::string& text);
   // Runs a batch of actions on a screen of `screen` pixels.
   net::awaitable<Result<ComputerAnswer>> computer(const computer::Batch& batch,
                                                   computer::ScreenSize screen);

@@ -214,6 +214,25 @@ net::awaitable<Response> browser_state_route(std::shared_ptr<HttpServer::Conn> s
   co_return json_response(http::status::ok, "{}");
 }
 
+Response clipboard_route(HttpServer::Conn& sh, const Request& req) {
+  auto unavailable = [] {
+    return error_response(http::status::service_unavailable, "display_not_ready",
+                          "the display has no clipboard yet");
+  };
+  if (req.method() == http::verb::get) {
+    auto text = sh.opts.clipboard_get ? sh.opts.clipboard_get() : std::nullopt;
+    if (!text) return unavailable();
+    return json_response(http::status::ok,
+                         nlohmann::json{{"text", std::move(*text)}}.dump(
+                             -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  if (auto wrong = require_method(req, http::verb::put)) return std::move(*wrong);
+  auto text = agent_protocol::parse_clipboard(req.body());
+  if (!text) return error_response(text.error());
+  if (!sh.opts.clipboard_set || !sh.opts.clipboard_set(std::move(*text))) return unavailable();
+  return json_response(http::status::ok, "{}");
+}
+
 net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req,
                                uint64_t connection) {
   auto [path, query] = split_target(req.target());
@@ -258,6 +277,7 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
     co_return co_await restored_route(sh, std::move(req), connection);
   if (path == agent_protocol::kBrowserStatePath)
     co_return co_await browser_state_route(sh, std::move(req));
+  if (path == agent_protocol::kClipboardPath) co_return clipboard_route(*sh, req);
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
 

@@ -43,6 +43,10 @@ struct HttpServerOptions {
   // Makes a VM restored from a snapshot its own machine (kRestoredPath) before the agent takes
   // the request's secret; empty: refused (the agent did not start in a VM).
   std::function<net::awaitable<Result<void>>(const agent_protocol::RestoredRequest&)> restored;
+  // The X clipboard (kClipboardPath), owned by the RFB server: nullopt and false while there is
+  // none (no display yet, or started without one).
+  std::function<std::optional<std::string>()> clipboard_get;
+  std::function<bool(std::string)> clipboard_set;
 };
 
 class HttpServer {

@@ -220,6 +220,18 @@ int main(int argc, char** argv) {
       return restore->apply(r, std::chrono::seconds(5));
     };
   }
+  // The live view's RFB server runs on a thread of its own (see vnc/rfb_server.h for why it is
+  // not on this io_context); it starts as soon as the display exists. It owns the clipboard.
+  std::unique_ptr<cabin::vnc::RfbServer> rfb;
+  http.clipboard_get = [&rfb]() -> std::optional<std::string> {
+    if (!rfb) return std::nullopt;
+    return rfb->clipboard_text();
+  };
+  http.clipboard_set = [&rfb](std::string text) {
+    if (!rfb) return false;
+    rfb->set_clipboard_text(std::move(text));
+    return true;
+  };
   HttpServer server(io.get_executor(), http, state);
   if (auto r = server.start(); !r) {
     log->error("{}", r.error().message);
@@ -231,9 +243,6 @@ int main(int argc, char** argv) {
     log->info("listening on {}", listen_text);
   }
 
-  // The live view's RFB server runs on a thread of its own (see vnc/rfb_server.h for why it is
-  // not on this io_context); it starts as soon as the display exists.
-  std::unique_ptr<cabin::vnc::RfbServer> rfb;
   if (rfb_port != 0) {
     sup.on_display = [&rfb, rfb_port](const std::string& display) -> cabin::Result<void> {
       auto s = cabin::vnc::RfbServer::start(
