@@ -40,8 +40,10 @@ constexpr std::array kCatalogue{
     ErrorKind{"profile_in_use", Errc::kConflict},
     ErrorKind{"cannot_pause", Errc::kConflict},
     ErrorKind{"idempotency_in_progress", Errc::kConflict},
+    ErrorKind{"human_in_control", Errc::kConflict},
     ErrorKind{"idempotency_key_reused", Errc::kUnprocessable},
     ErrorKind{"body_too_large", Errc::kTooLarge},
+    ErrorKind{"clipboard_too_large", Errc::kTooLarge},
     ErrorKind{"uri_too_long", Errc::kUriTooLong},
     ErrorKind{"unknown_host", Errc::kMisdirected},
     ErrorKind{"too_many_connections", Errc::kTooManyRequests},
@@ -137,6 +139,11 @@ Error session_ended(std::string_view why) {
 }
 Error preview_not_found(std::string message) {
   return CABIN_ERROR("preview_not_found", std::move(message));
+}
+Error human_in_control(std::string_view holder) {
+  return CABIN_ERROR("human_in_control",
+                     "input is refused while " + std::string(holder) +
+                         " holds control of the session (screenshots still work)");
 }
 Error body_too_large(std::string_view limit) {
   return CABIN_ERROR("body_too_large", "the request body exceeds " + std::string(limit));

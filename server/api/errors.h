@@ -46,6 +46,7 @@ Error key_not_found();
 // 409
 Error session_paused();                   // what needs its sandbox to run
 Error cannot_pause(std::string message);  // not now, or not on this driver
+Error human_in_control(std::string_view holder);  // /computer input while someone holds control
 // 413, 414, 421, 431
 Error body_too_large(std::string_view limit);
 Error uri_too_long(std::string_view limit);

@@ -152,6 +152,10 @@ std::span<const RouteEntry> route_table() {
       {"POST", "/v1/sessions/{session_id}/previews", kCreatePreview},
       {"GET", "/v1/sessions/{session_id}/previews", kListPreviews},
       {"DELETE", "/v1/sessions/{session_id}/previews/{preview_id}", kDeletePreview},
+      {"GET", "/v1/sessions/{session_id}/events", kEvents},
+      {"POST", "/v1/sessions/{session_id}/control", kControl},
+      {"GET", "/v1/sessions/{session_id}/clipboard", kGetClipboard},
+      {"PUT", "/v1/sessions/{session_id}/clipboard", kPutClipboard},
   };
   return kTable;
 }
@@ -175,7 +179,7 @@ std::string percent_encode(std::string_view s) {
 
 bool takes_connection(RouteId id) {
   return id == RouteId::kCdpBrowser || id == RouteId::kCdpPage || id == RouteId::kFrames ||
-         id == RouteId::kFramesMjpeg || id == RouteId::kVnc;
+         id == RouteId::kFramesMjpeg || id == RouteId::kVnc || id == RouteId::kEvents;
 }
 
 Result<Route> route(std::string_view method, std::string_view target) {
@@ -278,6 +282,13 @@ Result<Route> route(std::string_view method, std::string_view target) {
     return want("GET", RouteId::kFramesMjpeg, Auth::kViewToken);
   }
   if (n == 4 && sub == "vnc") return want("GET", RouteId::kVnc, Auth::kViewToken);
+  if (n == 4 && sub == "events") return want("GET", RouteId::kEvents, Auth::kViewToken);
+  if (n == 4 && sub == "control") return want("POST", RouteId::kControl, Auth::kControlToken);
+  if (n == 4 && sub == "clipboard") {
+    if (method == "GET") return want("GET", RouteId::kGetClipboard, Auth::kApiKey);
+    if (method == "PUT") return want("PUT", RouteId::kPutClipboard, Auth::kApiKey);
+    return method_not_allowed("GET or PUT");
+  }
   if (sub == "live") {
     if (n == 4) return want("GET", RouteId::kLivePage, Auth::kViewToken);
     if (n == 5 && seg[4] == "status") return want("GET", RouteId::kLiveStatus, Auth::kViewToken);

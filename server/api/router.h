@@ -57,6 +57,10 @@ enum class RouteId {
   kDeleteProfile,  // DELETE /v1/profiles/{profile}
   kOpenApi,        // GET /openapi.json: the API's OpenAPI document
   kMcp,            // POST /mcp: MCP's Streamable HTTP transport, stateless
+  kEvents,         // GET /events: the session's events, a WebSocket or Server-Sent Events
+  kControl,        // POST /control {action}: take or release the input lock
+  kGetClipboard,   // GET /clipboard: the sandbox's clipboard text
+  kPutClipboard,   // PUT /clipboard {text}
 };
 
 // What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but

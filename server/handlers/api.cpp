@@ -175,6 +175,8 @@ bool reaches_sandbox(api::RouteId id) {
     case RouteId::kExec:
     case RouteId::kComputer:
     case RouteId::kScreenshot:
+    case RouteId::kGetClipboard:
+    case RouteId::kPutClipboard:
     case RouteId::kFork:
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
@@ -229,6 +231,10 @@ const char* audit_action(api::RouteId id) {
       return "exec";
     case RouteId::kComputer:
       return "computer";
+    case RouteId::kControl:
+      return "control";
+    case RouteId::kPutClipboard:
+      return "clipboard.write";
     case RouteId::kMintToken:
       return "token.mint";
     case RouteId::kRevokeTokens:
@@ -464,6 +470,11 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
       co_return ui_file("live.html", req, PageCache::kNoStore);
     case RouteId::kLiveStatus:
       co_return live_status(route, req);
+    case RouteId::kControl:
+      co_return control(route, authn, req);
+    case RouteId::kGetClipboard:
+    case RouteId::kPutClipboard:
+      co_return co_await clipboard(route, req);
     case RouteId::kMintToken:
       co_return mint_token(route, req);
     case RouteId::kRevokeTokens:
@@ -493,6 +504,7 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
     case RouteId::kFrames:
     case RouteId::kFramesMjpeg:
     case RouteId::kVnc:
+    case RouteId::kEvents:
       co_return error_response(api::errors::websocket_required());
   }
   co_return error_response(api::errors::not_found_endpoint());
@@ -502,7 +514,8 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
                                          ClientStream socket, beast::flat_buffer buffer) {
   // A client stream keeps its session from being idle while it is open.
   const auto present = presence(route);
-  const char* kind = route.id == api::RouteId::kVnc ? "vnc"
+  const char* kind = route.id == api::RouteId::kVnc      ? "vnc"
+                     : route.id == api::RouteId::kEvents ? "events"
                      : route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg
                          ? "frames"
                          : "cdp";
@@ -513,6 +526,10 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   }
   if (auto room = token_connection_room(authn, route.session_id); !room) {
     co_await refuse_connection(socket, error_response(room.error()));
+    co_return;
+  }
+  if (route.id == api::RouteId::kEvents) {
+    co_await events(route, authn, std::move(req), std::move(socket));
     co_return;
   }
   if (route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg) {

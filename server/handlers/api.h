@@ -155,6 +155,14 @@ class Api {
   // How long a token-authenticated connection may stay open: the token's time left.
   std::optional<std::chrono::steady_clock::duration> token_time_left(const Authn& authn) const;
   Response info(const Authn& authn) const;
+  // control_api.cpp: POST /control, the clipboard, GET /events (takes the connection).
+  Response control(const api::Route& route, const Authn& authn, const Request& req);
+  nlohmann::json control_status(const sessions::Session& s) const;
+  // human_in_control when someone holds the session's input lock and the batch has input in it.
+  Result<void> input_allowed(const sessions::Session& s, const computer::Batch& batch) const;
+  net::awaitable<Response> clipboard(const api::Route& route, const Request& req);
+  net::awaitable<void> events(const api::Route& route, const Authn& authn, Request req,
+                              ClientStream socket);
   // mcp_api.cpp: POST /mcp, one JSON-RPC message; tools act through handle() as the caller.
   net::awaitable<Response> mcp(const Authn& authn, const Request& req);
   net::awaitable<nlohmann::json> mcp_tool(const Authn& authn, const Request& outer,

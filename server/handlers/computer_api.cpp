@@ -27,6 +27,7 @@ net::awaitable<Response> Api::computer(const api::Route& route, const Request& r
   auto batch =
       computer::parse_request(req.body(), computer::Limits{}, s->screen(), s->model_size());
   if (!batch) co_return error_response(batch.error());
+  if (auto r = input_allowed(*s, *batch); !r) co_return error_response(r.error());
   auto answer = co_await s->computer(*batch);
   if (!answer) co_return error_response(answer.error());
   co_return json_response(answer->status, answer->body);

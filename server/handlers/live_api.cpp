@@ -27,6 +27,7 @@ Response Api::live_status(const api::Route& route, const Request& req) const {
   auto r = sessions_.record(route.session_id);
   if (!r) return error_response(api::errors::session_not_found());
   if (!store::is_live(r->status)) return error_response(session_ended_error(*r));
+  auto live = sessions_.find(route.session_id);
   // authenticate() has checked the token (or the key, which may do everything).
   std::string scope = "control";
   json expires = nullptr;
@@ -44,6 +45,7 @@ Response Api::live_status(const api::Route& route, const Request& req) const {
                         {"status", store::to_string(r->status)},
                         {"scope", scope},
                         {"expires_at", expires},
+                        {"control", live ? control_status(*live) : json(nullptr)},
                         {"resolution", {{"width", r->width}, {"height", r->height}}}});
 }
 
@@ -68,6 +70,9 @@ net::awaitable<void> Api::vnc(const api::Route& route, const Authn& authn, Reque
   if (authn.by_token) {
     reg = connections_.add({id, "", token_time_left(authn)}, socket.closer());
   }
+  // Control a live view took goes back when its last viewer that could steer leaves.
+  std::optional<sessions::Session::ControlViewer> steering;
+  if (access == vnc::RfbAccess::kControl) steering.emplace(s);
   s.reset();  // a viewer must not keep an ended session alive
   const char* mode = access == vnc::RfbAccess::kControl ? "control" : "view";
   api_log().info("session {}: RFB viewer attached ({})", id, mode);

@@ -1,5 +1,7 @@
 #include "server/sessions/session.h"
 
+#include <ctime>
+
 #include "cdp-bridge/discovery.h"
 #include "server/api/errors.h"
 
@@ -38,6 +40,52 @@ void Session::idle_again() {
   idle_timer_.async_wait([this](boost::system::error_code ec) {
     if (!ec && present_ == 0 && !ending_ && on_idle_) on_idle_();
   });
+}
+
+int64_t Session::now() const {
+  return now_ ? now_() : static_cast<int64_t>(std::time(nullptr));
+}
+
+void Session::take_control(std::string holder, bool viewer, int64_t ttl_s) {
+  const int64_t now = this->now();
+  const bool changed = !control_ || control_->holder != holder;
+  control_ = Control{std::move(holder), viewer, changed ? now : control_->since, now + ttl_s};
+  if (changed) {
+    events_->emit("control_taken",
+                  {{"holder", control_->holder}, {"expires_at", control_->expires_at}});
+  }
+  control_timer_.expires_after(std::chrono::seconds(ttl_s));
+  // The timer is the session's: it is cancelled before the session goes.
+  control_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) release_control("expired");
+  });
+}
+
+bool Session::release_control(std::string_view why) {
+  if (!control_) return false;
+  control_timer_.cancel();
+  const std::string holder = std::move(control_->holder);
+  control_.reset();
+  events_->emit("control_released", {{"holder", holder}, {"reason", why}});
+  return true;
+}
+
+Session::ControlViewer::ControlViewer(const std::shared_ptr<Session>& s) : s_(s) {
+  ++s->control_viewers_;
+}
+
+Session::ControlViewer::~ControlViewer() {
+  auto s = s_.lock();
+  if (!s) return;
+  if (--s->control_viewers_ == 0 && s->control_ && s->control_->viewer) {
+    s->release_control("viewer_left");
+  }
+}
+
+net::awaitable<Result<std::string>> Session::clipboard() { co_return co_await agent_.clipboard(); }
+
+net::awaitable<Result<void>> Session::set_clipboard(const std::string& text) {
+  co_return co_await agent_.set_clipboard(text);
 }
 
 std::optional<computer::Size> Session::model_size() const {

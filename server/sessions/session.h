@@ -21,6 +21,7 @@
 #include "server/egress/network_log.h"
 #include "server/egress/proxy.h"
 #include "server/sessions/agent_client.h"
+#include "server/sessions/event_log.h"
 #include "server/store/session_store.h"
 
 namespace cabin::sessions {
@@ -43,7 +44,9 @@ class Session final {
         sandbox_(std::move(sandbox)),
         agent_(*sandbox_, std::move(agent_secret)),
         expiry_(ex),
-        idle_timer_(ex) {}
+        idle_timer_(ex),
+        control_timer_(ex),
+        events_(std::make_shared<EventLog>(ex)) {}
 
   // Someone uses the session: a client stream (CDP, VNC or live view, frames, a preview) or an
   // API request in flight. The session is idle only while none is held; its idle time starts
@@ -103,6 +106,40 @@ class Session final {
   // A connection waiting at the agent's egress door, for the proxy (a microVM's way out).
   net::awaitable<Result<drivers::AgentStream>> egress_wait();
 
+  // The sandbox's clipboard text (UTF-8), read and set through the agent.
+  net::awaitable<Result<std::string>> clipboard();
+  net::awaitable<Result<void>> set_clipboard(const std::string& text);
+
+  // What happened in the session (GET /events); streams hold it past the session's end.
+  const EventLogPtr& events() const { return events_; }
+
+  // The input lock. While someone holds it, /computer's input actions are refused
+  // (human_in_control): an agent must not fight the person at the wheel.
+  struct Control {
+    std::string holder;      // "live_view", or the API caller ("admin", a tenant key's id)
+    bool viewer = false;     // taken by a live view: let go when the last control viewer leaves
+    int64_t since = 0;       // unix seconds
+    int64_t expires_at = 0;  // unix seconds: let go then unless taken again
+  };
+  const std::optional<Control>& control() const { return control_; }
+  // Takes it, or takes it again (the newest taker holds it), for `ttl_s`.
+  void take_control(std::string holder, bool viewer, int64_t ttl_s);
+  // Lets it go; `why` ("released", "expired", "viewer_left", "session_ended") goes into the
+  // control_released event. False when no one held it.
+  bool release_control(std::string_view why);
+  // Held by each live-view connection that may send input, while it is open.
+  class ControlViewer {
+   public:
+    ControlViewer() = default;
+    explicit ControlViewer(const std::shared_ptr<Session>& s);
+    ControlViewer(ControlViewer&& o) noexcept = default;
+    ControlViewer& operator=(ControlViewer&&) = delete;
+    ~ControlViewer();
+
+   private:
+    std::weak_ptr<Session> s_;
+  };
+
   // The egress policy in force (null: the session has no egress proxy, so no way out).
   std::shared_ptr<const egress::Policy> network() const {
     return egress_ ? egress_->policy() : nullptr;
@@ -122,8 +159,14 @@ class Session final {
   // session runs and no one is present; else does nothing. On the manager's executor.
   void idle_again();
 
+  int64_t now() const;
+
   net::steady_timer expiry_;
   net::steady_timer idle_timer_;
+  net::steady_timer control_timer_;
+  std::optional<Control> control_;
+  int control_viewers_ = 0;
+  EventLogPtr events_;
   int present_ = 0;                // Presences held
   int64_t idle_since_ = 0;         // unix seconds; meaningful while running with no one present
   bool pausing_ = false;           // a pause or resume is under way

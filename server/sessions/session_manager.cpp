@@ -623,6 +623,8 @@ net::awaitable<Result<store::SessionRecord>> SessionManager::set_paused(const st
   // A paused session is never idle; a resumed one's idle time starts again.
   s->idle_timer_.cancel();
   s->idle_again();
+  s->events_->emit(pause ? "session_paused" : "session_resumed",
+                   pause ? nlohmann::json{{"hibernated", hibernate}} : nlohmann::json::object());
   log()->info("session {}: {}", id,
               hibernate ? "hibernated" : waking ? "woken from hibernation"
                                                 : pause ? "paused" : "resumed");
@@ -732,6 +734,7 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   s->record_.status = store::SessionStatus::kEnding;
   s->expiry_.cancel();
   s->idle_timer_.cancel();
+  s->release_control("session_ended");
   if (s->egress_) s->egress_->stop();
   const auto& profile = s->spec().profile;
   bool save_profile = profile && profile->persist && started;
@@ -768,6 +771,8 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   rec.status = status;
   rec.end_reason = reason;
   rec.ended_at = clock_.unix_seconds();
+  s->events_->emit("session_ended", {{"status", store::to_string(status)}, {"reason", reason}});
+  s->events_->close();
   live_.erase(rec.id);
   room_.notify_all();  // a queued create may start now
   // A start that failed is counted by its create; this is the end of a session that ran.
