@@ -125,6 +125,89 @@ Result<std::string> parse_clipboard(std::string_view body) {
   return out;
 }
 
+Result<BrowserEvent> parse_browser_event(std::string_view line) {
+  if (line.size() > kMaxEventLine) return invalid_request("an event line is too long");
+  auto j = parse_bounded(line, {.max_bytes = kMaxEventLine, .max_depth = 1, .max_values = 64});
+  if (!j) return j.error();
+  if (!j->is_object()) return invalid_request("an event must be an object");
+  BrowserEvent ev;
+  auto seq = j->find("seq");
+  if (seq == j->end() || !seq->is_number_unsigned() || seq->get<uint64_t>() == 0)
+    return invalid_field("seq", "must be a positive integer");
+  ev.seq = seq->get<uint64_t>();
+  auto type = j->find("type");
+  if (type == j->end() || !type->is_string()) return invalid_field("type", "must be a string");
+  const auto& name = type->get_ref<const std::string&>();
+  if (std::find(std::begin(kBrowserEventTypes), std::end(kBrowserEventTypes), name) ==
+      std::end(kBrowserEventTypes))
+    return invalid_field("type", "is not an event the agent sends");
+  ev.type = name;
+  for (auto& [key, value] : j->items()) {
+    if (key == "seq" || key == "type") continue;
+    if (std::find(std::begin(kBrowserEventFields), std::end(kBrowserEventFields), key) ==
+        std::end(kBrowserEventFields))
+      return invalid_field(key, "is not a field of an event");
+    if (value.is_string()) {
+      if (value.get_ref<const std::string&>().size() > kMaxEventString)
+        return invalid_field(key, "is too long");
+    } else if (!value.is_number_unsigned()) {
+      return invalid_field(key, "must be a string or a count");
+    }
+    ev.fields[key] = std::move(value);
+  }
+  return ev;
+}
+
+Result<std::string> check_file_path(std::string_view path) {
+  if (path.empty() || path.front() != '/') return invalid_field("path", "must be absolute");
+  if (path.size() > kMaxFilePath)
+    return invalid_field("path", "is longer than " + std::to_string(kMaxFilePath) + " bytes");
+  if (path.find('\0') != std::string_view::npos) return invalid_field("path", "holds a NUL");
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  size_t at = 1;
+  while (at <= path.size() && path.size() > 1) {
+    size_t end = path.find('/', at);
+    if (end == std::string_view::npos) end = path.size();
+    const auto part = path.substr(at, end - at);
+    if (part.empty() || part == "." || part == "..")
+      return invalid_field("path", "must not hold empty, \".\" or \"..\" parts");
+    at = end + 1;
+  }
+  return std::string(path);
+}
+
+Result<std::vector<FileEntry>> parse_dir_listing(std::string_view body) {
+  auto j = parse_bounded(body, {.max_bytes = kMaxDirEntries * 1200, .max_depth = 3,
+                                .max_values = kMaxDirEntries * 10 + 8});
+  if (!j) return j.error();
+  if (!j->is_object() || !j->contains("entries") || !(*j)["entries"].is_array())
+    return invalid_request("a listing must be {\"entries\": [...]}");
+  const auto& entries = (*j)["entries"];
+  if (entries.size() > kMaxDirEntries) return invalid_request("a listing has too many entries");
+  std::vector<FileEntry> out;
+  out.reserve(entries.size());
+  for (const auto& e : entries) {
+    if (!e.is_object()) return invalid_request("an entry must be an object");
+    FileEntry f;
+    auto name = read_string(e.value("name", json()), "name", 1024);
+    if (!name) return name.error();
+    if (name->empty() || name->find('/') != std::string::npos || *name == "." || *name == "..")
+      return invalid_field("name", "is not a file name");
+    f.name = std::move(*name);
+    f.type = e.value("type", "");
+    if (f.type != "file" && f.type != "dir" && f.type != "other")
+      return invalid_field("type", "must be file, dir or other");
+    if (!e.contains("size") || !e["size"].is_number_unsigned())
+      return invalid_field("size", "must be a count");
+    f.size = e["size"].get<uint64_t>();
+    auto mtime = read_int(e.value("mtime", json()), "mtime", 0, int64_t{1} << 40);
+    if (!mtime) return mtime.error();
+    f.mtime = *mtime;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 namespace {
 
 bool lower_hex(std::string_view s) {

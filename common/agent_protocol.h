@@ -103,6 +103,49 @@ inline constexpr size_t kMaxClipboardBytes = 256 * 1024;
 // Both sides parse the same way: an object with exactly "text", a string within the limit.
 Result<std::string> parse_clipboard(std::string_view body);
 
+// GET kEventsPath?since=N streams what happens in the browser after the agent's event N, one
+// JSON object a line: {"seq": N, "type": T, ...fields}, T one of kBrowserEventTypes, each field
+// one of kBrowserEventFields holding a string (at most kMaxEventString bytes) or a count. The
+// agent keeps its newest kMaxAgentEvents; the stream stays open for the ones to come.
+inline constexpr std::string_view kEventsPath = "/agent/v1/events";
+inline constexpr size_t kMaxAgentEvents = 1024;
+inline constexpr size_t kMaxEventLine = 16 * 1024;
+inline constexpr size_t kMaxEventString = 4096;
+inline constexpr std::string_view kBrowserEventTypes[] = {
+    "page_opened",    "page_closed",         "navigated",         "dialog_opened",
+    "file_chooser_opened", "download_started", "download_finished", "download_failed"};
+inline constexpr std::string_view kBrowserEventFields[] = {
+    "page", "url", "title", "dialog", "message", "default_prompt", "mode", "id",
+    "name", "path", "size", "sha256", "state"};
+struct BrowserEvent {
+  uint64_t seq = 0;
+  std::string type;
+  nlohmann::json fields = nlohmann::json::object();  // the line without seq and type
+};
+Result<BrowserEvent> parse_browser_event(std::string_view line);
+
+// kFilesPath serves the sandbox's files below its home and /tmp, never anything a path reaches
+// by "..", by a symlink or by a mount out of them:
+//   GET ?path=P    the file's bytes (Content-Length)
+//   GET ?dir=D     {"entries": [{"name", "type": "file"|"dir"|"other", "size", "mtime"}]}
+//   PUT ?path=P    writes the body (Content-Length, at most the request's limit) to P through a
+//                  temporary file beside it; answers {"path", "size", "sha256"}
+//   DELETE ?path=P removes a file
+// P is absolute, at most kMaxFilePath bytes.
+inline constexpr std::string_view kFilesPath = "/agent/v1/files";
+inline constexpr size_t kMaxFilePath = 1024;
+inline constexpr size_t kMaxDirEntries = 10000;
+struct FileEntry {
+  std::string name;
+  std::string type;  // "file", "dir", "other"
+  uint64_t size = 0;
+  int64_t mtime = 0;  // unix seconds
+};
+Result<std::vector<FileEntry>> parse_dir_listing(std::string_view body);
+// A file's sandbox path as the API takes it: absolute, no "." or ".." parts, no NUL, no empty
+// part, at most kMaxFilePath bytes; a trailing "/" is dropped.
+Result<std::string> check_file_path(std::string_view path);
+
 // POST kRestoredPath, sent by cabind to the agent of a VM restored from a snapshot, with the
 // secret every copy of that snapshot still has: the VM's own secret from now on, the host's
 // wall clock, bytes for the kernel's RNG and a machine-id (none: the VM keeps its own, as one

@@ -39,6 +39,36 @@ std::string hmac_sha256(std::string_view key, std::string_view data) {
   return std::string(reinterpret_cast<char*>(md), len);
 }
 
+struct Sha256::State {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+};
+
+Sha256::Sha256() : state_(new State) {
+  if (!state_->ctx || EVP_DigestInit_ex(state_->ctx, EVP_sha256(), nullptr) != 1) std::abort();
+}
+
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(state_->ctx);
+  delete state_;
+}
+
+void Sha256::update(std::string_view data) {
+  if (EVP_DigestUpdate(state_->ctx, data.data(), data.size()) != 1) std::abort();
+}
+
+std::string Sha256::hex() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_DigestFinal_ex(state_->ctx, md, &len) != 1) std::abort();
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(kHex[md[i] >> 4]);
+    out.push_back(kHex[md[i] & 15]);
+  }
+  return out;
+}
+
 std::string sha256_hex(std::string_view data) {
   static constexpr char kHex[] = "0123456789abcdef";
   unsigned char md[SHA256_DIGEST_LENGTH];

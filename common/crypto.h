@@ -2,6 +2,7 @@
 // compare, sealing with AES-256-GCM.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,22 @@ std::string random_hex(size_t n);
 
 std::string hmac_sha256(std::string_view key, std::string_view data);
 std::string sha256_hex(std::string_view data);
+
+// SHA-256 over data that arrives in pieces (a streamed file).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void update(std::string_view data);
+  // The digest as lowercase hex; the object is spent after it.
+  std::string hex();
+
+ private:
+  struct State;
+  State* state_;
+};
 
 std::string base64url_encode(std::string_view data);
 // Rejects padding, whitespace and characters outside the URL-safe alphabet.

@@ -1,6 +1,8 @@
-// Fuzz target: exec, navigate and restored requests from clients, exec answers and browser states
-// from the (hostile) guest, and the restore line the guest's root helper reads from its agent.
+// Fuzz target: exec, navigate and restored requests from clients, exec answers, browser states,
+// browser events and directory listings from the (hostile) guest, the clipboard both ways, file
+// paths from clients, and the restore line the guest's root helper reads from its agent.
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/agent_protocol.h"
@@ -25,5 +27,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (line && line->seed.size() != cabin::agent_protocol::kRestoreSeedBytes) __builtin_trap();
   auto res = cabin::agent_protocol::parse_exec_result(in, 64);
   if (res && res->stdout_data.size() > 64 * 3 + 16) __builtin_trap();
+  namespace ap = cabin::agent_protocol;
+  auto clip = ap::parse_clipboard(in);
+  if (clip && clip->size() > ap::kMaxClipboardBytes) __builtin_trap();
+  auto ev = ap::parse_browser_event(in);
+  if (ev && (ev->seq == 0 || ev->type.empty() || ev->fields.contains("seq"))) __builtin_trap();
+  auto list = ap::parse_dir_listing(in);
+  if (list && list->size() > ap::kMaxDirEntries) __builtin_trap();
+  if (list) {
+    for (const auto& e : *list)
+      if (e.name.empty() || e.name.find('/') != std::string::npos) __builtin_trap();
+  }
+  auto path = ap::check_file_path(in);
+  if (path && (path->empty() || (*path)[0] != '/' || path->find("/../") != std::string::npos ||
+               path->size() > ap::kMaxFilePath))
+    __builtin_trap();
   return 0;
 }

@@ -17,12 +17,14 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/agent_protocol.h"
 #include "common/crypto.h"
 #include "common/log.h"
+#include "common/percent.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
 #include "vm-images/agent/computer.h"
@@ -233,6 +235,128 @@ Response clipboard_route(HttpServer::Conn& sh, const Request& req) {
   return json_response(http::status::ok, "{}");
 }
 
+// kFilesPath's query: exactly one of path=P or dir=D; the name and P or D, decoded.
+Result<std::pair<std::string, std::string>> files_query(std::string_view query) {
+  const auto eq = query.find('=');
+  const auto name = query.substr(0, eq);
+  if (eq == std::string_view::npos || (name != "path" && name != "dir") ||
+      query.find('&') != std::string_view::npos)
+    return make_error(Errc::kInvalidArgument, "invalid_request", "the query is path=P or dir=D");
+  auto value = percent_decode(query.substr(eq + 1), false);
+  if (!value) return value.error();
+  return std::pair{std::string(name), std::move(*value)};
+}
+
+// GET ?dir= and DELETE ?path= (GET ?path= and PUT stream: serve_connection).
+Response files_route(const FileRoots& files, const Request& req, std::string_view query) {
+  auto q = files_query(query);
+  if (!q) return error_response(q.error());
+  if (req.method() == http::verb::get && q->first == "dir") {
+    auto entries = files.list(q->second);
+    if (!entries) return error_response(entries.error());
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& e : *entries)
+      list.push_back({{"name", e.name}, {"type", e.type}, {"size", e.size}, {"mtime", e.mtime}});
+    return json_response(http::status::ok,
+                         nlohmann::json{{"entries", std::move(list)}}.dump(
+                             -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+  if (req.method() == http::verb::delete_ && q->first == "path") {
+    if (auto r = files.remove(q->second); !r) return error_response(r.error());
+    return json_response(http::status::ok, "{}");
+  }
+  return error_response(http::status::method_not_allowed, "method_not_allowed",
+                        "files take GET ?path= or ?dir=, PUT ?path= and DELETE ?path=");
+}
+
+constexpr size_t kFileChunk = 256 * 1024;
+constexpr auto kFileIoTimeout = std::chrono::seconds(60);
+
+// PUT ?path=P: the body (Content-Length bytes, already partly in `buffer`) into the file.
+net::awaitable<Response> receive_file(const FileRoots& files, Stream& stream,
+                                      beast::flat_buffer& buffer,
+                                      const http::request_parser<http::string_body>& parser) {
+  auto q = files_query(split_target(parser.get().target()).second);
+  if (!q) co_return error_response(q.error());
+  if (q->first != "path")
+    co_return error_response(http::status::bad_request, "invalid_request", "PUT takes ?path=");
+  if (parser.chunked() || !parser.content_length())
+    co_return error_response(http::status::length_required, "length_required",
+                             "an upload needs a Content-Length");
+  auto up = files.create(q->second);
+  if (!up) co_return error_response(up.error());
+  boost::system::error_code ec;
+  if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    stream.expires_after(kFileIoTimeout);
+    co_await net::async_write(stream, net::buffer(kContinue),
+                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return error_response(http::status::bad_request, "upload_incomplete", "gone");
+  }
+  Sha256 hash;
+  uint64_t left = *parser.content_length();
+  const uint64_t size = left;
+  auto take = [&](std::string_view bytes) -> Result<void> {
+    hash.update(bytes);
+    left -= bytes.size();
+    return up->write(bytes);
+  };
+  const size_t early = static_cast<size_t>(std::min<uint64_t>(buffer.size(), left));
+  if (early) {
+    const auto* data = static_cast<const char*>(buffer.data().data());
+    if (auto r = take({data, early}); !r) co_return error_response(r.error());
+    buffer.consume(early);
+  }
+  std::string chunk(kFileChunk, '\0');
+  while (left > 0) {
+    stream.expires_after(kFileIoTimeout);
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), left));
+    const size_t n = co_await stream.async_read_some(net::buffer(chunk.data(), want),
+                                                     net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      co_return error_response(http::status::bad_request, "upload_incomplete",
+                               "the upload ended " + std::to_string(left) + " bytes early");
+    }
+    if (auto r = take({chunk.data(), n}); !r) co_return error_response(r.error());
+  }
+  if (auto r = up->commit(); !r) co_return error_response(r.error());
+  co_return json_response(http::status::ok,
+                          nlohmann::json{{"path", q->second}, {"size", size}, {"sha256", hash.hex()}}
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+// GET ?path=P: the file's bytes after a header with their length; false when it answered an
+// error instead (the connection may go on).
+net::awaitable<bool> send_file(const FileRoots& files, Stream& stream, std::string_view query) {
+  boost::system::error_code ec;
+  auto q = files_query(query);
+  Result<FileRoots::Readable> file = q ? files.open_file(q->second) : Result<FileRoots::Readable>(q.error());
+  if (file) {
+    std::string head = "HTTP/1.1 200 OK\r\nServer: cabin-agent\r\n"
+                       "Content-Type: application/octet-stream\r\nContent-Length: " +
+                       std::to_string(file->size) + "\r\nConnection: close\r\n\r\n";
+    stream.expires_after(kFileIoTimeout);
+    co_await net::async_write(stream, net::buffer(head), net::redirect_error(net::use_awaitable, ec));
+    std::string chunk(kFileChunk, '\0');
+    uint64_t left = file->size;  // what the header promised, even if the file grows meanwhile
+    while (!ec && left > 0) {
+      const ssize_t n = ::read(file->fd.get(), chunk.data(),
+                               static_cast<size_t>(std::min<uint64_t>(chunk.size(), left)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // shrunk: the short body tells the peer
+      left -= static_cast<uint64_t>(n);
+      stream.expires_after(kFileIoTimeout);
+      co_await net::async_write(stream, net::buffer(chunk.data(), static_cast<size_t>(n)),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+    co_return true;
+  }
+  Response res = error_response(q ? file.error() : q.error());
+  stream.expires_after(kFileIoTimeout);
+  co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+  co_return ec.failed();
+}
+
 net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req,
                                uint64_t connection) {
   auto [path, query] = split_target(req.target());
@@ -278,6 +402,8 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
   if (path == agent_protocol::kBrowserStatePath)
     co_return co_await browser_state_route(sh, std::move(req));
   if (path == agent_protocol::kClipboardPath) co_return clipboard_route(*sh, req);
+  if (path == agent_protocol::kFilesPath && sh->opts.files)
+    co_return files_route(*sh->opts.files, req, query);
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
 
@@ -313,6 +439,18 @@ FramesStart open_frames(HttpServer::Conn& sh, const Request& req, std::string_vi
   out.capture = std::move(*capture);
   out.spec = *spec;
   return out;
+}
+
+// kEventsPath's query: "" or "since=N".
+Result<uint64_t> events_since(const Request& req, std::string_view query) {
+  if (req.method() != http::verb::get)
+    return make_error(Errc::kInvalidArgument, "method_not_allowed", "events take GET");
+  if (query.empty()) return uint64_t{0};
+  if (query.substr(0, 6) != "since=")
+    return make_error(Errc::kInvalidArgument, "invalid_request", "the query is since=N");
+  auto n = parse_decimal(query.substr(6), 0, 0xFFFFFFFFu);
+  if (!n) return make_error(Errc::kInvalidArgument, "invalid_request", "since must be a number");
+  return uint64_t{*n};
 }
 
 // Maps a read failure to the answer it deserves; nullopt means just close.
@@ -406,7 +544,8 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(opts.header_limit));
-    parser.body_limit(opts.body_limit);
+    // Uploads stream bodies of any length; the others are held to body_limit below.
+    parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
     boost::system::error_code ec;
 
     stream.expires_after(opts.read_timeout);
@@ -420,7 +559,14 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
       // Checked before the body is read, so strangers cannot make the agent buffer 1 MiB.
       early = error_response(http::status::unauthorized, "unauthenticated",
                              "missing or wrong X-Cabin-Agent-Secret");
+    } else if (opts.files && parser.get().method() == http::verb::put &&
+               split_target(parser.get().target()).first == agent_protocol::kFilesPath) {
+      // Streamed into the file as it arrives, whatever its size; the connection ends after.
+      early = co_await receive_file(*opts.files, stream, buffer, parser);
+    } else if (parser.content_length().value_or(0) > opts.body_limit) {
+      early = read_error_response(http::error::body_limit);
     } else if (!parser.is_done()) {
+      parser.body_limit(opts.body_limit);
       co_await http::async_read(stream, buffer, parser,
                                 net::redirect_error(net::use_awaitable, ec));
       if (ec) {
@@ -458,6 +604,26 @@ net::awaitable<void> serve_connection(std::shared_ptr<HttpServer::Conn> sh,
       stream.expires_after(opts.read_timeout);
       co_await http::async_write(stream, start.refusal,
                                  net::redirect_error(net::use_awaitable, ec));
+      if (ec || !keep_alive) break;
+      continue;
+    }
+    if (auto [path, query] = split_target(req.target());
+        path == agent_protocol::kFilesPath && opts.files && req.method() == http::verb::get &&
+        query.substr(0, 5) == "path=") {
+      if (co_await send_file(*opts.files, stream, query) || !keep_alive) break;
+      continue;
+    }
+    if (auto [path, query] = split_target(req.target());
+        path == agent_protocol::kEventsPath && opts.events) {
+      auto since = events_since(req, query);
+      if (since) {
+        co_await serve_events(stream.release_socket(), *opts.events, *since);
+        co_return;
+      }
+      Response refusal = error_response(since.error());
+      refusal.keep_alive(keep_alive);
+      stream.expires_after(opts.read_timeout);
+      co_await http::async_write(stream, refusal, net::redirect_error(net::use_awaitable, ec));
       if (ec || !keep_alive) break;
       continue;
     }

@@ -18,8 +18,10 @@
 #include "common/agent_protocol.h"
 #include "common/result.h"
 #include "vm-images/agent/agent_state.h"
+#include "vm-images/agent/browser_events.h"
 #include "vm-images/agent/egress_door.h"
 #include "vm-images/agent/exec.h"
+#include "vm-images/agent/files.h"
 #include "vm-images/agent/requests.h"
 
 namespace cabin::agent {
@@ -47,6 +49,10 @@ struct HttpServerOptions {
   // none (no display yet, or started without one).
   std::function<std::optional<std::string>()> clipboard_get;
   std::function<bool(std::string)> clipboard_set;
+  // The browser's events (kEventsPath); null: refused.
+  BrowserEvents* events = nullptr;
+  // The files the API may reach (kFilesPath); null: refused.
+  const FileRoots* files = nullptr;
 };
 
 class HttpServer {

@@ -232,6 +232,10 @@ int main(int argc, char** argv) {
     rfb->set_clipboard_text(std::move(text));
     return true;
   };
+  BrowserEvents browser_events(io.get_executor(), state, sup.home + "/Downloads");
+  http.events = &browser_events;
+  const FileRoots files({sup.home, "/tmp"});
+  http.files = &files;
   HttpServer server(io.get_executor(), http, state);
   if (auto r = server.start(); !r) {
     log->error("{}", r.error().message);
@@ -262,6 +266,7 @@ int main(int argc, char** argv) {
     supervisor.request_stop();
   });
 
+  cabin::spawn(io, browser_events.run(), "the browser's events");
   int exit_code = 0;
   std::string failure;
   cabin::spawn(
@@ -276,6 +281,7 @@ int main(int argc, char** argv) {
           net::steady_timer linger(io, std::chrono::milliseconds(200));
           co_await linger.async_wait(net::use_awaitable);
         }
+        browser_events.stop();
         server.stop();
         signals.cancel();
         io.stop();

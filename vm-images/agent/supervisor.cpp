@@ -1,7 +1,5 @@
 #include "vm-images/agent/supervisor.h"
 
-#include "common/agent_protocol.h"
-
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,8 +25,10 @@
 #include <set>
 #include <sstream>
 
+#include "common/agent_protocol.h"
 #include "common/log.h"
 #include "common/spawn.h"
+#include "vm-images/agent/cdp.h"
 #include "vnc/display.h"
 #include "vnc/input.h"
 
@@ -67,39 +67,6 @@ bool is_uuid(std::string_view s) {
   return true;
 }
 
-// GET `target` from DevTools; a discarded value when anything fails.
-net::awaitable<nlohmann::json> devtools_get(net::any_io_executor ex, uint16_t port,
-                                            const char* target, size_t body_limit) {
-  beast::tcp_stream stream(ex);
-  stream.expires_after(std::chrono::seconds(2));
-  boost::system::error_code ec;
-  co_await stream.async_connect(net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
-                                net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return nlohmann::json::value_t::discarded;
-  http::request<http::empty_body> req{http::verb::get, target, 11};
-  req.set(http::field::host, "127.0.0.1:" + std::to_string(port));
-  co_await http::async_write(stream, req, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return nlohmann::json::value_t::discarded;
-  beast::flat_buffer buf;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(body_limit);
-  co_await http::async_read(stream, buf, parser, net::redirect_error(net::use_awaitable, ec));
-  if (ec || parser.get().result() != http::status::ok) co_return nlohmann::json::value_t::discarded;
-  co_return nlohmann::json::parse(parser.get().body(), nullptr, false);
-}
-
-// The path of a target's webSocketDebuggerUrl (ws://127.0.0.1:PORT<prefix>...), from `prefix`
-// on; empty when there is none.
-std::string debugger_path(const nlohmann::json& target, std::string_view prefix) {
-  if (!target.is_object() || !target.contains("webSocketDebuggerUrl") ||
-      !target["webSocketDebuggerUrl"].is_string()) {
-    return {};
-  }
-  const auto& url = target["webSocketDebuggerUrl"].get_ref<const std::string&>();
-  const auto at = url.find(prefix);
-  return at == std::string::npos ? std::string() : url.substr(at);
-}
-
 // Asks DevTools itself (GET /json/version) for the browser target. Chromium writes
 // DevToolsActivePort only when it picked the port (--remote-debugging-port=0), so with a fixed
 // port this is how readiness and the target path are learnt.
@@ -130,69 +97,6 @@ bool start_page_committed(const nlohmann::json& page) {
   return page.is_object() && page.value("url", "about:blank") != "about:blank";
 }
 
-// One CDP call on `ws`: its result, or a discarded value on an error or a failed connection.
-// Events that arrive before the answer go to `on_event`, if given.
-using CdpEvents = std::function<void(const nlohmann::json& event)>;
-net::awaitable<nlohmann::json> cdp_call(websocket::stream<beast::tcp_stream>& ws, int id,
-                                        const char* method, nlohmann::json params,
-                                        const CdpEvents* on_event = nullptr) {
-  const std::string call =
-      nlohmann::json{{"id", id}, {"method", method}, {"params", std::move(params)}}.dump();
-  boost::system::error_code ec;
-  co_await ws.async_write(net::buffer(call), net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return nlohmann::json::value_t::discarded;
-  for (;;) {
-    beast::flat_buffer buf;
-    co_await ws.async_read(buf, net::redirect_error(net::use_awaitable, ec));
-    if (ec) co_return nlohmann::json::value_t::discarded;
-    auto j = nlohmann::json::parse(beast::buffers_to_string(buf.data()), nullptr, false);
-    if (!j.is_object()) continue;
-    if (j.value("id", 0) != id) {  // an event, or another answer
-      if (on_event && j.contains("method")) (*on_event)(j);
-      continue;
-    }
-    if (!j.contains("result") || !j["result"].is_object()) {
-      co_return nlohmann::json::value_t::discarded;
-    }
-    co_return std::move(j["result"]);
-  }
-}
-
-// A CDP WebSocket to `path` on DevTools, or false; `ws` expires after `within`.
-net::awaitable<bool> cdp_open(websocket::stream<beast::tcp_stream>& ws, uint16_t port,
-                              const std::string& path, std::chrono::seconds within) {
-  beast::get_lowest_layer(ws).expires_after(within);
-  boost::system::error_code ec;
-  co_await beast::get_lowest_layer(ws).async_connect(
-      net::ip::tcp::endpoint(net::ip::address_v4::loopback(), port),
-      net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return false;
-  co_await ws.async_handshake("127.0.0.1:" + std::to_string(port), path,
-                              net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return false;
-  ws.read_message_max(4 * 1024 * 1024);
-  co_return true;
-}
-
-net::awaitable<void> cdp_close(websocket::stream<beast::tcp_stream>& ws) {
-  beast::get_lowest_layer(ws).expires_after(std::chrono::seconds(1));
-  boost::system::error_code ec;
-  co_await ws.async_close(websocket::close_code::normal,
-                          net::redirect_error(net::use_awaitable, ec));
-}
-
-// One CDP call on a connection of its own to `path`: its result, or a discarded value when the
-// connection or the call failed.
-net::awaitable<nlohmann::json> cdp_call_once(net::any_io_executor ex, uint16_t port,
-                                             const std::string& path, const char* method,
-                                             nlohmann::json params, std::chrono::seconds within) {
-  websocket::stream<beast::tcp_stream> ws(ex);
-  if (!co_await cdp_open(ws, port, path, within)) co_return nlohmann::json::value_t::discarded;
-  auto result = co_await cdp_call(ws, 1, method, std::move(params));
-  co_await cdp_close(ws);
-  co_return result;
-}
-
 // The value a page's `expression` evaluates to, awaited if it is a promise; discarded on any
 // failure.
 nlohmann::json evaluate_result(const nlohmann::json& answer) {
@@ -216,7 +120,7 @@ constexpr auto kNetworkIdleWait = std::chrono::seconds(15);
 
 net::awaitable<bool> page_reached(net::any_io_executor ex, uint16_t port, const std::string& path,
                                   WaitUntil wait) {
-  websocket::stream<beast::tcp_stream> ws(ex);
+  CdpSocket ws(ex);
   if (!co_await cdp_open(ws, port, path, std::chrono::seconds(5))) co_return false;
   // The target's URL is the navigation's as soon as it starts; the document's own says whether
   // it has committed. Until then the page is the first about:blank, "complete" from the start.
@@ -303,7 +207,7 @@ net::awaitable<bool> input_reaches_page(net::any_io_executor ex, uint16_t port, 
                                         vnc::Point p) {
   const std::string path = debugger_path(co_await first_page(ex, port), "/devtools/page/");
   if (path.empty()) co_return false;
-  websocket::stream<beast::tcp_stream> ws(ex);
+  CdpSocket ws(ex);
   if (!(co_await cdp_open(ws, port, path, std::chrono::seconds(5)))) co_return false;
   auto tree = co_await cdp_call(ws, 1, "Page.getFrameTree", nlohmann::json::object());
   if (!tree.is_object() || !tree.contains("frameTree")) co_return false;
@@ -381,8 +285,8 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
                                                    nlohmann::json state, WaitUntil wait,
                                                    std::chrono::milliseconds timeout) {
   nlohmann::json set = {{"cookies", std::move(state["cookies"])}};
-  auto done = co_await cdp_call_once(ex, devtools.port, devtools.browser_path,
-                                     "Storage.setCookies", std::move(set), std::chrono::seconds(10));
+  auto done = co_await cdp_call_once(ex, devtools.port, devtools.browser_path, "Storage.setCookies",
+                                     std::move(set), std::chrono::seconds(10));
   if (!done.is_object()) {
     co_return make_error(Errc::kInvalidArgument, "bad_state",
                          "the browser's DevTools took no cookies (Storage.setCookies)");
@@ -393,14 +297,14 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
   std::string first = urls[0].get<std::string>();
   auto went = co_await navigate_first_page(ex, devtools.port, std::move(first), wait, timeout);
   if (!went) co_return went.error();
-  websocket::stream<beast::tcp_stream> ws(ex);
+  CdpSocket ws(ex);
   if (!co_await cdp_open(ws, devtools.port, devtools.browser_path, std::chrono::seconds(10)))
     co_return make_error(Errc::kUnavailable, "cdp_failed", "the browser's DevTools did not answer");
   std::vector<std::string> opened;
   for (size_t i = 1; i < urls.size(); ++i) {
     nlohmann::json open = {{"url", urls[i]}, {"background", true}};
-    auto made = co_await cdp_call(ws, static_cast<int>(i) + 1, "Target.createTarget",
-                                  std::move(open));
+    auto made =
+        co_await cdp_call(ws, static_cast<int>(i) + 1, "Target.createTarget", std::move(open));
     if (!made.is_object() || !made.contains("targetId") || !made["targetId"].is_string()) {
       co_await cdp_close(ws);
       co_return make_error(Errc::kUnavailable, "cdp_failed", "Target.createTarget failed");
@@ -412,9 +316,9 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
   for (const auto& id : opened) {
     while (!co_await page_reached(ex, devtools.port, "/devtools/page/" + id, WaitUntil::kLoad)) {
       if (Clock::now() >= deadline) {
-        co_return make_error(Errc::kTimeout, "start_timeout",
-                             "a page did not load within " + std::to_string(timeout.count()) +
-                                 " ms");
+        co_return make_error(
+            Errc::kTimeout, "start_timeout",
+            "a page did not load within " + std::to_string(timeout.count()) + " ms");
       }
       net::steady_timer t(ex, std::chrono::milliseconds(10));
       co_await t.async_wait(net::use_awaitable);
@@ -439,7 +343,7 @@ net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16
     co_await t.async_wait(net::use_awaitable);
   }
   {
-    websocket::stream<beast::tcp_stream> ws(ex);
+    CdpSocket ws(ex);
     if (!co_await cdp_open(ws, port, path, std::chrono::seconds(10))) {
       co_return make_error(Errc::kUnavailable, "cdp_failed", "the page's DevTools did not answer");
     }
@@ -460,9 +364,9 @@ net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16
     net::steady_timer t(ex, std::chrono::milliseconds(10));
     co_await t.async_wait(net::use_awaitable);
   }
-  co_return make_error(Errc::kTimeout, "start_timeout",
-                       "the page did not get as far as asked within " +
-                           std::to_string(timeout.count()) + " ms");
+  co_return make_error(
+      Errc::kTimeout, "start_timeout",
+      "the page did not get as far as asked within " + std::to_string(timeout.count()) + " ms");
 }
 
 bool chromium_no_sandbox(ChromiumSandbox mode, uid_t euid, bool env_says_no_sandbox) {

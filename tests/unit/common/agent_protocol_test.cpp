@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/agent_protocol.h"
@@ -181,4 +182,72 @@ TEST_CASE("restored requests and the restore line parse strictly and round-trip"
   REQUIRE(keep);
   CHECK(keep->machine_id.empty());
   CHECK_FALSE(parse_restore_line(keep_line.substr(0, keep_line.size() - 2) + "--\n"));
+}
+
+TEST_CASE("the clipboard's text is an object with text, within the limit") {
+  auto ok = parse_clipboard(R"({"text":"Grüße 🙂"})");
+  REQUIRE(ok);
+  CHECK(*ok == "Grüße 🙂");
+  for (const char* bad : {"", "[]", R"({})", R"({"text":1})", R"({"text":"a","x":1})"})
+    CHECK_FALSE(parse_clipboard(bad));
+  auto big = parse_clipboard(R"({"text":")" + std::string(kMaxClipboardBytes + 1, 'a') + "\"}");
+  REQUIRE_FALSE(big);
+  CHECK(big.error().code == "clipboard_too_large");
+}
+
+TEST_CASE("browser events from the guest: known types and fields, strings or counts, flat") {
+  auto ok = parse_browser_event(
+      R"({"seq":7,"type":"download_finished","id":"g","name":"a.txt","size":12,"sha256":"ab"})");
+  REQUIRE(ok);
+  CHECK(ok->seq == 7);
+  CHECK(ok->type == "download_finished");
+  CHECK(ok->fields.size() == 4);
+  CHECK(ok->fields["size"] == 12);
+  CHECK_FALSE(ok->fields.contains("seq"));
+  for (const char* bad : {
+           "", "[]", R"({"type":"navigated"})", R"({"seq":0,"type":"navigated"})",
+           R"({"seq":-1,"type":"navigated"})", R"({"seq":1,"type":"session_ended"})",
+           R"({"seq":1,"type":"navigated","cookie":"x"})",
+           R"({"seq":1,"type":"navigated","url":{"a":1}})",
+           R"({"seq":1,"type":"navigated","url":["a"]})",
+           R"({"seq":1,"type":"navigated","size":-3})"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_browser_event(bad));
+  }
+  CHECK_FALSE(parse_browser_event(R"({"seq":1,"type":"navigated","url":")" +
+                                  std::string(kMaxEventString + 1, 'a') + "\"}"));
+  CHECK_FALSE(parse_browser_event(std::string(kMaxEventLine + 1, ' ')));
+}
+
+TEST_CASE("file paths: absolute, without dot parts, bounded") {
+  CHECK(check_file_path("/tmp/a b/ü.txt").value() == "/tmp/a b/ü.txt");
+  CHECK(check_file_path("/tmp/dir/").value() == "/tmp/dir");
+  CHECK(check_file_path("/").value() == "/");
+  const std::vector<std::string> bads = {"",       "tmp/a", "/tmp/../etc",
+                                         "/tmp/./a", "/tmp//a", "/..",
+                                         std::string("/tmp/a\0b", 8),
+                                         "/" + std::string(kMaxFilePath, 'a')};
+  for (const auto& bad : bads) {
+    CAPTURE(bad);
+    CHECK_FALSE(check_file_path(bad));
+  }
+}
+
+TEST_CASE("directory listings from the guest are checked entry by entry") {
+  auto ok = parse_dir_listing(
+      R"({"entries":[{"name":"a","type":"file","size":3,"mtime":1700000000},
+                     {"name":"d","type":"dir","size":0,"mtime":0}]})");
+  REQUIRE(ok);
+  REQUIRE(ok->size() == 2);
+  CHECK((*ok)[0].size == 3);
+  CHECK((*ok)[1].type == "dir");
+  for (const char* bad : {
+           "{}", R"({"entries":{}})", R"({"entries":[1]})",
+           R"({"entries":[{"name":"a/b","type":"file","size":1,"mtime":0}]})",
+           R"({"entries":[{"name":"..","type":"dir","size":0,"mtime":0}]})",
+           R"({"entries":[{"name":"a","type":"fifo","size":0,"mtime":0}]})",
+           R"({"entries":[{"name":"a","type":"file","size":-1,"mtime":0}]})"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_dir_listing(bad));
+  }
 }
