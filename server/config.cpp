@@ -244,6 +244,10 @@ ParsedConfig parse_config(int argc, char** argv) {
   app.add_option("--max-token-connections-per-session", c.max_token_connections_per_session,
                  "CDP, VNC, frame and preview connections a session's tokens may hold open")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--max-upload-mb", c.max_upload_mb,
+                 "the largest file an upload into a sandbox may be (the sandbox's disk limits it "
+                 "too)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))->capture_default_str();
   app.add_option("--sandbox-memory-mb", c.sandbox_memory_mb, "memory limit per sandbox")
       ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20))->capture_default_str();
   app.add_option("--sandbox-pids-max", c.sandbox_pids_max, "process limit per sandbox")

@@ -62,6 +62,8 @@ struct ServerConfig {
   int threads = 0;
   // Token-authenticated long-lived connections (CDP, VNC, frames, previews) per session.
   int max_token_connections_per_session = 256;
+  // The largest file PUT /files takes, in MiB.
+  uint64_t max_upload_mb = 512;
   bool tls() const { return !tls_cert.empty() || tls_self_signed; }
   uint64_t sandbox_memory_mb = 2048;
   int sandbox_pids_max = 2048;

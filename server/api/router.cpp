@@ -15,13 +15,6 @@ Error method_not_allowed(std::string_view allowed) {
                "method not allowed; use " + std::string(allowed)};
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // Splits "/a/b/" into {"a","b"}; a single trailing slash is allowed, other empty segments are not.
 bool split_path(std::string_view path, std::vector<std::string_view>& out) {
   if (path.empty() || path[0] != '/') return false;
@@ -79,29 +72,6 @@ const std::vector<std::string_view>& token_scopes(Auth auth) {
   return none;
 }
 
-Result<std::string> percent_decode(std::string_view s, bool plus_is_space) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%') {
-      if (i + 2 >= s.size()) {
-        return make_error(Errc::kInvalidArgument, "bad_query", "bad percent escape");
-      }
-      int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
-      if (hi < 0 || lo < 0) {
-        return make_error(Errc::kInvalidArgument, "bad_query", "bad percent escape");
-      }
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (s[i] == '+' && plus_is_space) {
-      out.push_back(' ');
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
-
 std::span<const RouteEntry> route_table() {
   using enum RouteId;
   static constexpr RouteEntry kTable[] = {
@@ -156,30 +126,18 @@ std::span<const RouteEntry> route_table() {
       {"POST", "/v1/sessions/{session_id}/control", kControl},
       {"GET", "/v1/sessions/{session_id}/clipboard", kGetClipboard},
       {"PUT", "/v1/sessions/{session_id}/clipboard", kPutClipboard},
+      {"GET", "/v1/sessions/{session_id}/files", kGetFiles},
+      {"PUT", "/v1/sessions/{session_id}/files", kPutFile},
+      {"DELETE", "/v1/sessions/{session_id}/files", kDeleteFile},
+      {"GET", "/v1/sessions/{session_id}/downloads", kListDownloads},
   };
   return kTable;
 }
 
-std::string percent_encode(std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 bool takes_connection(RouteId id) {
   return id == RouteId::kCdpBrowser || id == RouteId::kCdpPage || id == RouteId::kFrames ||
-         id == RouteId::kFramesMjpeg || id == RouteId::kVnc || id == RouteId::kEvents;
+         id == RouteId::kFramesMjpeg || id == RouteId::kVnc || id == RouteId::kEvents ||
+         id == RouteId::kGetFiles || id == RouteId::kPutFile;
 }
 
 Result<Route> route(std::string_view method, std::string_view target) {
@@ -289,6 +247,13 @@ Result<Route> route(std::string_view method, std::string_view target) {
     if (method == "PUT") return want("PUT", RouteId::kPutClipboard, Auth::kApiKey);
     return method_not_allowed("GET or PUT");
   }
+  if (n == 4 && sub == "files") {
+    if (method == "GET") return want("GET", RouteId::kGetFiles, Auth::kApiKey);
+    if (method == "PUT") return want("PUT", RouteId::kPutFile, Auth::kApiKey);
+    if (method == "DELETE") return want("DELETE", RouteId::kDeleteFile, Auth::kApiKey);
+    return method_not_allowed("GET, PUT or DELETE");
+  }
+  if (n == 4 && sub == "downloads") return want("GET", RouteId::kListDownloads, Auth::kApiKey);
   if (sub == "live") {
     if (n == 4) return want("GET", RouteId::kLivePage, Auth::kViewToken);
     if (n == 5 && seg[4] == "status") return want("GET", RouteId::kLiveStatus, Auth::kViewToken);

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/percent.h"
 #include "common/result.h"
 
 namespace cabin::api {
@@ -61,6 +62,10 @@ enum class RouteId {
   kControl,        // POST /control {action}: take or release the input lock
   kGetClipboard,   // GET /clipboard: the sandbox's clipboard text
   kPutClipboard,   // PUT /clipboard {text}
+  kGetFiles,       // GET /files?path= (a file's bytes, streamed) or ?dir= (a listing)
+  kPutFile,        // PUT /files?path=: the body, streamed into the file
+  kDeleteFile,     // DELETE /files?path=
+  kListDownloads,  // GET /downloads: what the browser downloaded
 };
 
 // What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but
@@ -77,7 +82,8 @@ enum class Auth {
 // The token scopes a route with this auth accepts; empty for kNone and kApiKey.
 const std::vector<std::string_view>& token_scopes(Auth auth);
 
-// Routes whose handler takes the connection over (WebSocket upgrades and endless streams).
+// Routes whose handler takes the connection over (WebSocket upgrades, endless streams, and
+// files, whose bodies are streamed: kPutFile's is read by its handler, not before).
 bool takes_connection(RouteId id);
 
 struct Route {
@@ -108,11 +114,7 @@ std::span<const RouteEntry> route_table();
 // Errors: 404 unknown path or invalid id, 405 known path with another method, 400 bad query.
 Result<Route> route(std::string_view method, std::string_view target);
 
-// Percent-decoding of one query component; '+' is a space unless `plus_is_space` is false (a
-// URL's userinfo). Fails on bad escapes.
-Result<std::string> percent_decode(std::string_view s, bool plus_is_space = true);
-// Percent-encoding of everything but RFC 3986's unreserved characters (A-Z a-z 0-9 - . _ ~),
-// with upper-case hex: safe in a query component and in a form-encoded body.
-std::string percent_encode(std::string_view s);
+using cabin::percent_decode;
+using cabin::percent_encode;
 
 }  // namespace cabin::api

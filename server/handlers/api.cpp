@@ -177,6 +177,9 @@ bool reaches_sandbox(api::RouteId id) {
     case RouteId::kScreenshot:
     case RouteId::kGetClipboard:
     case RouteId::kPutClipboard:
+    case RouteId::kGetFiles:
+    case RouteId::kPutFile:
+    case RouteId::kDeleteFile:
     case RouteId::kFork:
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
@@ -235,6 +238,10 @@ const char* audit_action(api::RouteId id) {
       return "control";
     case RouteId::kPutClipboard:
       return "clipboard.write";
+    case RouteId::kPutFile:
+      return "file.write";
+    case RouteId::kDeleteFile:
+      return "file.delete";
     case RouteId::kMintToken:
       return "token.mint";
     case RouteId::kRevokeTokens:
@@ -475,6 +482,10 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
     case RouteId::kGetClipboard:
     case RouteId::kPutClipboard:
       co_return co_await clipboard(route, req);
+    case RouteId::kDeleteFile:
+      co_return co_await delete_file(route);
+    case RouteId::kListDownloads:
+      co_return list_downloads(route);
     case RouteId::kMintToken:
       co_return mint_token(route, req);
     case RouteId::kRevokeTokens:
@@ -505,6 +516,8 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
     case RouteId::kFramesMjpeg:
     case RouteId::kVnc:
     case RouteId::kEvents:
+    case RouteId::kGetFiles:
+    case RouteId::kPutFile:
       co_return error_response(api::errors::websocket_required());
   }
   co_return error_response(api::errors::not_found_endpoint());
@@ -516,6 +529,8 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   const auto present = presence(route);
   const char* kind = route.id == api::RouteId::kVnc      ? "vnc"
                      : route.id == api::RouteId::kEvents ? "events"
+                     : route.id == api::RouteId::kGetFiles || route.id == api::RouteId::kPutFile
+                         ? "files"
                      : route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg
                          ? "frames"
                          : "cdp";
@@ -530,6 +545,14 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   }
   if (route.id == api::RouteId::kEvents) {
     co_await events(route, authn, std::move(req), std::move(socket));
+    co_return;
+  }
+  if (route.id == api::RouteId::kGetFiles) {
+    co_await get_files(route, std::move(socket));
+    co_return;
+  }
+  if (route.id == api::RouteId::kPutFile) {
+    co_await put_file(route, authn, std::move(req), std::move(socket), std::move(buffer));
     co_return;
   }
   if (route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg) {

@@ -161,6 +161,13 @@ class Api {
   // human_in_control when someone holds the session's input lock and the batch has input in it.
   Result<void> input_allowed(const sessions::Session& s, const computer::Batch& batch) const;
   net::awaitable<Response> clipboard(const api::Route& route, const Request& req);
+  // files_api.cpp: a file's bytes or a directory's listing, an upload streamed from the
+  // client's body into the sandbox, a removal, the browser's downloads.
+  net::awaitable<void> get_files(const api::Route& route, ClientStream socket);
+  net::awaitable<void> put_file(const api::Route& route, const Authn& authn, Request req,
+                                ClientStream socket, beast::flat_buffer buffer);
+  net::awaitable<Response> delete_file(const api::Route& route);
+  Response list_downloads(const api::Route& route) const;
   net::awaitable<void> events(const api::Route& route, const Authn& authn, Request req,
                               ClientStream socket);
   // mcp_api.cpp: POST /mcp, one JSON-RPC message; tools act through handle() as the caller.

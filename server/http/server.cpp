@@ -278,6 +278,28 @@ net::awaitable<void> HttpServer::serve(ClientStream stream, [[maybe_unused]] Slo
       }
       continue;
     }
+    // An upload streams its body into the sandbox: routed and authenticated on its header,
+    // and its handler reads the body.
+    if (!ec && header.get().method() == http::verb::put) {
+      auto upload = api::route(header.get().method_string(), header.get().target());
+      if (upload && upload->id == api::RouteId::kPutFile) {
+        Request head(header.get().base());
+        auto authed = api_.authenticate(*upload, head);
+        if (!authed) {
+          auto res = error_response(authed.error());
+          res.keep_alive(false);
+          stream.tcp().expires_after(kLingerTimeout);
+          co_await http::async_write(stream, res, net::redirect_error(net::use_awaitable, ec));
+          co_await linger(stream);
+          co_return;
+        }
+        stream.tcp().expires_never();
+        end_watch();
+        co_await api_.handle_upgrade(*upload, *authed, std::move(head), std::move(stream),
+                                     std::move(buffer));
+        co_return;
+      }
+    }
     std::optional<http::request_parser<http::string_body>> parser;
     if (!ec && header.content_length().value_or(0) > kMaxBodyBytes) ec = http::error::body_limit;
     if (!ec) {

@@ -7,6 +7,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cctype>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -57,6 +58,33 @@ std::optional<AgentErrorText> agent_error_message(std::string_view body) {
 }
 
 namespace {
+
+// The agent's refusals of a file request that the API passes on as they are; nullopt for any
+// other status and code, which a caller reports as the agent's failure.
+std::optional<Error> file_error(int status, const std::string& code, const std::string& message) {
+  static constexpr std::pair<std::string_view, Errc> kPassed[] = {
+      {"file_not_found", Errc::kNotFound},        {"path_not_allowed", Errc::kPermissionDenied},
+      {"not_a_directory", Errc::kInvalidArgument}, {"not_a_file", Errc::kInvalidArgument},
+      {"disk_full", Errc::kTooLarge},               {"upload_incomplete", Errc::kInvalidArgument}};
+  for (const auto& [name, errc] : kPassed) {
+    if (code == name && status == http_status(errc)) return make_error(errc, code, message);
+  }
+  return std::nullopt;
+}
+
+Error refused(const std::string& what, const http::response<http::string_body>& res) {
+  auto text = agent_error_message(res.body());
+  if (text) {
+    if (auto e = file_error(res.result_int(), text->code, text->message)) return std::move(*e);
+  }
+  return api::errors::agent_error(what + ": " +
+                                  (text ? text->message
+                                        : "agent answered " + std::to_string(res.result_int())));
+}
+
+std::string files_target(const char* name, const std::string& value) {
+  return std::string(agent_protocol::kFilesPath) + "?" + name + "=" + percent_encode(value);
+}
 
 // Why the agent refused: its own words, bounded, or its status.
 std::string agent_refusal(const http::response<http::string_body>& res) {
@@ -179,11 +207,18 @@ net::awaitable<Result<Tunnel>> AgentClient::open_stream(const std::string& targe
     co_await http::async_write(t.stream, req, net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return bad_gateway("writing to agent: " + ec.message());
     parser.header_limit(kMaxAgentHeader);
-    parser.body_limit(kMaxAgentErrorBody);
+    // A stream's length is its own (a file's may be any); only an error's body is bounded.
+    parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
     co_await http::async_read_header(t.stream, t.buffer, parser,
                                      net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return read_failed("agent", ec, kMaxAgentErrorBody);
-    if (parser.get().result() == http::status::ok) co_return t;
+    if (parser.get().result() == http::status::ok) {
+      if (auto n = parser.content_length()) t.length = *n;
+      co_return t;
+    }
+    if (parser.content_length().value_or(0) > kMaxAgentErrorBody)
+      co_return read_failed("agent", http::error::body_limit, kMaxAgentErrorBody);
+    parser.body_limit(kMaxAgentErrorBody);
     co_await http::async_read(t.stream, t.buffer, parser,
                               net::redirect_error(net::use_awaitable, ec));
   }
@@ -194,6 +229,7 @@ net::awaitable<Result<Tunnel>> AgentClient::open_stream(const std::string& targe
     message = std::move(text->message);
     code = std::move(text->code);
   }
+  if (auto e = file_error(status, code, message)) co_return std::move(*e);
   if (status == 400) co_return make_error(Errc::kInvalidArgument, code, message);
   if (status == 503) co_return make_error(Errc::kUnavailable, code, message);
   co_return bad_gateway(message);
@@ -369,6 +405,83 @@ net::awaitable<Result<drivers::AgentStream>> AgentClient::egress_wait() {
   }
   if (ec) co_return bad_gateway("writing to agent: " + ec.message());
   co_return std::move(*dialed);
+}
+
+net::awaitable<Result<Tunnel>> AgentClient::browser_events(uint64_t since) {
+  co_return co_await open_stream(std::string(agent_protocol::kEventsPath) +
+                                 "?since=" + std::to_string(since));
+}
+
+net::awaitable<Result<Tunnel>> AgentClient::read_file(const std::string& path) {
+  auto t = co_await open_stream(files_target("path", path));
+  if (t && !t->length) co_return bad_gateway("the agent sent a file without its length");
+  co_return t;
+}
+
+net::awaitable<Result<std::vector<agent_protocol::FileEntry>>> AgentClient::list_files(
+    const std::string& dir) {
+  auto res = co_await request(http::verb::get, files_target("dir", dir), {},
+                              std::chrono::seconds(30), agent_protocol::kMaxDirEntries * 1200);
+  if (!res) co_return res.error();
+  if (res->result() != http::status::ok) co_return refused("listing " + dir, *res);
+  auto list = agent_protocol::parse_dir_listing(res->body());
+  if (!list) co_return api::errors::agent_error("the listing: " + list.error().message);
+  co_return std::move(*list);
+}
+
+net::awaitable<Result<void>> AgentClient::remove_file(const std::string& path) {
+  auto res = co_await request(http::verb::delete_, files_target("path", path), {},
+                              std::chrono::seconds(30), kMaxAgentErrorBody);
+  if (!res) co_return res.error();
+  if (res->result() != http::status::ok) co_return refused("removing " + path, *res);
+  co_return Result<void>{};
+}
+
+net::awaitable<Result<Tunnel>> AgentClient::start_upload(const std::string& path, uint64_t size) {
+  auto dialed = co_await sandbox_.dial_agent();
+  if (!dialed) co_return dialed.error();
+  Tunnel t{std::move(*dialed), {}, size};
+  boost::system::error_code ec;
+  Deadline deadline(t.stream, std::chrono::seconds(10));
+  http::request<http::empty_body> req{http::verb::put, files_target("path", path), 11};
+  req.set(http::field::host, "agent");
+  req.set(agent_protocol::kSecretHeader, secret_);
+  req.set(http::field::content_length, std::to_string(size));
+  req.set(http::field::expect, "100-continue");
+  req.keep_alive(false);
+  http::request_serializer<http::empty_body> sr(req);
+  co_await http::async_write_header(t.stream, sr, net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return bad_gateway("writing to agent: " + ec.message());
+  // 100 Continue once the file is open for writing; else the refusal, before any byte is sent.
+  http::response_parser<http::string_body> parser;
+  parser.header_limit(kMaxAgentHeader);
+  parser.body_limit(kMaxAgentErrorBody);
+  co_await read_answer(t.stream, t.buffer, parser, ec);
+  if (ec) co_return read_failed("agent", ec, kMaxAgentErrorBody);
+  if (parser.get().result() == http::status::continue_) co_return t;
+  co_return refused("uploading " + path, parser.get());
+}
+
+net::awaitable<Result<StoredFile>> AgentClient::upload_answer(Tunnel& upload) {
+  boost::system::error_code ec;
+  Deadline deadline(upload.stream, std::chrono::seconds(60));
+  http::response_parser<http::string_body> parser;
+  parser.header_limit(kMaxAgentHeader);
+  parser.body_limit(kMaxAgentErrorBody);
+  co_await read_answer(upload.stream, upload.buffer, parser, ec);
+  if (ec) co_return read_failed("agent", ec, kMaxAgentErrorBody);
+  if (parser.get().result() != http::status::ok) co_return refused("the upload", parser.get());
+  auto j = parse_bounded(parser.get().body(), {kMaxAgentErrorBody, kGuestJsonDepth, 16});
+  if (!j || !j->is_object()) co_return bad_gateway("the agent's upload answer is not an object");
+  StoredFile out;
+  auto size = j->find("size");
+  auto hash = j->find("sha256");
+  if (size == j->end() || !size->is_number_unsigned() || hash == j->end() || !hash->is_string() ||
+      hash->get_ref<const std::string&>().size() != 64)
+    co_return bad_gateway("the agent's upload answer is malformed");
+  out.size = size->get<uint64_t>();
+  out.sha256 = hash->get<std::string>();
+  co_return out;
 }
 
 net::awaitable<Result<Tunnel>> AgentClient::frames(const std::string& agent_query) {

@@ -37,6 +37,14 @@ struct AgentHealth {
 struct Tunnel {
   drivers::AgentStream stream;
   boost::beast::flat_buffer buffer;
+  std::optional<uint64_t> length;  // a stream's Content-Length, when its answer gave one
+};
+
+// What the agent answered an upload: the file's path, size and SHA-256.
+struct StoredFile {
+  std::string path;
+  uint64_t size = 0;
+  std::string sha256;
 };
 
 inline constexpr size_t kMaxAgentHeader = 16 * 1024;
@@ -99,6 +107,17 @@ class AgentClient {
   net::awaitable<Result<ComputerAnswer>> computer(const computer::Batch& batch,
                                                   computer::ScreenSize screen);
   net::awaitable<Result<AgentImage>> screenshot(const api::ShotQuery& shot);
+  // The browser's events after the agent's event `since` (agent_protocol::kEventsPath): one
+  // JSON line each, handed over after the answer's header.
+  net::awaitable<Result<Tunnel>> browser_events(uint64_t since);
+  // The sandbox's files (agent_protocol::kFilesPath). A file's bytes come as a stream of
+  // `length` bytes; an upload is a stream the caller writes `size` bytes to once the agent
+  // said it takes them, then finishes with upload_answer.
+  net::awaitable<Result<Tunnel>> read_file(const std::string& path);
+  net::awaitable<Result<std::vector<agent_protocol::FileEntry>>> list_files(const std::string& dir);
+  net::awaitable<Result<void>> remove_file(const std::string& path);
+  net::awaitable<Result<Tunnel>> start_upload(const std::string& path, uint64_t size);
+  static net::awaitable<Result<StoredFile>> upload_answer(Tunnel& upload);
   // A stream of frames (docs/agent-protocol.md), handed over after the answer's header.
   net::awaitable<Result<Tunnel>> frames(const std::string& agent_query);
   // GET path from the browser's DevTools on 127.0.0.1:port: the answer's body, at most

@@ -8,6 +8,7 @@
 // clang-format on
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -112,6 +113,12 @@ class Session final {
 
   // What happened in the session (GET /events); streams hold it past the session's end.
   const EventLogPtr& events() const { return events_; }
+  // The downloads the browser finished, oldest first (at most kMaxDownloads): each
+  // download_finished event's fields.
+  static constexpr size_t kMaxDownloads = 1000;
+  const std::deque<nlohmann::json>& downloads() const { return downloads_; }
+  // The agent, for the sandbox's files.
+  AgentClient& agent() { return agent_; }
 
   // The input lock. While someone holds it, /computer's input actions are refused
   // (human_in_control): an agent must not fight the person at the wheel.
@@ -167,6 +174,8 @@ class Session final {
   std::optional<Control> control_;
   int control_viewers_ = 0;
   EventLogPtr events_;
+  std::deque<nlohmann::json> downloads_;
+  bool following_browser_ = false;  // a coroutine carries the agent's browser events over
   int present_ = 0;                // Presences held
   int64_t idle_since_ = 0;         // unix seconds; meaningful while running with no one present
   bool pausing_ = false;           // a pause or resume is under way

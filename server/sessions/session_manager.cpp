@@ -491,6 +491,66 @@ void SessionManager::start_running(const SessionPtr& s) {
   };
   save_handoff(*s);
   s->idle_again();
+  if (!s->following_browser_) {
+    s->following_browser_ = true;
+    cabin::spawn(ex_, follow_browser(s), "session " + id + ": the browser's events");
+  }
+}
+
+net::awaitable<void> SessionManager::follow_browser(std::weak_ptr<Session> weak) {
+  uint64_t since = 0;
+  auto delay = std::chrono::seconds(1);
+  net::steady_timer wait(ex_);
+  for (;;) {
+    std::optional<Tunnel> stream;
+    {
+      auto s = weak.lock();
+      if (!s || s->ending_ || s->released_) co_return;
+      if (!s->paused()) {
+        auto opened = co_await s->agent_.browser_events(since);
+        if (opened) stream.emplace(std::move(*opened));
+      }
+    }
+    if (stream) {
+      std::string pending(static_cast<const char*>(stream->buffer.data().data()),
+                          stream->buffer.size());
+      boost::system::error_code ec;
+      for (;;) {
+        const auto nl = pending.find('\n');
+        if (nl == std::string::npos) {
+          if (pending.size() > agent_protocol::kMaxEventLine) break;
+          char chunk[16 * 1024];
+          const size_t n = co_await stream->stream.async_read_some(
+              net::buffer(chunk), net::redirect_error(net::use_awaitable, ec));
+          if (ec) break;
+          pending.append(chunk, n);
+          continue;
+        }
+        const std::string line = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        if (line.empty()) continue;  // the agent's keepalive
+        auto ev = agent_protocol::parse_browser_event(line);
+        auto s = weak.lock();
+        if (!s || s->ending_) co_return;
+        if (!ev || ev->seq <= since) {
+          log()->warn("session {}: the agent sent a bad event: {}", s->id(),
+                      ev ? "an old sequence number" : ev.error().message);
+          break;
+        }
+        since = ev->seq;
+        delay = std::chrono::seconds(1);
+        if (ev->type == "download_finished") {
+          s->downloads_.push_back(ev->fields);
+          while (s->downloads_.size() > Session::kMaxDownloads) s->downloads_.pop_front();
+        }
+        s->events_->emit(ev->type, std::move(ev->fields));
+      }
+    }
+    wait.expires_after(delay);
+    delay = std::min<std::chrono::seconds>(delay * 2, std::chrono::seconds(30));
+    boost::system::error_code ignored;
+    co_await wait.async_wait(net::redirect_error(net::use_awaitable, ignored));
+  }
 }
 
 void SessionManager::save_handoff(const Session& s) {

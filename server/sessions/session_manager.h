@@ -280,6 +280,9 @@ class SessionManager {
   int64_t soonest_end_s(const std::string* owner) const;
   // A ready (or adopted) session from now on: its lifetime and idle timers, its handoff.
   void start_running(const SessionPtr& s);
+  // Carries the agent's browser events (pages, dialogs, downloads) into the session's event
+  // log while the session lives, reconnecting after the stream breaks (a pause, a restore).
+  net::awaitable<void> follow_browser(std::weak_ptr<Session> weak);
   // A new session's record, status starting, from `spec`.
   store::SessionRecord new_record(std::string id, const std::string& driver,
                                   const api::SessionSpec& spec, const Tenant& tenant) const;

@@ -6,43 +6,9 @@ import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { useCabind, waitFor, wsOpen } from './helpers.mjs';
+import { openSse, useCabind, waitFor, wsOpen } from './helpers.mjs';
 
 const ctx = useCabind();
-
-// Reads Server-Sent Events from `url`: {events (parsed data with their ids), close()}.
-async function openSse(url, headers = {}) {
-  const ac = new AbortController();
-  const res = await fetch(url, { headers, signal: ac.signal });
-  assert.equal(res.status, 200, await (res.status === 200 ? '' : res.text()));
-  assert.match(res.headers.get('content-type'), /^text\/event-stream/);
-  const out = { events: [], ended: false, close: () => ac.abort() };
-  (async () => {
-    let buf = '';
-    const dec = new TextDecoder();
-    try {
-      for await (const chunk of res.body) {
-        buf += dec.decode(chunk, { stream: true });
-        let i;
-        while ((i = buf.indexOf('\n\n')) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          let id = null;
-          let data = null;
-          for (const line of block.split('\n')) {
-            if (line.startsWith('id: ')) id = Number(line.slice(4));
-            if (line.startsWith('data: ')) data = JSON.parse(line.slice(6));
-          }
-          if (data) out.events.push({ id, ...data });
-        }
-      }
-    } catch {
-      // aborted
-    }
-    out.ended = true;
-  })();
-  return out;
-}
 
 describe('control, clipboard and events', () => {
   let s, browser, page, base;

@@ -1,5 +1,6 @@
 // Shared harness for the integration tests and the benchmarks: starts a real cabind, talks to its
 // HTTP API, speaks raw CDP over WebSocket, and finds what a session left behind on the host.
+import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -262,10 +263,45 @@ export async function api(base, defaultKey, method, p, body, opts = {}) {
   return { status: res.status, headers: res.headers, text, json };
 }
 
+// Reads Server-Sent Events from `url`: {events (parsed data with their ids), close()}.
+export async function openSse(url, headers = {}) {
+  const ac = new AbortController();
+  const res = await fetch(url, { headers, signal: ac.signal });
+  assert.equal(res.status, 200, await (res.status === 200 ? '' : res.text()));
+  assert.match(res.headers.get('content-type'), /^text\/event-stream/);
+  const out = { events: [], ended: false, close: () => ac.abort() };
+  (async () => {
+    let buf = '';
+    const dec = new TextDecoder();
+    try {
+      for await (const chunk of res.body) {
+        buf += dec.decode(chunk, { stream: true });
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          let id = null;
+          let data = null;
+          for (const line of block.split('\n')) {
+            if (line.startsWith('id: ')) id = Number(line.slice(4));
+            if (line.startsWith('data: ')) data = JSON.parse(line.slice(6));
+          }
+          if (data) out.events.push({ id, ...data });
+        }
+      }
+    } catch {
+      // aborted
+    }
+    out.ended = true;
+  })();
+  return out;
+}
+
 // Sends `head` (and then `body`) on a plain TCP connection and parses the first HTTP response.
 // For requests that fetch would normalise or refuse to send (dot segments, huge targets).
 // Resolves with {status, headers, text, json, raw}; rejects when no response comes at all.
-export function rawHttp(port, head, body = null, { timeoutMs = 10000 } = {}) {
+// halfClose: shut the connection's sending side once the body is sent.
+export function rawHttp(port, head, body = null, { timeoutMs = 10000, halfClose = false } = {}) {
   return new Promise((resolve, reject) => {
     const sock = net.connect(port, '127.0.0.1');
     const chunks = [];
@@ -312,6 +348,8 @@ export function rawHttp(port, head, body = null, { timeoutMs = 10000 } = {}) {
           });
         }
       }
+      // A client that sent all it will: the server sees the body end.
+      if (halfClose && !sock.destroyed) sock.end();
     });
   });
 }
