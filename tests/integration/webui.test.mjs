@@ -520,8 +520,13 @@ describe('the live view in Chromium', () => {
                   { what: 'the page in the viewer' });
 
     await toggle.click();
-    assert.equal(await toggle.getAttribute('aria-pressed'), 'true');
+    await viewer.waitForSelector('#control-toggle[aria-pressed=true]');
     assert.match(await viewer.textContent('#conn-state'), /in control/);
+    // The person holds the session's input lock: the agent's input waits its turn.
+    const refused = await ctx.server.api('POST', `/v1/sessions/${s.id}/computer`,
+                                         { action: 'type', text: 'x' });
+    assert.equal(refused.status, 409, refused.text);
+    assert.equal(refused.json.error.code, 'human_in_control');
     const [vx, vy] = await viewerPoint(viewer, field);
     await viewer.mouse.click(vx, vy);
     // As a keyboard types: Shift held for the capital.
@@ -538,8 +543,9 @@ describe('the live view in Chromium', () => {
     assert.ok(Math.abs(down.x - field[0]) <= 2 && Math.abs(down.y - field[1]) <= 2,
               `clicked at ${down.x},${down.y}, meant ${field}`);
 
-    // Released: input stays in the viewer.
+    // Released: input stays in the viewer, and the lock is the agent's again.
     await toggle.click();
+    await viewer.waitForSelector('#control-toggle[aria-pressed=false]');
     assert.equal(await toggle.textContent(), 'Take control');
     await viewer.mouse.click(vx, vy);
     await viewer.keyboard.type('zz');
@@ -548,7 +554,16 @@ describe('the live view in Chromium', () => {
     await waitFor(async () => (await target.inputValue('#t')).endsWith('.'),
                   { what: 'the marker typed through the API' });
     assert.equal(await target.inputValue('#t'), 'Hello cabin.');
+
+    // A person who leaves while in control hands it back.
+    await toggle.click();
+    await viewer.waitForSelector('#control-toggle[aria-pressed=true]');
+    const move = () => ctx.server.api('POST', `/v1/sessions/${s.id}/computer`,
+                                      { action: 'mouse_move', coordinate: [5, 5] });
+    assert.equal((await move()).status, 409);
     await viewer.close();
+    await waitFor(async () => (await move()).status === 200,
+                  { what: 'the lock to go with the page', timeoutMs: 10000 });
   });
 
   test('a view link sends nothing, and cabind drops input a view viewer sends anyway', async () => {
@@ -572,14 +587,18 @@ describe('the live view in Chromium', () => {
     // Made to believe its view token allows control, the page sends input; cabind drops it.
     const mark = ctx.server.logMark();
     const page = await browser.newPage({ viewport: { width: 900, height: 700 } });
+    const held = { held: true, holder: 'live_view', since: null, expires_at: null };
     await page.route('**/live/status?*', async (route) => {
       const res = await route.fetch();
-      await route.fulfill({ response: res, json: { ...(await res.json()), scope: 'control' } });
+      await route.fulfill({ response: res,
+                            json: { ...(await res.json()), scope: 'control', control: held } });
     });
+    // cabind refuses the view token the lock too; the page is told it has it.
+    await page.route('**/control?*', (route) => route.fulfill({ json: held }));
     await page.goto(s.live_view_url);
     await page.waitForSelector('#conn-state[data-state=connected]', { timeout: 20000 });
     await page.click('#control-toggle');
-    assert.equal(await page.getAttribute('#control-toggle', 'aria-pressed'), 'true');
+    await page.waitForSelector('#control-toggle[aria-pressed=true]');
     [vx, vy] = await viewerPoint(page, field);
     await page.mouse.click(vx, vy);
     await page.keyboard.type('nope');

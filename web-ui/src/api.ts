@@ -91,12 +91,21 @@ export interface Info {
 }
 
 // What GET /v1/sessions/{id}/live/status says about a live-view token.
+// The session's input lock: who holds it, if anyone.
+export interface ControlLock {
+  held: boolean;
+  holder: string | null;
+  since: string | null;
+  expires_at: string | null;
+}
+
 export interface LiveStatus {
   id: string;
   status: string;
   scope: 'view' | 'control';
   expires_at: string;
   resolution: Resolution;
+  control?: ControlLock;
 }
 
 // Finds an element the page template must have; a missing one is a build error, said loudly.

@@ -1,10 +1,11 @@
 // The live view at /v1/sessions/{id}/live?token=...: a noVNC viewer of the session's screen over
 // /v1/sessions/{id}/vnc, scaled to the window. The page needs no API key: the `view` or `control`
 // token in its URL is all it has, and cabind checks it again on every WebSocket it opens. Input
-// is only sent while a `control` token holder has taken control (cabind drops it otherwise).
+// is only sent while a `control` token holder has taken control (cabind drops it otherwise);
+// taking it also takes the session's input lock, so an agent's input is refused meanwhile.
 import RFB from '@novnc/novnc';
 
-import { $, ApiError, call, type LiveStatus } from './api';
+import { $, ApiError, call, type ControlLock, type LiveStatus } from './api';
 
 type State = 'connecting' | 'connected' | 'reconnecting' | 'paused' | 'error' | 'ended';
 
@@ -13,6 +14,12 @@ const MAX_BACKOFF_MS = 10000;
 // sandbox sends no frames, so the picture alone cannot tell.
 const STATUS_POLL_MS = 2000;
 const PAUSED_TEXT = 'Paused: the session is frozen, and goes on where it was when resumed';
+// The input lock is taken for this long, and taken again while control is held, so a page that
+// vanished without releasing it (a crash, a lost network) frees it within this time.
+const LOCK_TTL_S = 120;
+const LOCK_RENEW_MS = 30000;
+// What cabind calls a lock a live view took.
+const LIVE_VIEW_HOLDER = 'live_view';
 
 const match = /^\/v1\/sessions\/(ses_[a-z0-9]{20})\/live\/?$/.exec(location.pathname);
 const sessionId = match?.[1] ?? '';
@@ -27,6 +34,7 @@ let rfb: RFB | null = null;
 let canControl = false;
 let controlling = false;
 let attempt = 0;
+let lockRenewedAt = 0;
 let retryTimer: number | undefined;
 let stopped = false;
 
@@ -123,6 +131,8 @@ function connect(): void {
   let securityReason = '';
   r.addEventListener('connect', () => {
     if (rfb !== r) return;
+    // The lock went with the last controlling viewer when the connection dropped.
+    if (controlling) void lock('take').catch(() => {});
     attempt = 0;
     shot.disabled = false;
     setState('connected', connectedText());
@@ -146,6 +156,52 @@ function connectedText(): string {
   return canControl && controlling ? 'Connected, in control' : 'Connected';
 }
 
+// Takes or releases the session's input lock with this page's token.
+async function lock(action: 'take' | 'release'): Promise<ControlLock> {
+  const body = action === 'take' ? { action, ttl_s: LOCK_TTL_S } : { action };
+  const out = await call<ControlLock>('POST', `/v1/sessions/${sessionId}/control`, { token, body });
+  if (action === 'take') lockRenewedAt = Date.now();
+  return out;
+}
+
+async function takeControl(): Promise<void> {
+  try {
+    await lock('take');
+  } catch (err) {
+    controlling = false;
+    applyControl();
+    setState(stateEl.dataset.state === 'connected' ? 'connected' : 'error',
+             `Could not take control: ${(err as Error).message}`);
+    return;
+  }
+  controlling = true;
+  applyControl();
+  if (rfb && stateEl.dataset.state === 'connected') setState('connected', connectedText());
+}
+
+async function releaseControl(): Promise<void> {
+  controlling = false;
+  if (rfb) rfb.viewOnly = true;  // no more input from here, whatever the answer
+  await lock('release').catch(() => {});  // expires on its own if this fails
+  applyControl();
+  if (rfb && stateEl.dataset.state === 'connected') setState('connected', connectedText());
+}
+
+// What the status says of the lock while this page is in control: renewed when due; if it is
+// gone (expired, or someone else took it), input stops and the page says so.
+async function keepLock(control: ControlLock | undefined): Promise<void> {
+  if (!controlling || !control) return;
+  if (!control.held || control.holder !== LIVE_VIEW_HOLDER) {
+    controlling = false;
+    applyControl();
+    setState('connected', control.held
+      ? `Connected; ${control.holder} took control`
+      : 'Connected; control was released');
+    return;
+  }
+  if (Date.now() - lockRenewedAt >= LOCK_RENEW_MS) await lock('take').catch(() => {});
+}
+
 // While connected: shows the session paused, or connected again once it runs.
 async function watchStatus(): Promise<void> {
   while (!stopped) {
@@ -161,6 +217,7 @@ async function watchStatus(): Promise<void> {
     const state = stateEl.dataset.state;
     if (s.status === 'paused' && state !== 'paused') setState('paused', PAUSED_TEXT);
     if (s.status === 'running' && state === 'paused') setState('connected', connectedText());
+    await keepLock(s.control);
   }
 }
 
@@ -235,9 +292,17 @@ async function start(): Promise<void> {
 
 toggle.addEventListener('click', () => {
   if (!canControl) return;
-  controlling = !controlling;
-  applyControl();
-  if (rfb && stateEl.dataset.state === 'connected') setState('connected', connectedText());
+  void (controlling ? releaseControl() : takeControl());
+});
+// Leaving hands control back at once, rather than when the viewer's connection is noticed gone.
+window.addEventListener('pagehide', () => {
+  if (!controlling) return;
+  void fetch(`/v1/sessions/${sessionId}/control?token=${encodeURIComponent(token)}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ action: 'release' }),
+    keepalive: true,
+  }).catch(() => {});
 });
 shot.addEventListener('click', screenshot);
 // Back online: retry now instead of waiting out the backoff.
