@@ -131,9 +131,18 @@ struct Screenshot {
 struct CursorPosition {
   bool operator==(const CursorPosition&) const = default;
 };
+// Gives files in the sandbox to a page's file input: the one `selector` names in the focused
+// page, else the one whose chooser the page opened last, else the focused element.
+inline constexpr size_t kMaxUploadFiles = 64;
+inline constexpr size_t kMaxSelectorBytes = 1024;
+struct Upload {
+  std::vector<std::string> paths;  // absolute sandbox paths (agent_protocol::check_file_path)
+  std::string selector;            // a CSS selector; empty: the chooser, or the focused input
+  bool operator==(const Upload&) const = default;
+};
 
 using Action = std::variant<Move, Click, MouseDown, MouseUp, Drag, Scroll, TypeText, Key, Hold,
-                            Wait, Screenshot, CursorPosition>;
+                            Wait, Screenshot, CursorPosition, Upload>;
 
 struct Batch {
   std::vector<Action> actions;

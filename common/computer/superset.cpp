@@ -1,5 +1,6 @@
 #include <utility>
 
+#include "common/agent_protocol.h"
 #include "common/computer/detail.h"
 #include "common/computer_actions.h"
 #include "common/json_fields.h"
@@ -175,6 +176,26 @@ Result<Action> parse_op(const json& o, const Ctx& c) {
   if (op == "cursor_position") {
     CABIN_TRY(allow({"op"}));
     return Action{CursorPosition{}};
+  }
+  if (op == "upload") {
+    CABIN_TRY(allow({"op", "paths", "selector"}));
+    CABIN_ASSIGN_OR_RETURN(const json* v, required(o, "paths", c));
+    if (!v->is_array() || v->empty() || v->size() > kMaxUploadFiles) {
+      return invalid_field(c.f("paths"),
+                           "must be 1 to " + std::to_string(kMaxUploadFiles) + " sandbox paths");
+    }
+    Upload u;
+    for (const auto& p : *v) {
+      if (!p.is_string()) return invalid_field(c.f("paths"), "must hold strings");
+      auto path = agent_protocol::check_file_path(p.get<std::string>());
+      if (!path) return invalid_field(c.f("paths"), path.error().message);
+      u.paths.push_back(std::move(*path));
+    }
+    if (const json* sel = find(o, "selector")) {
+      CABIN_ASSIGN_OR_RETURN(u.selector, read_string(*sel, c.f("selector"), kMaxSelectorBytes));
+      if (u.selector.empty()) return invalid_field(c.f("selector"), "must not be empty");
+    }
+    return Action{std::move(u)};
   }
   return make_error(Errc::kInvalidArgument, "unknown_action",
                     c.f("op") + ": unknown op " + in_quotes(op));

@@ -39,7 +39,8 @@ std::string_view op_name(const Action& a) {
                  [](const Scroll&) { return "scroll"; }, [](const TypeText&) { return "type"; },
                  [](const Key&) { return "key"; }, [](const Hold&) { return "hold"; },
                  [](const Wait&) { return "wait"; }, [](const Screenshot&) { return "screenshot"; },
-                 [](const CursorPosition&) { return "cursor_position"; }},
+                 [](const CursorPosition&) { return "cursor_position"; },
+                 [](const Upload&) { return "upload"; }},
       a);
 }
 
@@ -131,6 +132,10 @@ json to_json(const Action& a) {
                    j["format"] = s.format == ImageFormat::kPng ? "png" : "jpeg";
                  },
                  [&](const CursorPosition&) {},
+                 [&](const Upload& u) {
+                   j["paths"] = u.paths;
+                   if (!u.selector.empty()) j["selector"] = u.selector;
+                 },
              },
              a);
   return j;

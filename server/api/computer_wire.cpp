@@ -59,9 +59,7 @@ Result<json> check_image(const json& in) {
 
 }  // namespace
 
-int64_t image_bytes_limit(int64_t width, int64_t height) {
-  return width * height * 4 + 64 * 1024;
-}
+int64_t image_bytes_limit(int64_t width, int64_t height) { return width * height * 4 + 64 * 1024; }
 
 size_t computer_answer_limit(const computer::Batch& batch, computer::ScreenSize screen) {
   auto base64 = [](int64_t bytes) { return static_cast<size_t>((bytes + 2) / 3 * 4); };
@@ -220,6 +218,12 @@ Result<json> check_computer_answer(std::string_view body, size_t actions,
       auto img = check_image(r);
       if (!img) return img.error();
       e.update(*img);
+    } else if (op == "upload") {
+      auto files = r.find("files");
+      if (files == r.end() || !files->is_number_unsigned() || files->get<uint64_t>() == 0 ||
+          files->get<uint64_t>() > computer::kMaxUploadFiles)
+        return bad_agent("upload lacks its count of files");
+      e["files"] = *files;
     }
     out["results"].push_back(std::move(e));
   }

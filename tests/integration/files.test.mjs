@@ -147,6 +147,49 @@ describe('files, downloads and browser events', () => {
     await cdp.detach();
   });
 
+  test('the upload action fills a file input by selector, or the chooser a page opened', async () => {
+    const act = (body) => ctx.server.api('POST', `/v1/sessions/${s.id}/computer`, body);
+    assert.equal((await put('/tmp/a.txt', 'first')).status, 200);
+    assert.equal((await put(`${home}/b.txt`, 'second')).status, 200);
+    await page.setContent(`<input type=file id=f multiple>
+      <input type=file id=hidden style="display:none"><button id=pick>Pick</button>
+      <script>
+        window.got = {};
+        for (const id of ['f', 'hidden']) {
+          document.getElementById(id).addEventListener('change', async (e) => {
+            window.got[id] = await Promise.all([...e.target.files].map(async (f) => f.name + '=' + await f.text()));
+          });
+        }
+        document.getElementById('pick').onclick = () => document.getElementById('hidden').click();
+      </script>`);
+    await page.bringToFront();
+    const r = await act({ op: 'upload', paths: ['/tmp/a.txt', `${home}/b.txt`], selector: '#f' });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json.results, [{ op: 'upload', files: 2 }]);
+    assert.deepEqual(await waitFor(() => page.evaluate(() => window.got.f)),
+                     ['a.txt=first', 'b.txt=second']);
+
+    // A page's own button opens a chooser: no window, an event, and the action fills it.
+    const choosers = sse.events.filter((e) => e.type === 'file_chooser_opened').length;
+    await page.click('#pick');
+    const [chooser] = (await seen('file_chooser_opened', choosers + 1)).slice(-1);
+    assert.equal(chooser.mode, 'single');
+    const filled = await act({ op: 'upload', paths: ['/tmp/a.txt'] });
+    assert.equal(filled.status, 200, filled.text);
+    assert.deepEqual(await waitFor(() => page.evaluate(() => window.got.hidden)), ['a.txt=first']);
+
+    // Nothing to fill, or files the API may not reach: the batch fails there, saying why.
+    await page.evaluate(() => document.activeElement?.blur());
+    const none = await act({ op: 'upload', paths: ['/tmp/a.txt'] });
+    assert.equal(none.status, 422, none.text);
+    assert.equal(none.json.error.code, 'no_file_input');
+    const out = await act({ op: 'upload', paths: ['/etc/passwd'], selector: '#f' });
+    assert.equal(out.status, 422, out.text);
+    assert.equal(out.json.error.code, 'path_not_allowed');
+    const bad = await act({ op: 'upload', paths: ['../x'], selector: '#f' });
+    assert.equal(bad.status, 400, bad.text);
+  });
+
   test('a download arrives in events, in /downloads and through the files API', async () => {
     const content = `hello ${randomBytes(4).toString('hex')}\n`;
     const before = (await ctx.server.api('GET', `/v1/sessions/${s.id}/downloads`)).json.downloads;

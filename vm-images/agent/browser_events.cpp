@@ -307,6 +307,62 @@ net::awaitable<void> BrowserEvents::finish_download(std::string guid, std::strin
                              {"sha256", hash.hex()}});
 }
 
+net::awaitable<Result<void>> BrowserEvents::fill_file_input(std::vector<std::string> paths,
+                                                            std::string selector) {
+  const auto& snap = state_.snapshot();
+  if (snap.phase != Phase::kReady || !snap.devtools)
+    co_return make_error(Errc::kUnavailable, "browser_not_ready", "the browser is not ready");
+  const uint16_t port = snap.devtools->port;
+  // The page: the chooser's, or the one in front (DevTools lists the latest active first).
+  std::optional<Chooser> chooser = selector.empty() ? last_chooser() : std::nullopt;
+  std::string page_path;
+  const json list = co_await devtools_get(ex_, port, "/json/list", 1024 * 1024);
+  if (list.is_array()) {
+    for (const auto& t : list) {
+      if (!t.is_object() || t.value("type", "") != "page") continue;
+      if (chooser && t.value("id", "") != chooser->page) continue;
+      page_path = debugger_path(t, "/devtools/page/");
+      if (!page_path.empty()) break;
+    }
+  }
+  if (page_path.empty())
+    co_return make_error(Errc::kNotFound, "no_page", "the browser has no page");
+  CdpSocket ws(ex_);
+  if (!co_await cdp_open(ws, port, page_path, std::chrono::seconds(10)))
+    co_return make_error(Errc::kUnavailable, "cdp_failed", "the page's DevTools did not answer");
+  json set = {{"files", paths}};
+  if (chooser && chooser->backend_node > 0) {
+    set["backendNodeId"] = chooser->backend_node;
+  } else {
+    // The element, if it is a file input: the selector's, else the focused one, through open
+    // shadow roots.
+    const std::string find = selector.empty()
+                                 ? "(() => { let e = document.activeElement;"
+                                   " while (e && e.shadowRoot && e.shadowRoot.activeElement) e = "
+                                   "e.shadowRoot.activeElement;"
+                                   " return e; })()"
+                                 : "document.querySelector(" + json(selector).dump() + ")";
+    json ask = {{"expression", "(() => { const e = " + find +
+                                   "; return e instanceof HTMLInputElement && e.type === 'file'"
+                                   " ? e : null; })()"}};
+    const json found = co_await cdp_call(ws, 1, "Runtime.evaluate", std::move(ask));
+    const json object = found.is_object() ? found.value("result", json::object()) : json();
+    if (!object.is_object() || !object.contains("objectId")) {
+      co_await cdp_close(ws);
+      co_return make_error(Errc::kNotFound, "no_file_input",
+                           selector.empty() ? "no file chooser is open and no file input has focus"
+                                            : "the selector names no file input");
+    }
+    set["objectId"] = object["objectId"];
+  }
+  const json done = co_await cdp_call(ws, 2, "DOM.setFileInputFiles", std::move(set));
+  co_await cdp_close(ws);
+  if (done.is_discarded())
+    co_return make_error(Errc::kUnprocessable, "upload_failed", "the page refused the files");
+  if (chooser) chooser_.reset();
+  co_return Result<void>{};
+}
+
 net::awaitable<void> serve_events(net::generic::stream_protocol::socket socket,
                                   BrowserEvents& events, uint64_t since) {
   using Stream = beast::basic_stream<net::generic::stream_protocol, net::any_io_executor,

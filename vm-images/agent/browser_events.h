@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/notifier.h"
+#include "common/result.h"
 #include "vm-images/agent/agent_state.h"
 #include "vm-images/agent/cdp.h"
 
@@ -46,6 +47,12 @@ class BrowserEvents {
   };
   std::optional<Chooser> last_chooser() const;
   const std::string& downloads_dir() const { return downloads_dir_; }
+
+  // Gives `paths` to a file input of the page in front: the one `selector` names, else the one
+  // whose chooser a page opened last, else the focused element. no_file_input when there is
+  // none of these.
+  net::awaitable<Result<void>> fill_file_input(std::vector<std::string> paths,
+                                               std::string selector);
 
   // Adds an event (fields: strings and counts, cut to agent_protocol::kMaxEventString).
   void emit(const std::string& type, nlohmann::json fields);

@@ -225,7 +225,8 @@ net::awaitable<Result<void>> hold(vnc::Input& in, const cc::Hold& h) {
 }
 
 // One action; on success its result object.
-net::awaitable<Result<json>> run_one(Desktop& desk, const cc::Action& action) {
+net::awaitable<Result<json>> run_one(Desktop& desk, const cc::Action& action,
+                                     const Uploader* upload) {
   vnc::Input& in = desk.input();
   json out = {{"op", cc::op_name(action)}};
   auto done = [&](Result<void> r) -> Result<json> {
@@ -288,6 +289,13 @@ net::awaitable<Result<json>> run_one(Desktop& desk, const cc::Action& action) {
     j["op"] = "screenshot";
     co_return j;
   }
+  if (auto* a = std::get_if<cc::Upload>(&action)) {
+    if (!upload || !*upload)
+      co_return make_error(Errc::kUnavailable, "no_browser", "this agent has no browser to fill");
+    if (auto r = co_await (*upload)(*a); !r) co_return r.error();
+    out["files"] = a->paths.size();
+    co_return out;
+  }
   if (std::holds_alternative<cc::CursorPosition>(action)) {
     auto p = in.pointer();
     if (!p) co_return p.error();
@@ -317,7 +325,8 @@ json image_json(const EncodedImage& img) {
           {"height", img.height}};
 }
 
-net::awaitable<ComputerOutcome> run_computer(Desktop& desktop, const computer::Batch& batch) {
+net::awaitable<ComputerOutcome> run_computer(Desktop& desktop, const computer::Batch& batch,
+                                             const Uploader* upload) {
   ComputerOutcome out;
   for (size_t i = 0; i < batch.actions.size(); ++i) {
     const cc::Action& action = batch.actions[i];
@@ -326,7 +335,7 @@ net::awaitable<ComputerOutcome> run_computer(Desktop& desktop, const computer::B
     if (auto o = desktop.open(); !o) {
       r = o.error();
     } else {
-      r = co_await run_one(desktop, action);
+      r = co_await run_one(desktop, action, upload);
     }
     if (!r) {
       out.failure =

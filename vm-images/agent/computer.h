@@ -7,6 +7,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -37,10 +38,15 @@ struct ComputerOutcome {
 // The screenshot result shape: {"op"?, "media_type", "data" (base64), "width", "height"}.
 nlohmann::json image_json(const EncodedImage& img);
 
+// Gives files to a page's file input (the upload action); done by the browser, not the desktop.
+using Uploader = std::function<net::awaitable<Result<void>>(const computer::Upload&)>;
+
 // Runs the actions in order. The caller holds the Desktop's gate and has opened it. Waits, holds
 // and paced typing suspend on timers, so the io thread keeps serving other requests meanwhile.
 // Keys and modifiers the executor presses are released before it returns, also on failure.
-net::awaitable<ComputerOutcome> run_computer(Desktop& desktop, const computer::Batch& batch);
+// Without an uploader, upload actions fail.
+net::awaitable<ComputerOutcome> run_computer(Desktop& desktop, const computer::Batch& batch,
+                                             const Uploader* upload = nullptr);
 
 // The response body: {"results":[...], "screenshot"?: {...}, "error"?: {index, op, code, message}}.
 nlohmann::json to_json(const ComputerOutcome& outcome);

@@ -138,7 +138,7 @@ net::awaitable<Response> computer_route(std::shared_ptr<HttpServer::Conn> sh, Re
   co_await sh->state->wait_desktop(kDesktopWaitCap);
   // One batch at a time: a second request waits here until the first has finished.
   Gate::Lock lock = co_await desk.gate().acquire();
-  ComputerOutcome outcome = co_await run_computer(desk, *batch);
+  ComputerOutcome outcome = co_await run_computer(desk, *batch, &sh->opts.upload);
   lock.reset();
   co_return json_response(
       outcome.failure ? http::status::unprocessable_entity : http::status::ok,

@@ -19,6 +19,7 @@
 #include "common/result.h"
 #include "vm-images/agent/agent_state.h"
 #include "vm-images/agent/browser_events.h"
+#include "vm-images/agent/computer.h"
 #include "vm-images/agent/egress_door.h"
 #include "vm-images/agent/exec.h"
 #include "vm-images/agent/files.h"
@@ -53,6 +54,8 @@ struct HttpServerOptions {
   BrowserEvents* events = nullptr;
   // The files the API may reach (kFilesPath); null: refused.
   const FileRoots* files = nullptr;
+  // The computer batch's upload action; empty: it fails.
+  Uploader upload;
 };
 
 class HttpServer {

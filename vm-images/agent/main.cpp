@@ -60,8 +60,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], kExecFilteredFlag) == 0)
     return run_filtered_exec(argc - 2, argv + 2);
   // The guest's root helper for restored VMs (restore.h): restore lines on fd 3, answers on 4.
-  if (argc == 2 && std::strcmp(argv[1], "--restore-helper") == 0)
-    return run_restore_helper(3, 4);
+  if (argc == 2 && std::strcmp(argv[1], "--restore-helper") == 0) return run_restore_helper(3, 4);
   CLI::App app{"cabin-agent: runs Xvfb and Chromium inside a sandbox and serves the host"};
   std::string listen_text;
   SupervisorOptions sup;
@@ -236,6 +235,14 @@ int main(int argc, char** argv) {
   http.events = &browser_events;
   const FileRoots files({sup.home, "/tmp"});
   http.files = &files;
+  // Only files the files API reaches may go to a page.
+  http.upload = [&files, &browser_events](
+                    const cabin::computer::Upload& u) -> net::awaitable<cabin::Result<void>> {
+    for (const auto& p : u.paths) {
+      if (auto f = files.open_file(p); !f) co_return f.error();
+    }
+    co_return co_await browser_events.fill_file_input(u.paths, u.selector);
+  };
   HttpServer server(io.get_executor(), http, state);
   if (auto r = server.start(); !r) {
     log->error("{}", r.error().message);
@@ -251,8 +258,9 @@ int main(int argc, char** argv) {
     sup.on_display = [&rfb, rfb_port](const std::string& display) -> cabin::Result<void> {
       auto s = cabin::vnc::RfbServer::start(
           {.display = display, .port = static_cast<uint16_t>(rfb_port)});
-      if (!s) return cabin::make_error(s.error().errc, s.error().code,
-                                       "RFB server: " + s.error().message);
+      if (!s)
+        return cabin::make_error(s.error().errc, s.error().code,
+                                 "RFB server: " + s.error().message);
       rfb = std::move(*s);
       return {};
     };
@@ -294,8 +302,7 @@ int main(int argc, char** argv) {
     // The last line the host reads from the sandbox says what died and how; the driver reports
     // it as the session's end (drivers/namespace: namespace_exit_reason).
     spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
-    std::fprintf(stderr, "%s%s\n", cabin::agent_protocol::kAgentFailureLinePrefix,
-                 failure.c_str());
+    std::fprintf(stderr, "%s%s\n", cabin::agent_protocol::kAgentFailureLinePrefix, failure.c_str());
   }
   return exit_code;
 }
