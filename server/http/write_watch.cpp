@@ -22,7 +22,7 @@ net::awaitable<void> watch_writes(std::shared_ptr<WriteWatch> w, ClientStream& s
       next = timeout - waited;
       continue;
     }
-    log()->info("{} read nothing for {} s: closing it", what,
+    logger("http")->info("{} read nothing for {} s: closing it", what,
                 std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
     // The pending write ends, and with it the client.
     socket.shutdown(net::socket_base::shutdown_both, ec);
