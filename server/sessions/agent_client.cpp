@@ -13,6 +13,7 @@
 
 #include "common/bounded_json.h"
 #include "common/deadline.h"
+#include "common/percent.h"
 #include "server/api/errors.h"
 
 namespace cabin::sessions {
