@@ -12,9 +12,10 @@ AsyncCabin is the same with `async with` and `await`.
 from __future__ import annotations
 
 import asyncio
+import json as jsonlib
 import os
 import time
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence, Union
 
 import httpx
 
@@ -129,13 +130,15 @@ class Cabin:
 
     def request(self, method: str, path: str, *, json: Any = None,
                 params: Optional[Json] = None, headers: Optional[Dict[str, str]] = None,
-                raw: bool = False) -> Any:
-        """One request to the API: the JSON answer (`raw`: the bytes). Raises CabinError."""
+                raw: bool = False, content: Optional[bytes] = None) -> Any:
+        """One request to the API: the JSON answer (`raw`: the bytes). Raises CabinError.
+        `content`: bytes sent as they are instead of JSON."""
         params = {k: v for k, v in (params or {}).items() if v is not None}
         attempt = 0
         while True:
             try:
-                res = self._http.request(method, path, json=json, params=params, headers=headers)
+                res = self._http.request(method, path, json=json, params=params, headers=headers,
+                                         content=content)
             except httpx.TransportError as err:
                 raise APIConnectionError(f"{method} {path}: {err}") from err
             if res.status_code < 400:
@@ -147,6 +150,12 @@ class Cabin:
                 raise _error(res, _retry_after(res))
             time.sleep(wait)
             attempt += 1
+
+
+def _sse_data(lines: Iterator[str]) -> Iterator[Json]:
+    for line in lines:
+        if line.startswith("data: "):
+            yield jsonlib.loads(line[6:])
 
 
 class Sessions:
@@ -198,6 +207,7 @@ class Session(_SessionRecord):
         super().__init__(info)
         self._cabin = cabin
         self.previews = Previews(cabin, self._path)
+        self.files = Files(cabin, self._path)
 
     def __enter__(self) -> "Session":
         return self
@@ -251,6 +261,64 @@ class Session(_SessionRecord):
             body["ttl_s"] = ttl_s
         return self._cabin.request("POST", f"{self._path}/tokens", json=body)
 
+    def downloads(self) -> List[Json]:
+        """What the browser downloaded, oldest first; read one with `files.read(d["path"])`."""
+        return self._cabin.request("GET", f"{self._path}/downloads")["downloads"]
+
+    def get_clipboard(self) -> str:
+        return self._cabin.request("GET", f"{self._path}/clipboard")["text"]
+
+    def set_clipboard(self, text: str) -> None:
+        self._cabin.request("PUT", f"{self._path}/clipboard", json={"text": text})
+
+    def take_control(self, ttl_s: Optional[int] = None) -> Json:
+        """The input lock: `computer` input from others is refused until it is released."""
+        body: Json = {"action": "take"}
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        return self._cabin.request("POST", f"{self._path}/control", json=body)
+
+    def release_control(self) -> Json:
+        return self._cabin.request("POST", f"{self._path}/control", json={"action": "release"})
+
+    def events(self, *, since: Optional[int] = None) -> Iterator[Json]:
+        """The session's events as they happen (`since`: first the kept ones after that seq),
+        until the session ends; stop early by breaking out of the loop."""
+        params = {"since": since} if since is not None else {}
+        try:
+            with self._cabin._http.stream("GET", f"{self._path}/events", params=params,
+                                          timeout=httpx.Timeout(None, connect=30)) as res:
+                if res.status_code >= 400:
+                    res.read()
+                    raise _error(res, None)
+                yield from _sse_data(res.iter_lines())
+        except httpx.TransportError as err:
+            raise APIConnectionError(f"GET {self._path}/events: {err}") from err
+
+
+class Files:
+    """The sandbox's files below its home directory and /tmp."""
+
+    def __init__(self, cabin: Cabin, path: str) -> None:
+        self._cabin = cabin
+        self._path = path
+
+    def write(self, path: str, data: Union[bytes, str]) -> Json:
+        """Writes `data` to `path` (its directory must exist): its path, size and sha256."""
+        content = data.encode() if isinstance(data, str) else data
+        return self._cabin.request("PUT", f"{self._path}/files", params={"path": path},
+                                   content=content,
+                                   headers={"content-type": "application/octet-stream"})
+
+    def read(self, path: str) -> bytes:
+        return self._cabin.request("GET", f"{self._path}/files", params={"path": path}, raw=True)
+
+    def list(self, dir: str) -> List[Json]:
+        return self._cabin.request("GET", f"{self._path}/files", params={"dir": dir})["entries"]
+
+    def remove(self, path: str) -> None:
+        self._cabin.request("DELETE", f"{self._path}/files", params={"path": path})
+
 
 class Previews:
     def __init__(self, cabin: Cabin, path: str) -> None:
@@ -294,13 +362,13 @@ class AsyncCabin:
 
     async def request(self, method: str, path: str, *, json: Any = None,
                       params: Optional[Json] = None, headers: Optional[Dict[str, str]] = None,
-                      raw: bool = False) -> Any:
+                      raw: bool = False, content: Optional[bytes] = None) -> Any:
         params = {k: v for k, v in (params or {}).items() if v is not None}
         attempt = 0
         while True:
             try:
                 res = await self._http.request(method, path, json=json, params=params,
-                                               headers=headers)
+                                               headers=headers, content=content)
             except httpx.TransportError as err:
                 raise APIConnectionError(f"{method} {path}: {err}") from err
             if res.status_code < 400:
@@ -343,6 +411,7 @@ class AsyncSession(_SessionRecord):
         super().__init__(info)
         self._cabin = cabin
         self.previews = AsyncPreviews(cabin, self._path)
+        self.files = AsyncFiles(cabin, self._path)
 
     async def __aenter__(self) -> "AsyncSession":
         return self
@@ -396,6 +465,62 @@ class AsyncSession(_SessionRecord):
         if ttl_s is not None:
             body["ttl_s"] = ttl_s
         return await self._cabin.request("POST", f"{self._path}/tokens", json=body)
+
+    async def downloads(self) -> List[Json]:
+        return (await self._cabin.request("GET", f"{self._path}/downloads"))["downloads"]
+
+    async def get_clipboard(self) -> str:
+        return (await self._cabin.request("GET", f"{self._path}/clipboard"))["text"]
+
+    async def set_clipboard(self, text: str) -> None:
+        await self._cabin.request("PUT", f"{self._path}/clipboard", json={"text": text})
+
+    async def take_control(self, ttl_s: Optional[int] = None) -> Json:
+        body: Json = {"action": "take"}
+        if ttl_s is not None:
+            body["ttl_s"] = ttl_s
+        return await self._cabin.request("POST", f"{self._path}/control", json=body)
+
+    async def release_control(self) -> Json:
+        return await self._cabin.request("POST", f"{self._path}/control",
+                                         json={"action": "release"})
+
+    async def events(self, *, since: Optional[int] = None) -> AsyncIterator[Json]:
+        params = {"since": since} if since is not None else {}
+        try:
+            async with self._cabin._http.stream("GET", f"{self._path}/events", params=params,
+                                                timeout=httpx.Timeout(None, connect=30)) as res:
+                if res.status_code >= 400:
+                    await res.aread()
+                    raise _error(res, None)
+                async for line in res.aiter_lines():
+                    if line.startswith("data: "):
+                        yield jsonlib.loads(line[6:])
+        except httpx.TransportError as err:
+            raise APIConnectionError(f"GET {self._path}/events: {err}") from err
+
+
+class AsyncFiles:
+    def __init__(self, cabin: AsyncCabin, path: str) -> None:
+        self._cabin = cabin
+        self._path = path
+
+    async def write(self, path: str, data: Union[bytes, str]) -> Json:
+        content = data.encode() if isinstance(data, str) else data
+        return await self._cabin.request("PUT", f"{self._path}/files", params={"path": path},
+                                         content=content,
+                                         headers={"content-type": "application/octet-stream"})
+
+    async def read(self, path: str) -> bytes:
+        return await self._cabin.request("GET", f"{self._path}/files", params={"path": path},
+                                         raw=True)
+
+    async def list(self, dir: str) -> List[Json]:
+        return (await self._cabin.request("GET", f"{self._path}/files",
+                                          params={"dir": dir}))["entries"]
+
+    async def remove(self, path: str) -> None:
+        await self._cabin.request("DELETE", f"{self._path}/files", params={"path": path})
 
 
 class AsyncPreviews:

@@ -93,3 +93,46 @@ def test_async_client(server):
 
     sid = asyncio.run(run())
     assert raw(server, "GET", f"/v1/sessions/{sid}").json()["status"] == "ended"
+
+
+def test_files_clipboard_control_and_events(server):
+    with Cabin(server.base, server.key) as c, c.sessions.create() as s:
+        stored = s.files.write("/tmp/py.bin", b"\x00\x01 bytes")
+        assert stored["size"] == 8 and len(stored["sha256"]) == 64
+        assert s.files.read("/tmp/py.bin") == b"\x00\x01 bytes"
+        assert any(e["name"] == "py.bin" for e in s.files.list("/tmp"))
+        s.files.remove("/tmp/py.bin")
+        with pytest.raises(cabin.NotFoundError) as gone:
+            s.files.read("/tmp/py.bin")
+        assert gone.value.code == "file_not_found"
+        assert s.downloads() == []
+        s.set_clipboard("Grüße 🙂")
+        assert s.get_clipboard() == "Grüße 🙂"
+        assert s.take_control(60)["holder"] == "admin"
+        with pytest.raises(cabin.ConflictError) as refused:
+            s.computer({"action": "mouse_move", "coordinate": [5, 5]})
+        assert refused.value.code == "human_in_control"
+        assert s.release_control()["held"] is False
+        types = []
+        for e in s.events(since=0):
+            types.append(e["type"])
+            if e["type"] == "control_released":
+                break
+        assert [t for t in types if t.startswith("control_")] == ["control_taken",
+                                                                   "control_released"]
+
+    async def run():
+        async with AsyncCabin(server.base, server.key) as ac:
+            async with await ac.sessions.create() as a:
+                await a.files.write("/tmp/a.txt", "async")
+                assert await a.files.read("/tmp/a.txt") == b"async"
+                await a.take_control()
+                await a.release_control()
+                seen = []
+                async for e in a.events(since=0):
+                    seen.append(e["type"])
+                    if e["type"] == "control_released":
+                        break
+                assert "control_taken" in seen
+
+    asyncio.run(run())

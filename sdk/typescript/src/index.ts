@@ -14,6 +14,11 @@ export type Preview = Schemas['Preview'];
 export type Token = Schemas['Token'];
 export type ForkResult = Schemas['ForkResult'];
 export type ErrorBody = Schemas['Error'];
+export type FileList = Schemas['FileList'];
+export type StoredFile = Schemas['StoredFile'];
+export type Download = Schemas['Download'];
+export type Control = Schemas['Control'];
+export type SessionEvent = Schemas['Event'];
 
 export interface CabinOptions {
   /** The server, e.g. `http://127.0.0.1:8080`; default `CABIN_URL`, then that address. */
@@ -80,6 +85,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Call {
   body?: unknown;
+  /** Sent as it is (`application/octet-stream`) instead of JSON. */
+  bytes?: Uint8Array | Blob;
   query?: Record<string, string | number | boolean | undefined>;
   headers?: Record<string, string>;
   raw?: boolean;
@@ -107,6 +114,50 @@ export class Cabin {
     this.sessions = new Sessions(this);
   }
 
+  /** Server-Sent Events from `path`, parsed: each `data:` line's JSON, until the stream ends. */
+  async *eventStream<T>(path: string, options: { since?: number; signal?: AbortSignal } = {})
+    : AsyncGenerator<T> {
+    const url = new URL(this.baseURL + path);
+    if (options.since !== undefined) url.searchParams.set('since', String(options.since));
+    let res: Response;
+    try {
+      res = await this.fetchImpl(url, {
+        headers: { authorization: `Bearer ${this.apiKey}`, accept: 'text/event-stream' },
+        signal: options.signal,
+      });
+    } catch (err) {
+      throw new APIConnectionError(`GET ${path}: ${(err as Error).message}`, { cause: err });
+    }
+    if (!res.ok || !res.body) {
+      const text = await res.text();
+      let body: unknown = text;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // not JSON: the text stands
+      }
+      throw errorFor(res.status, body, null);
+    }
+    const decoder = new TextDecoder();
+    let buf = '';
+    try {
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        buf += decoder.decode(chunk, { stream: true });
+        let end: number;
+        while ((end = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          for (const line of block.split('\n')) {
+            if (line.startsWith('data: ')) yield JSON.parse(line.slice(6)) as T;
+          }
+        }
+      }
+    } catch (err) {
+      if (options.signal?.aborted) return;
+      throw err;
+    }
+  }
+
   /** One request to the API; JSON in and out (`raw`: the bytes). Throws CabinError. */
   async request<T>(method: string, path: string, call: Call = {}): Promise<T> {
     const url = new URL(this.baseURL + path);
@@ -116,8 +167,11 @@ export class Cabin {
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.apiKey}`, ...(call.headers ?? {}),
     };
-    let payload: string | undefined;
-    if (call.body !== undefined) {
+    let payload: BodyInit | undefined;
+    if (call.bytes !== undefined) {
+      headers['content-type'] = 'application/octet-stream';
+      payload = call.bytes as BodyInit;
+    } else if (call.body !== undefined) {
       headers['content-type'] = 'application/json';
       payload = JSON.stringify(call.body);
     }
@@ -188,11 +242,13 @@ export class Session implements AsyncDisposable {
   readonly id: string;
   info: SessionInfo;
   readonly previews: Previews;
+  readonly files: Files;
 
   constructor(private readonly cabin: Cabin, info: SessionInfo) {
     this.id = info.id;
     this.info = info;
     this.previews = new Previews(cabin, this.path);
+    this.files = new Files(cabin, this.path);
   }
 
   private get path(): string {
@@ -281,11 +337,67 @@ export class Session implements AsyncDisposable {
     return r.sessions.map((info) => new Session(this.cabin, info as SessionInfo));
   }
 
+  /** What the browser downloaded, oldest first; read one with `files.read(d.path)`. */
+  async downloads(): Promise<Download[]> {
+    return (await this.cabin.request<{ downloads: Download[] }>('GET', `${this.path}/downloads`)).downloads;
+  }
+
+  /** The sandbox's clipboard text. */
+  async getClipboard(): Promise<string> {
+    return (await this.cabin.request<{ text: string }>('GET', `${this.path}/clipboard`)).text;
+  }
+
+  async setClipboard(text: string): Promise<void> {
+    await this.cabin.request('PUT', `${this.path}/clipboard`, { body: { text } });
+  }
+
+  /** Takes the input lock: `/computer` input from others is refused until it is released. */
+  async takeControl(ttlS?: number): Promise<Control> {
+    return this.cabin.request<Control>('POST', `${this.path}/control`, {
+      body: ttlS === undefined ? { action: 'take' } : { action: 'take', ttl_s: ttlS },
+    });
+  }
+
+  async releaseControl(): Promise<Control> {
+    return this.cabin.request<Control>('POST', `${this.path}/control`, { body: { action: 'release' } });
+  }
+
+  /**
+   * The session's events as they happen (`since`: first the kept ones after that `seq`), until
+   * the session ends or `signal` aborts: `for await (const e of s.events()) ...`.
+   */
+  events(options: { since?: number; signal?: AbortSignal } = {}): AsyncIterable<SessionEvent> {
+    return this.cabin.eventStream(`${this.path}/events`, options);
+  }
+
   /** A capability token (`cdp`, `view`, `control` or `preview:<port>`) with the URLs it opens. */
   async token(scope: string, ttlS?: number): Promise<Token> {
     return this.cabin.request<Token>('POST', `${this.path}/tokens`, {
       body: ttlS === undefined ? { scope } : { scope, ttl_s: ttlS },
     });
+  }
+}
+
+/** The sandbox's files below its home directory and /tmp. */
+export class Files {
+  constructor(private readonly cabin: Cabin, private readonly path: string) {}
+
+  /** Writes `data` to `path` (its directory must exist); the answer has its size and SHA-256. */
+  async write(path: string, data: Uint8Array | Blob | string): Promise<StoredFile> {
+    const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
+    return this.cabin.request<StoredFile>('PUT', `${this.path}/files`, { query: { path }, bytes });
+  }
+
+  async read(path: string): Promise<Uint8Array> {
+    return this.cabin.request<Uint8Array>('GET', `${this.path}/files`, { query: { path }, raw: true });
+  }
+
+  async list(dir: string): Promise<FileList['entries']> {
+    return (await this.cabin.request<FileList>('GET', `${this.path}/files`, { query: { dir } })).entries;
+  }
+
+  async remove(path: string): Promise<void> {
+    await this.cabin.request('DELETE', `${this.path}/files`, { query: { path } });
   }
 }
 

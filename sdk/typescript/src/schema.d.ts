@@ -956,6 +956,130 @@ export interface paths {
         patch: operations["previewPatch"];
         trace?: never;
     };
+    "/v1/sessions/{session_id}/control": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Take or release the input lock
+         * @description While someone holds control, `/computer` batches with input actions get `409 human_in_control` (screenshots, `cursor_position` and waits still run), so an agent does not fight the person at the wheel. A `control` token (the live view's *Take control*) takes it as `live_view`, which goes back when the session's last viewer that could steer leaves; the API key takes it in its own name. The newest `take` holds it; `release` lets it go, whoever took it. Both are events.
+         */
+        post: operations["control"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/clipboard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The sandbox's clipboard text
+         * @description The X clipboard's text as the sandbox's display last held it: set here, pasted from a live view, or copied in the browser. Empty when it holds none.
+         */
+        get: operations["getClipboard"];
+        /**
+         * Set the sandbox's clipboard text
+         * @description Makes `text` the X clipboard's (CLIPBOARD and PRIMARY), so a paste in the browser gets it, and sends it to the live view's viewers.
+         */
+        put: operations["putClipboard"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Download a file, or list a directory
+         * @description With `path`: the file's bytes, streamed (`application/octet-stream`, `Content-Length`, `Content-Disposition: attachment`). With `dir`: the directory's entries (at most 10000). Only the sandbox user's home directory and `/tmp` are reachable; every path is resolved inside them, so `..`, symlinks and mounts that lead out are refused.
+         */
+        get: operations["getFiles"];
+        /**
+         * Upload a file
+         * @description The request body becomes the file at `path`, streamed into the sandbox (never held whole by cabind), written to a temporary file beside it and renamed over it once complete. Needs `Content-Length`; at most `--max-upload-mb` (default 512 MiB); the sandbox's disk limits it too. `Expect: 100-continue` is answered once the sandbox has opened the file, so a refusal comes before the body is sent. The file's directory must exist.
+         */
+        put: operations["putFile"];
+        post?: never;
+        /** Remove a file */
+        delete: operations["deleteFile"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/downloads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The browser's finished downloads
+         * @description Each download the browser finished (newest 1000), as its `download_finished` event told it: saved under `~/Downloads` by the name the page suggested (made unique), readable with `GET /files?path=`.
+         */
+        get: operations["listDownloads"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The session's events, as they happen
+         * @description A WebSocket (one JSON event per text message) when the request is an upgrade; otherwise Server-Sent Events (`id:` the seq, `data:` the event), which `EventSource` reads and resumes with `Last-Event-ID`. The newest 1024 events (at most 1 MiB) are kept: `since` replays those after it, and a reader that asks for more than is kept gets `events_lost` first. The stream ends after `session_ended`. A client that leaves a write unread for 10 s is cut off.
+         */
+        get: operations["events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1546,6 +1670,7 @@ export interface components {
              */
             expires_at: string | null;
             resolution: components["schemas"]["Size"];
+            control?: components["schemas"]["Control"] | null;
         };
         /** @description The first (text) message of `GET /v1/sessions/{session_id}/frames`; binary messages follow, one encoded image each. */
         FramesHello: {
@@ -1898,7 +2023,7 @@ export interface components {
             op: "cursor_position";
         };
         /** @description An op of Cabin's own superset: what the other two vocabularies translate into. An unset position is where the pointer is. */
-        CabinAction: components["schemas"]["CabinMove"] | components["schemas"]["CabinClick"] | components["schemas"]["CabinMouseDown"] | components["schemas"]["CabinMouseUp"] | components["schemas"]["CabinDrag"] | components["schemas"]["CabinScroll"] | components["schemas"]["CabinType"] | components["schemas"]["CabinKey"] | components["schemas"]["CabinHold"] | components["schemas"]["CabinWait"] | components["schemas"]["CabinScreenshot"] | components["schemas"]["CabinCursorPosition"];
+        CabinAction: components["schemas"]["CabinMove"] | components["schemas"]["CabinClick"] | components["schemas"]["CabinMouseDown"] | components["schemas"]["CabinMouseUp"] | components["schemas"]["CabinDrag"] | components["schemas"]["CabinScroll"] | components["schemas"]["CabinType"] | components["schemas"]["CabinKey"] | components["schemas"]["CabinHold"] | components["schemas"]["CabinWait"] | components["schemas"]["CabinScreenshot"] | components["schemas"]["CabinCursorPosition"] | components["schemas"]["CabinUpload"];
         /** @description One action in any of the three vocabularies: an object with `op` (Cabin), else `action` (Anthropic), else `type` (OpenAI). */
         ComputerAction: components["schemas"]["CabinAction"] | components["schemas"]["AnthropicAction"] | components["schemas"]["OpenAIAction"];
         ComputerBatch: {
@@ -1922,7 +2047,7 @@ export interface components {
             width: number;
             height: number;
         };
-        /** @description One action's result: `cursor_position` gives `x` and `y` in the model's space; `screenshot` (and `zoom`) give an image. */
+        /** @description One action's result: `cursor_position` gives `x` and `y` in the model's space; `screenshot` (and `zoom`) give an image; `upload` gives `files`, how many the input got. */
         ComputerResult: {
             /** @description The superset op that ran. */
             op: string;
@@ -1933,6 +2058,7 @@ export interface components {
             data?: string;
             width?: number;
             height?: number;
+            files?: number;
         } & (unknown & unknown);
         ComputerError: {
             /** @description The action that failed. */
@@ -1984,6 +2110,104 @@ export interface components {
             id: string | number;
             /** @description The method's result, as MCP defines it. A tool's refusal is a result with `isError: true` and the text `<code>: <message>`. */
             result: Record<string, never>;
+        };
+        Control: {
+            held: boolean;
+            /** @description `live_view` (taken with a live view's `control` token), or the API caller: `admin` or a tenant key's id. */
+            holder: string | null;
+            /** Format: date-time */
+            since: string | null;
+            /**
+             * Format: date-time
+             * @description Control goes back then unless it is taken again.
+             */
+            expires_at: string | null;
+        };
+        ControlRequest: {
+            /** @enum {string} */
+            action: "take" | "release";
+            /**
+             * @description How long a take holds unless taken again.
+             * @default 300
+             */
+            ttl_s: number;
+        };
+        Clipboard: {
+            /** @description UTF-8, at most 256 KiB. */
+            text: string;
+        };
+        /** @description One event. Every event but `events_lost` has `seq` (1, 2, ... per session) and `time`; the other fields depend on `type`. */
+        Event: {
+            seq?: number;
+            /** @enum {string} */
+            type: "page_opened" | "page_closed" | "navigated" | "dialog_opened" | "file_chooser_opened" | "download_started" | "download_finished" | "download_failed" | "session_paused" | "session_resumed" | "session_ended" | "control_taken" | "control_released" | "events_lost";
+            /** Format: date-time */
+            time?: string;
+            holder?: string;
+            /** @description `control_released`: `released`, `expired`, `viewer_left` or `session_ended`; `session_ended`: the end reason. */
+            reason?: string;
+            /** @description `control_taken`: unix seconds. */
+            expires_at?: number;
+            hibernated?: boolean;
+            status?: string;
+            /** @description `events_lost`: the last seq the reader had. */
+            after?: number;
+            /** @description `events_lost`: the next seq it gets; those in between are no longer kept. */
+            next?: number;
+            /** @description The page's target id (as CDP names it). */
+            page?: string;
+            url?: string;
+            title?: string;
+            /** @description `dialog_opened`: `alert`, `confirm`, `prompt` or `beforeunload`. */
+            dialog?: string;
+            message?: string;
+            default_prompt?: string;
+            /** @enum {string} */
+            mode?: "single" | "multiple";
+            /** @description A download's id. */
+            id?: string;
+            name?: string;
+            path?: string;
+            size?: number;
+            sha256?: string;
+            /** @description `download_failed`: why (`canceled`). */
+            state?: string;
+        };
+        FileList: {
+            dir: string;
+            entries: {
+                name: string;
+                path: string;
+                /**
+                 * @description `other`: a symlink, a socket, a device.
+                 * @enum {string}
+                 */
+                type: "file" | "dir" | "other";
+                size: number;
+                /** Format: date-time */
+                modified_at: string;
+            }[];
+        };
+        StoredFile: {
+            path: string;
+            size: number;
+            sha256: string;
+        };
+        Download: {
+            /** @description The browser's id of the download. */
+            id: string;
+            url?: string;
+            name: string;
+            path: string;
+            size: number;
+            sha256: string;
+        };
+        /** @description Gives files in the sandbox (uploaded with `PUT /files`, or downloaded) to a page's `<input type=file>`: the one `selector` names in the page in front, else the one whose chooser a page opened last (`file_chooser_opened`), else the focused element. Its result has `files`, the count; a page with none of these fails the batch with `no_file_input`. Paths are confined as the files API's are. Input: refused while a person holds control. */
+        CabinUpload: {
+            /** @constant */
+            op: "upload";
+            paths: string[];
+            selector?: string;
         };
     };
     responses: {
@@ -3633,7 +3857,20 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             404: components["responses"]["SessionNotFound"];
-            409: components["responses"]["SessionPaused"];
+            /** @description `session_paused`: the session is paused; `human_in_control`: the batch has input actions and someone holds control (`POST /control`). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "session_paused" | "human_in_control";
+                        };
+                    };
+                };
+            };
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             /** @description An action failed while running and stopped the batch. */
@@ -4953,6 +5190,520 @@ export interface operations {
             502: components["responses"]["PreviewBadGateway"];
             504: components["responses"]["PreviewTimeout"];
             default: components["responses"]["PreviewAnswer"];
+        };
+    };
+    control: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ControlRequest"];
+            };
+        };
+        responses: {
+            /** @description Who holds control now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Control"];
+                };
+            };
+            /** @description `invalid_json`, `unknown_field`, `invalid_request` (the message names the field); `bad_query`, `bad_request` as everywhere. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "bad_query" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_request";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["TokenUnauthenticated"];
+            403: components["responses"]["TokenScope"];
+            404: components["responses"]["SessionGone"];
+            413: components["responses"]["BodyTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    getClipboard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The text. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Clipboard"];
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["SessionNotFound"];
+            409: components["responses"]["SessionPaused"];
+            413: components["responses"]["BodyTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["SandboxUnavailable"];
+        };
+    };
+    putClipboard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Clipboard"];
+            };
+        };
+        responses: {
+            /** @description The text now on the clipboard. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Clipboard"];
+                };
+            };
+            /** @description `invalid_json`, `unknown_field`, `invalid_request`; `bad_query`, `bad_request` as everywhere. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "bad_query" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_request";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["SessionNotFound"];
+            409: components["responses"]["SessionPaused"];
+            /** @description `clipboard_too_large`: more than 256 KiB of text; `body_too_large`. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "clipboard_too_large" | "body_too_large";
+                        };
+                    };
+                };
+            };
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["SandboxUnavailable"];
+        };
+    };
+    getFiles: {
+        parameters: {
+            query?: {
+                /** @description An absolute path below the sandbox user's home directory or `/tmp`. */
+                path?: string;
+                /** @description A directory to list, instead of `path`. */
+                dir?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes, or the listing. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                    "application/json": components["schemas"]["FileList"];
+                };
+            };
+            /** @description `invalid_request` (no path, both path and dir, or a path that is not absolute or holds `.`, `..` or empty parts), `not_a_file`, `not_a_directory`; `bad_query`, `bad_request` as everywhere. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "bad_query" | "bad_request" | "invalid_request" | "not_a_file" | "not_a_directory";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description `path_not_allowed`: the path is outside the home directory and `/tmp`, or a symlink or a mount on the way leads out of them. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "path_not_allowed";
+                        };
+                    };
+                };
+            };
+            /** @description `session_not_found`; `file_not_found`: no such file or directory. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "session_not_found" | "file_not_found";
+                        };
+                    };
+                };
+            };
+            409: components["responses"]["SessionPaused"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            /** @description The sandbox answered wrongly or not at all: `agent_error`, `transfer_failed` (the bytes stopped moving). */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "agent_error" | "transfer_failed";
+                        };
+                    };
+                };
+            };
+            503: components["responses"]["SandboxUnavailable"];
+        };
+    };
+    putFile: {
+        parameters: {
+            query: {
+                /** @description An absolute path below the sandbox user's home directory or `/tmp`. */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The file as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StoredFile"];
+                };
+            };
+            /** @description `invalid_request` (no path, both path and dir, or a path that is not absolute or holds `.`, `..` or empty parts), `not_a_file`, `not_a_directory`, `length_required` (no `Content-Length`), `upload_incomplete` (the body ended early); `bad_query`, `bad_request` as everywhere. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "bad_query" | "bad_request" | "invalid_request" | "not_a_file" | "not_a_directory" | "length_required" | "upload_incomplete";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description `path_not_allowed`: the path is outside the home directory and `/tmp`, or a symlink or a mount on the way leads out of them. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "path_not_allowed";
+                        };
+                    };
+                };
+            };
+            /** @description `session_not_found`; `file_not_found`: no such file or directory. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "session_not_found" | "file_not_found";
+                        };
+                    };
+                };
+            };
+            409: components["responses"]["SessionPaused"];
+            /** @description `upload_too_large`: over `--max-upload-mb`; `disk_full`: the sandbox's disk is full. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "upload_too_large" | "disk_full";
+                        };
+                    };
+                };
+            };
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            /** @description The sandbox answered wrongly or not at all: `agent_error`, `transfer_failed` (the bytes stopped moving). */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "agent_error" | "transfer_failed";
+                        };
+                    };
+                };
+            };
+            503: components["responses"]["SandboxUnavailable"];
+        };
+    };
+    deleteFile: {
+        parameters: {
+            query: {
+                /** @description An absolute path below the sandbox user's home directory or `/tmp`. */
+                path: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Removed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        path: string;
+                    };
+                };
+            };
+            /** @description `invalid_request` (no path, both path and dir, or a path that is not absolute or holds `.`, `..` or empty parts), `not_a_file`, `not_a_directory`; `bad_query`, `bad_request` as everywhere. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "bad_query" | "bad_request" | "invalid_request" | "not_a_file" | "not_a_directory";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            /** @description `path_not_allowed`: the path is outside the home directory and `/tmp`, or a symlink or a mount on the way leads out of them. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "path_not_allowed";
+                        };
+                    };
+                };
+            };
+            /** @description `session_not_found`; `file_not_found`: no such file or directory. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "session_not_found" | "file_not_found";
+                        };
+                    };
+                };
+            };
+            409: components["responses"]["SessionPaused"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            /** @description The sandbox answered wrongly or not at all: `agent_error`, `transfer_failed` (the bytes stopped moving). */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "agent_error" | "transfer_failed";
+                        };
+                    };
+                };
+            };
+            503: components["responses"]["SandboxUnavailable"];
+        };
+    };
+    listDownloads: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The downloads, oldest first. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        downloads: components["schemas"]["Download"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["SessionNotFound"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    events: {
+        parameters: {
+            query?: {
+                /** @description Replay the kept events with `seq` above this (0: all that are kept). Else the `Last-Event-ID` header; with neither, the stream starts with the next event. Anything but 1 to 15 digits is `400 invalid_request`. */
+                since?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Switching Protocols: a WebSocket of events, one JSON object per text message. */
+            101: {
+                headers: {
+                    /** @description `websocket`. */
+                    Upgrade?: string;
+                    /** @description `Upgrade`. */
+                    Connection?: string;
+                    "Sec-WebSocket-Accept"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Server-Sent Events, endless until the session ends; `: keepalive` comments when quiet for 15 s. Each `data:` line is an Event. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description `invalid_request`: a bad `since`; `bad_query`, `bad_request` as everywhere. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "bad_query" | "bad_request" | "invalid_request";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["TokenUnauthenticated"];
+            403: components["responses"]["TokenScope"];
+            404: components["responses"]["SessionGone"];
+            413: components["responses"]["BodyTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            429: components["responses"]["TooManyConnections"];
+            431: components["responses"]["HeadersTooLarge"];
         };
     };
 }

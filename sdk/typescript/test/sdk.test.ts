@@ -74,6 +74,34 @@ describe('the TypeScript SDK', () => {
     assert.match(t.live_view_url ?? '', /\/live\?token=/);
   });
 
+  test('files, downloads, the clipboard, the input lock and the event stream', async () => {
+    await using s = await cabin.sessions.create({});
+    const ac = new AbortController();
+    const seen: string[] = [];
+    const reading = (async () => {
+      for await (const e of s.events({ since: 0, signal: ac.signal })) {
+        seen.push(e.type);
+        if (e.type === 'control_released') ac.abort();
+      }
+    })();
+    const stored = await s.files.write('/tmp/sdk.txt', 'from the sdk');
+    assert.equal(stored.size, 12);
+    assert.equal(new TextDecoder().decode(await s.files.read('/tmp/sdk.txt')), 'from the sdk');
+    assert.ok((await s.files.list('/tmp')).some((e) => e.name === 'sdk.txt'));
+    await s.files.remove('/tmp/sdk.txt');
+    await assert.rejects(s.files.read('/tmp/sdk.txt'),
+                         (err: unknown) => err instanceof NotFoundError && err.code === 'file_not_found');
+    assert.deepEqual(await s.downloads(), []);
+    await s.setClipboard('naïve 🙂');
+    assert.equal(await s.getClipboard(), 'naïve 🙂');
+    assert.equal((await s.takeControl(60)).holder, 'admin');
+    await assert.rejects(s.computer({ action: 'type', text: 'x' } as never),
+                         (err: unknown) => err instanceof CabinError && err.code === 'human_in_control');
+    assert.equal((await s.releaseControl()).held, false);
+    await reading;
+    assert.deepEqual(seen.filter((t) => t.startsWith('control_')), ['control_taken', 'control_released']);
+  });
+
   test('errors are typed by status and carry the server\'s code', async () => {
     await assert.rejects(cabin.sessions.create({ resolution: { width: 1, height: 1 } }),
       (err: unknown) => err instanceof BadRequestError && err.status === 400 &&
