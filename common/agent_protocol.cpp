@@ -158,6 +158,88 @@ Result<BrowserEvent> parse_browser_event(std::string_view line) {
   return ev;
 }
 
+bool valid_recording_id(std::string_view id) {
+  return !id.empty() && id.size() <= 64 &&
+         std::all_of(id.begin(), id.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+         });
+}
+
+Result<RecordingRequest> parse_recording_request(std::string_view body) {
+  auto j = parse_object(body);
+  if (!j) return j.error();
+  if (auto r = reject_unknown(*j, {"id", "fps", "crf", "max_seconds", "max_bytes"}); !r)
+    return r.error();
+  RecordingRequest out;
+  auto id = read_string(j->value("id", json()), "id", 64);
+  if (!id) return id.error();
+  if (!valid_recording_id(*id)) return invalid_field("id", "must be [a-z0-9_]{1,64}");
+  out.id = std::move(*id);
+  if (j->contains("fps")) {
+    auto v = read_int((*j)["fps"], "fps", 1, kMaxRecordingFps);
+    if (!v) return v.error();
+    out.fps = static_cast<int>(*v);
+  }
+  if (j->contains("crf")) {
+    auto v = read_int((*j)["crf"], "crf", 15, 40);
+    if (!v) return v.error();
+    out.crf = static_cast<int>(*v);
+  }
+  if (j->contains("max_seconds")) {
+    auto v = read_int((*j)["max_seconds"], "max_seconds", 1, kMaxRecordingSeconds);
+    if (!v) return v.error();
+    out.max_seconds = *v;
+  }
+  if (j->contains("max_bytes")) {
+    auto v = read_int((*j)["max_bytes"], "max_bytes", 1 << 16,
+                      static_cast<int64_t>(kMaxRecordingBytes));
+    if (!v) return v.error();
+    out.max_bytes = static_cast<uint64_t>(*v);
+  }
+  return out;
+}
+
+json to_json(const RecordingRequest& r) {
+  return {{"id", r.id},
+          {"fps", r.fps},
+          {"crf", r.crf},
+          {"max_seconds", r.max_seconds},
+          {"max_bytes", r.max_bytes}};
+}
+
+Result<RecordingStatus> parse_recording_status(std::string_view body) {
+  auto j = parse_bounded(body, {.max_bytes = 4096, .max_depth = 1, .max_values = 32});
+  if (!j) return j.error();
+  if (!j->is_object()) return invalid_request("a recording's status must be an object");
+  RecordingStatus s;
+  auto str = [&](const char* k, size_t max) -> Result<std::string> {
+    return read_string(j->value(k, json()), k, max);
+  };
+  CABIN_ASSIGN_OR_RETURN(s.id, str("id", 64));
+  if (!valid_recording_id(s.id)) return invalid_field("id", "is not a recording's");
+  CABIN_ASSIGN_OR_RETURN(s.state, str("state", 16));
+  if (s.state != "recording" && s.state != "stopped" && s.state != "failed")
+    return invalid_field("state", "is not a recording's");
+  CABIN_ASSIGN_OR_RETURN(s.reason, str("reason", 256));
+  CABIN_ASSIGN_OR_RETURN(s.path, str("path", kMaxFilePath));
+  for (auto [k, out] : {std::pair{"frames", &s.frames}, std::pair{"bytes", &s.bytes}}) {
+    auto v = j->find(k);
+    if (v == j->end() || !v->is_number_unsigned()) return invalid_field(k, "must be a count");
+    *out = v->get<uint64_t>();
+  }
+  auto secs = j->find("seconds");
+  if (secs == j->end() || !secs->is_number() || secs->get<double>() < 0 ||
+      secs->get<double>() > 1e7)
+    return invalid_field("seconds", "must be a duration");
+  s.seconds = secs->get<double>();
+  return s;
+}
+
+json to_json(const RecordingStatus& s) {
+  return {{"id", s.id},         {"state", s.state}, {"reason", s.reason}, {"frames", s.frames},
+          {"bytes", s.bytes},   {"seconds", s.seconds}, {"path", s.path}};
+}
+
 Result<std::string> check_file_path(std::string_view path) {
   if (path.empty() || path.front() != '/') return invalid_field("path", "must be absolute");
   if (path.size() > kMaxFilePath)

@@ -146,6 +146,42 @@ Result<std::vector<FileEntry>> parse_dir_listing(std::string_view body);
 // part, at most kMaxFilePath bytes; a trailing "/" is dropped.
 Result<std::string> check_file_path(std::string_view path);
 
+// kRecordingsPath: the screen recorded into an MP4 (H.264, fragmented, so it plays while it
+// grows) by ffmpeg in the sandbox, fed with the frames the screenshots' capture grabs.
+//   POST                 {"id", "fps", "crf", "max_seconds", "max_bytes"} starts one
+//   POST /stop?id=ID     stops it, answering once the file is complete
+//   GET ?id=ID           its status
+// Each answers the recording's status: {"id", "state": "recording"|"stopped"|"failed",
+// "reason", "frames", "bytes", "seconds", "path"}.
+inline constexpr std::string_view kRecordingsPath = "/agent/v1/recordings";
+inline constexpr std::string_view kRecordingsStopPath = "/agent/v1/recordings/stop";
+inline constexpr int kMaxRecordingFps = 30;
+inline constexpr int64_t kMaxRecordingSeconds = 4 * 3600;
+inline constexpr uint64_t kMaxRecordingBytes = uint64_t{4} << 30;
+inline constexpr size_t kMaxRecordings = 4;  // at once, per sandbox
+struct RecordingRequest {
+  std::string id;  // [a-z0-9_]{1,64}
+  int fps = 15;
+  int crf = 23;  // x264's quality: 15 (best) .. 40
+  int64_t max_seconds = 3600;
+  uint64_t max_bytes = 512ull << 20;
+  bool operator==(const RecordingRequest&) const = default;
+};
+Result<RecordingRequest> parse_recording_request(std::string_view body);
+nlohmann::json to_json(const RecordingRequest& r);
+struct RecordingStatus {
+  std::string id;
+  std::string state;   // "recording", "stopped", "failed"
+  std::string reason;  // stopped: "stopped", "max_duration", "max_size", "session_ended"
+  uint64_t frames = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  std::string path;
+};
+Result<RecordingStatus> parse_recording_status(std::string_view body);
+nlohmann::json to_json(const RecordingStatus& s);
+bool valid_recording_id(std::string_view id);
+
 // POST kRestoredPath, sent by cabind to the agent of a VM restored from a snapshot, with the
 // secret every copy of that snapshot still has: the VM's own secret from now on, the host's
 // wall clock, bytes for the kernel's RNG and a machine-id (none: the VM keeps its own, as one

@@ -180,6 +180,8 @@ int main(int argc, char** argv) {
   }
   mc.logs_dir = cfg.state_dir / "logs";
   std::filesystem::create_directories(mc.logs_dir, ec);
+  mc.recordings_dir = cfg.state_dir / "recordings";
+  std::filesystem::create_directories(mc.recordings_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
   {
     auto key = auth::load_or_create_key_file(cfg.run_dir / "handoff.key");

@@ -30,6 +30,8 @@ constexpr std::array kCatalogue{
     ErrorKind{"service_worker_refused", Errc::kPermissionDenied},
     ErrorKind{"not_found", Errc::kNotFound},
     ErrorKind{"file_not_found", Errc::kNotFound},
+    ErrorKind{"recording_not_found", Errc::kNotFound},
+    ErrorKind{"too_many_recordings", Errc::kConflict},
     ErrorKind{"path_not_allowed", Errc::kPermissionDenied},
     ErrorKind{"not_a_directory", Errc::kInvalidArgument},
     ErrorKind{"not_a_file", Errc::kInvalidArgument},

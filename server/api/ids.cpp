@@ -43,6 +43,9 @@ bool valid_key_id(std::string_view id) { return valid_id(id, kKeyIdPrefix); }
 std::string new_profile_id() { return random_id(kProfileIdPrefix); }
 bool valid_profile_id(std::string_view id) { return valid_id(id, kProfileIdPrefix); }
 
+std::string new_recording_id() { return random_id(kRecordingIdPrefix); }
+bool valid_recording_id(std::string_view id) { return valid_id(id, kRecordingIdPrefix); }
+
 bool valid_target_id(std::string_view id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id) {

@@ -25,6 +25,10 @@ bool valid_key_id(std::string_view id);
 inline constexpr std::string_view kProfileIdPrefix = "prf_";
 std::string new_profile_id();
 bool valid_profile_id(std::string_view id);
+// Recording ids: "rec_" and 20 of [a-z0-9]; they name a recording in paths and its files.
+inline constexpr std::string_view kRecordingIdPrefix = "rec_";
+std::string new_recording_id();
+bool valid_recording_id(std::string_view id);
 // Chromium target ids are 32 upper-case hex digits; accept [A-Za-z0-9] up to 64.
 bool valid_target_id(std::string_view id);
 // Web UI file names under /ui/: [A-Za-z0-9._-], at most 128, no leading dot.

@@ -130,6 +130,11 @@ std::span<const RouteEntry> route_table() {
       {"PUT", "/v1/sessions/{session_id}/files", kPutFile},
       {"DELETE", "/v1/sessions/{session_id}/files", kDeleteFile},
       {"GET", "/v1/sessions/{session_id}/downloads", kListDownloads},
+      {"POST", "/v1/sessions/{session_id}/recordings", kStartRecording},
+      {"GET", "/v1/sessions/{session_id}/recordings", kListRecordings},
+      {"GET", "/v1/sessions/{session_id}/recordings/{recording_id}", kGetRecording},
+      {"DELETE", "/v1/sessions/{session_id}/recordings/{recording_id}", kDeleteRecording},
+      {"POST", "/v1/sessions/{session_id}/recordings/{recording_id}/stop", kStopRecording},
   };
   return kTable;
 }
@@ -137,7 +142,7 @@ std::span<const RouteEntry> route_table() {
 bool takes_connection(RouteId id) {
   return id == RouteId::kCdpBrowser || id == RouteId::kCdpPage || id == RouteId::kFrames ||
          id == RouteId::kFramesMjpeg || id == RouteId::kVnc || id == RouteId::kEvents ||
-         id == RouteId::kGetFiles || id == RouteId::kPutFile;
+         id == RouteId::kGetFiles || id == RouteId::kPutFile || id == RouteId::kGetRecording;
 }
 
 Result<Route> route(std::string_view method, std::string_view target) {
@@ -275,6 +280,22 @@ Result<Route> route(std::string_view method, std::string_view target) {
       return want("DELETE", RouteId::kDeletePreview, Auth::kApiKey);
     }
     return make_error(Errc::kNotFound, "preview_not_found", "no preview with that id");
+  }
+  if (sub == "recordings") {
+    if (n == 4) {
+      if (method == "POST") return want("POST", RouteId::kStartRecording, Auth::kApiKey);
+      if (method == "GET") return want("GET", RouteId::kListRecordings, Auth::kApiKey);
+      return method_not_allowed("GET or POST");
+    }
+    if ((n == 5 || n == 6) && valid_recording_id(seg[4])) {
+      r.recording_id = std::string(seg[4]);
+      if (n == 6 && seg[5] == "stop") return want("POST", RouteId::kStopRecording, Auth::kApiKey);
+      if (n == 6) return not_found();
+      if (method == "GET") return want("GET", RouteId::kGetRecording, Auth::kApiKey);
+      if (method == "DELETE") return want("DELETE", RouteId::kDeleteRecording, Auth::kApiKey);
+      return method_not_allowed("GET or DELETE");
+    }
+    return make_error(Errc::kNotFound, "recording_not_found", "no recording with that id");
   }
   if (sub == "json") {
     if (n == 4 || (n == 5 && seg[4] == "list")) {

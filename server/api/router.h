@@ -66,6 +66,11 @@ enum class RouteId {
   kPutFile,        // PUT /files?path=: the body, streamed into the file
   kDeleteFile,     // DELETE /files?path=
   kListDownloads,  // GET /downloads: what the browser downloaded
+  kStartRecording,   // POST /recordings {fps, quality, max_duration_s, max_mb}
+  kListRecordings,   // GET /recordings
+  kGetRecording,     // GET /recordings/{recording}: the video, streamed
+  kStopRecording,    // POST /recordings/{recording}/stop
+  kDeleteRecording,  // DELETE /recordings/{recording}
 };
 
 // What authenticates a route. The API key (Authorization: Bearer) is accepted everywhere but
@@ -93,6 +98,7 @@ struct Route {
   std::string target_id;
   std::string asset;  // kUiAsset: a plain file name (valid_asset_name)
   std::string preview_id;
+  std::string recording_id;  // api::valid_recording_id
   std::string key_id;                        // kDeleteKey: api::valid_key_id
   std::string profile_id;                    // kGetProfile, kDeleteProfile: api::valid_profile_id
   std::map<std::string, std::string> query;  // decoded

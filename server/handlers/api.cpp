@@ -180,6 +180,8 @@ bool reaches_sandbox(api::RouteId id) {
     case RouteId::kGetFiles:
     case RouteId::kPutFile:
     case RouteId::kDeleteFile:
+    case RouteId::kStartRecording:
+    case RouteId::kStopRecording:
     case RouteId::kFork:
     case RouteId::kJsonVersion:
     case RouteId::kJsonList:
@@ -242,6 +244,12 @@ const char* audit_action(api::RouteId id) {
       return "file.write";
     case RouteId::kDeleteFile:
       return "file.delete";
+    case RouteId::kStartRecording:
+      return "recording.start";
+    case RouteId::kStopRecording:
+      return "recording.stop";
+    case RouteId::kDeleteRecording:
+      return "recording.delete";
     case RouteId::kMintToken:
       return "token.mint";
     case RouteId::kRevokeTokens:
@@ -486,6 +494,11 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
       co_return co_await delete_file(route);
     case RouteId::kListDownloads:
       co_return list_downloads(route);
+    case RouteId::kStartRecording:
+    case RouteId::kListRecordings:
+    case RouteId::kStopRecording:
+    case RouteId::kDeleteRecording:
+      co_return co_await recordings(route, req);
     case RouteId::kMintToken:
       co_return mint_token(route, req);
     case RouteId::kRevokeTokens:
@@ -518,6 +531,7 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
     case RouteId::kEvents:
     case RouteId::kGetFiles:
     case RouteId::kPutFile:
+    case RouteId::kGetRecording:
       co_return error_response(api::errors::websocket_required());
   }
   co_return error_response(api::errors::not_found_endpoint());
@@ -529,7 +543,8 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   const auto present = presence(route);
   const char* kind = route.id == api::RouteId::kVnc      ? "vnc"
                      : route.id == api::RouteId::kEvents ? "events"
-                     : route.id == api::RouteId::kGetFiles || route.id == api::RouteId::kPutFile
+                     : route.id == api::RouteId::kGetFiles || route.id == api::RouteId::kPutFile ||
+                               route.id == api::RouteId::kGetRecording
                          ? "files"
                      : route.id == api::RouteId::kFrames || route.id == api::RouteId::kFramesMjpeg
                          ? "frames"
@@ -545,6 +560,10 @@ net::awaitable<void> Api::handle_upgrade(const api::Route& route, const Authn& a
   }
   if (route.id == api::RouteId::kEvents) {
     co_await events(route, authn, std::move(req), std::move(socket));
+    co_return;
+  }
+  if (route.id == api::RouteId::kGetRecording) {
+    co_await recording_video(route, std::move(socket));
     co_return;
   }
   if (route.id == api::RouteId::kGetFiles) {

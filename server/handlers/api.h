@@ -168,6 +168,9 @@ class Api {
                                 ClientStream socket, beast::flat_buffer buffer);
   net::awaitable<Response> delete_file(const api::Route& route);
   Response list_downloads(const api::Route& route) const;
+  // recordings_api.cpp: start, list, stop, delete; the video, streamed.
+  net::awaitable<Response> recordings(const api::Route& route, const Request& req);
+  net::awaitable<void> recording_video(const api::Route& route, ClientStream socket);
   net::awaitable<void> events(const api::Route& route, const Authn& authn, Request req,
                               ClientStream socket);
   // mcp_api.cpp: POST /mcp, one JSON-RPC message; tools act through handle() as the caller.

@@ -485,6 +485,50 @@ net::awaitable<Result<StoredFile>> AgentClient::upload_answer(Tunnel& upload) {
   co_return out;
 }
 
+namespace {
+
+Result<agent_protocol::RecordingStatus> recording_answer(
+    const Result<http::response<http::string_body>>& res) {
+  if (!res) return res.error();
+  if (res->result() != http::status::ok) {
+    auto text = agent_error_message(res->body());
+    const std::string code = text ? text->code : "";
+    const std::string message = text ? text->message : "agent answered " + std::to_string(res->result_int());
+    if (res->result() == http::status::conflict && code == "too_many_recordings")
+      return make_error(Errc::kConflict, code, message);
+    if (res->result() == http::status::service_unavailable)
+      return make_error(Errc::kUnavailable, "sandbox_unavailable", message);
+    return api::errors::agent_error("the recording: " + message);
+  }
+  auto st = agent_protocol::parse_recording_status(res->body());
+  if (!st) return api::errors::agent_error("the recording's status: " + st.error().message);
+  return st;
+}
+
+}  // namespace
+
+net::awaitable<Result<agent_protocol::RecordingStatus>> AgentClient::start_recording(
+    const agent_protocol::RecordingRequest& r) {
+  co_return recording_answer(co_await request(http::verb::post,
+                                              std::string(agent_protocol::kRecordingsPath),
+                                              agent_protocol::to_json(r).dump(),
+                                              std::chrono::seconds(30), 4096));
+}
+
+net::awaitable<Result<agent_protocol::RecordingStatus>> AgentClient::recording_status(
+    const std::string& id) {
+  co_return recording_answer(co_await request(
+      http::verb::get, std::string(agent_protocol::kRecordingsPath) + "?id=" + id, {},
+      std::chrono::seconds(10), 4096));
+}
+
+net::awaitable<Result<agent_protocol::RecordingStatus>> AgentClient::stop_recording(
+    const std::string& id) {
+  co_return recording_answer(co_await request(
+      http::verb::post, std::string(agent_protocol::kRecordingsStopPath) + "?id=" + id, {},
+      std::chrono::seconds(60), 4096));
+}
+
 net::awaitable<Result<Tunnel>> AgentClient::frames(const std::string& agent_query) {
   const std::string target = std::string(agent_protocol::kFramesPath) + "?" + agent_query;
   co_return co_await open_stream(target);

@@ -118,6 +118,11 @@ class AgentClient {
   net::awaitable<Result<void>> remove_file(const std::string& path);
   net::awaitable<Result<Tunnel>> start_upload(const std::string& path, uint64_t size);
   static net::awaitable<Result<StoredFile>> upload_answer(Tunnel& upload);
+  // Screen recordings (agent_protocol::kRecordingsPath): the recording's status.
+  net::awaitable<Result<agent_protocol::RecordingStatus>> start_recording(
+      const agent_protocol::RecordingRequest& r);
+  net::awaitable<Result<agent_protocol::RecordingStatus>> recording_status(const std::string& id);
+  net::awaitable<Result<agent_protocol::RecordingStatus>> stop_recording(const std::string& id);
   // A stream of frames (docs/agent-protocol.md), handed over after the answer's header.
   net::awaitable<Result<Tunnel>> frames(const std::string& agent_query);
   // GET path from the browser's DevTools on 127.0.0.1:port: the answer's body, at most

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -175,6 +176,7 @@ class Session final {
   int control_viewers_ = 0;
   EventLogPtr events_;
   std::deque<nlohmann::json> downloads_;
+  std::map<std::string, nlohmann::json> recordings_;  // live ones, by id: their records
   bool following_browser_ = false;  // a coroutine carries the agent's browser events over
   int present_ = 0;                // Presences held
   int64_t idle_since_ = 0;         // unix seconds; meaningful while running with no one present

@@ -795,6 +795,10 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   s->expiry_.cancel();
   s->idle_timer_.cancel();
   s->release_control("session_ended");
+  // Recordings are kept: stopped and copied out while the sandbox still runs.
+  std::vector<std::string> recording_ids;
+  for (const auto& [rid, r] : s->recordings_) recording_ids.push_back(rid);
+  for (const auto& rid : recording_ids) (void)co_await finish_recording(s, rid);
   if (s->egress_) s->egress_->stop();
   const auto& profile = s->spec().profile;
   bool save_profile = profile && profile->persist && started;

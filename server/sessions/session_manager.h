@@ -73,6 +73,9 @@ struct ManagerConfig {
   std::map<std::string, DriverLimits> driver_limits;  // drivers not named get the defaults
   uint64_t memory_bytes = 2ull << 30;
   std::filesystem::path logs_dir;  // where an ended session's last output is kept; empty: nowhere
+  // Where recordings are kept (<dir>/<session>/<recording>.mp4 and .json) until deleted;
+  // empty: recordings are refused.
+  std::filesystem::path recordings_dir;
   int pids_max = 2048;
   EgressConfig egress;
   // Seals each live session's handoff in the store (auth::load_or_create_key_file); a manager
@@ -190,6 +193,28 @@ class SessionManager {
   // Starts a live session's idle time again (never past its lifetime). kNotFound if unknown,
   // session_ended if it has ended.
   Result<store::SessionRecord> keepalive(const std::string& id);
+
+  // Screen recordings (agent_protocol::kRecordingsPath), kept in recordings_dir after the
+  // session ends until deleted. Each is a JSON record (docs/api.md).
+  struct RecordingSpec {
+    int fps = 15;
+    int quality = 70;  // 1..100
+    int64_t max_duration_s = 3600;
+    int64_t max_mb = 512;
+  };
+  net::awaitable<Result<nlohmann::json>> start_recording(const std::string& id,
+                                                         const RecordingSpec& spec);
+  net::awaitable<Result<nlohmann::json>> stop_recording(const std::string& id,
+                                                        const std::string& rid);
+  // A live session's recordings and those kept of it, oldest first.
+  Result<std::vector<nlohmann::json>> recordings(const std::string& id) const;
+  // The record of one, live or kept; nullopt when neither.
+  std::optional<nlohmann::json> recording(const std::string& id, const std::string& rid) const;
+  // Where a live one's file is in the sandbox; empty when it is not live.
+  std::string live_recording_path(const std::string& id, const std::string& rid) const;
+  // The video file of a kept one.
+  std::filesystem::path recording_file(const std::string& id, const std::string& rid) const;
+  net::awaitable<Result<void>> delete_recording(const std::string& id, const std::string& rid);
   // Freezes a running session: its sandbox stops where it is and uses no CPU, its connections
   // stay open, its lifetime still runs, its idle time does not. Pausing a paused one answers it
   // as it is. cannot_pause while starting, during another pause or resume, or on a driver that
@@ -280,6 +305,10 @@ class SessionManager {
   int64_t soonest_end_s(const std::string* owner) const;
   // A ready (or adopted) session from now on: its lifetime and idle timers, its handoff.
   void start_running(const SessionPtr& s);
+  // Stops a live recording, copies its file out of the sandbox into recordings_dir and keeps
+  // its record there; the record.
+  net::awaitable<Result<nlohmann::json>> finish_recording(const SessionPtr& s,
+                                                          const std::string& rid);
   // Carries the agent's browser events (pages, dialogs, downloads) into the session's event
   // log while the session lives, reconnecting after the stream breaks (a pause, a restore).
   net::awaitable<void> follow_browser(std::weak_ptr<Session> weak);

@@ -1,6 +1,7 @@
-// Fuzz target: exec, navigate and restored requests from clients, exec answers, browser states,
-// browser events and directory listings from the (hostile) guest, the clipboard both ways, file
-// paths from clients, and the restore line the guest's root helper reads from its agent.
+// Fuzz target: exec, navigate, restored and recording requests and file paths from clients;
+// exec answers, browser states, browser events, directory listings and recording statuses from
+// the (hostile) guest; the clipboard both ways; and the restore line the guest's root helper
+// reads from its agent.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,6 +39,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& e : *list)
       if (e.name.empty() || e.name.find('/') != std::string::npos) __builtin_trap();
   }
+  auto rec = ap::parse_recording_request(in);
+  if (rec && (!ap::valid_recording_id(rec->id) || rec->fps < 1 || rec->fps > ap::kMaxRecordingFps))
+    __builtin_trap();
+  auto st = ap::parse_recording_status(in);
+  if (st && (st->state.empty() || st->seconds < 0)) __builtin_trap();
   auto path = ap::check_file_path(in);
   if (path && (path->empty() || (*path)[0] != '/' || path->find("/../") != std::string::npos ||
                path->size() > ap::kMaxFilePath))

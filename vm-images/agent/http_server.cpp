@@ -357,6 +357,29 @@ net::awaitable<bool> send_file(const FileRoots& files, Stream& stream, std::stri
   co_return ec.failed();
 }
 
+// kRecordingsPath (POST starts, GET ?id= says how it goes) and kRecordingsStopPath (POST ?id=).
+net::awaitable<Response> recordings_route(std::shared_ptr<HttpServer::Conn> sh, Request req,
+                                          std::string_view path, std::string_view query) {
+  auto status_response = [](Result<agent_protocol::RecordingStatus> s) {
+    if (!s) return error_response(s.error());
+    return json_response(http::status::ok, agent_protocol::to_json(*s).dump(
+                                               -1, ' ', false, nlohmann::json::error_handler_t::replace));
+  };
+  Recorder& recorder = *sh->opts.recorder;
+  std::string id;
+  if (query.substr(0, 3) == "id=") id = std::string(query.substr(3));
+  if (path == agent_protocol::kRecordingsStopPath) {
+    if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
+    co_return status_response(co_await recorder.stop(id));
+  }
+  if (req.method() == http::verb::get) co_return status_response(recorder.status(id));
+  if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
+  auto spec = agent_protocol::parse_recording_request(req.body());
+  if (!spec) co_return error_response(spec.error());
+  co_await sh->state->wait_desktop(kDesktopWaitCap);
+  co_return status_response(recorder.start(sh->state->snapshot().display, *spec));
+}
+
 net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req,
                                uint64_t connection) {
   auto [path, query] = split_target(req.target());
@@ -404,6 +427,9 @@ net::awaitable<Response> route(std::shared_ptr<HttpServer::Conn> sh, Request req
   if (path == agent_protocol::kClipboardPath) co_return clipboard_route(*sh, req);
   if (path == agent_protocol::kFilesPath && sh->opts.files)
     co_return files_route(*sh->opts.files, req, query);
+  if ((path == agent_protocol::kRecordingsPath || path == agent_protocol::kRecordingsStopPath) &&
+      sh->opts.recorder)
+    co_return co_await recordings_route(sh, std::move(req), path, query);
   co_return error_response(http::status::not_found, "not_found", "no such endpoint");
 }
 

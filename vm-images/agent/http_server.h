@@ -23,6 +23,7 @@
 #include "vm-images/agent/egress_door.h"
 #include "vm-images/agent/exec.h"
 #include "vm-images/agent/files.h"
+#include "vm-images/agent/recorder.h"
 #include "vm-images/agent/requests.h"
 
 namespace cabin::agent {
@@ -56,6 +57,8 @@ struct HttpServerOptions {
   const FileRoots* files = nullptr;
   // The computer batch's upload action; empty: it fails.
   Uploader upload;
+  // Screen recordings (kRecordingsPath); null: refused.
+  Recorder* recorder = nullptr;
 };
 
 class HttpServer {

@@ -231,6 +231,8 @@ int main(int argc, char** argv) {
     rfb->set_clipboard_text(std::move(text));
     return true;
   };
+  Recorder recorder(io.get_executor(), {});
+  http.recorder = &recorder;
   BrowserEvents browser_events(io.get_executor(), state, sup.home + "/Downloads");
   http.events = &browser_events;
   const FileRoots files({sup.home, "/tmp"});
@@ -290,6 +292,7 @@ int main(int argc, char** argv) {
           co_await linger.async_wait(net::use_awaitable);
         }
         browser_events.stop();
+        recorder.stop_all();
         server.stop();
         signals.cancel();
         io.stop();

@@ -251,3 +251,29 @@ TEST_CASE("directory listings from the guest are checked entry by entry") {
     CHECK_FALSE(parse_dir_listing(bad));
   }
 }
+
+TEST_CASE("recording requests and the guest's statuses parse strictly") {
+  auto ok = parse_recording_request(R"({"id":"rec_a1","fps":10,"crf":20,"max_seconds":5,"max_bytes":1048576})");
+  REQUIRE(ok);
+  CHECK(ok->fps == 10);
+  CHECK(parse_recording_request(to_json(*ok).dump()).value() == *ok);
+  for (const char* bad : {R"({})", R"({"id":"A"})", R"({"id":"a/b"})", R"({"id":"a","fps":0})",
+                          R"({"id":"a","fps":31})", R"({"id":"a","crf":50})",
+                          R"({"id":"a","max_bytes":1})", R"({"id":"a","x":1})"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_recording_request(bad));
+  }
+  auto st = parse_recording_status(
+      R"({"id":"rec_a1","state":"stopped","reason":"max_size","frames":3,"bytes":9,"seconds":0.3,"path":"/tmp/x.mp4"})");
+  REQUIRE(st);
+  CHECK(st->reason == "max_size");
+  CHECK(parse_recording_status(to_json(*st).dump()).value().frames == 3);
+  for (const char* bad : {
+           R"({"id":"rec_a1","state":"done","reason":"","frames":0,"bytes":0,"seconds":0,"path":""})",
+           R"({"id":"rec_a1","state":"stopped","reason":"","frames":-1,"bytes":0,"seconds":0,"path":""})",
+           R"({"id":"rec_a1","state":"stopped","reason":"","frames":0,"bytes":0,"seconds":-1,"path":""})",
+           R"({"id":"../x","state":"stopped","reason":"","frames":0,"bytes":0,"seconds":0,"path":""})"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_recording_status(bad));
+  }
+}

@@ -27,6 +27,7 @@ std::string instantiate(std::string_view tmpl) {
   static const std::pair<std::string_view, std::string_view> kExamples[] = {
       {"{session_id}", "ses_0123456789abcdefghij"},
       {"{preview_id}", "prv_0123456789abcdefghij"},
+      {"{recording_id}", "rec_0123456789abcdefghij"},
       {"{key_id}", "key_0123456789abcdefghij"},
       {"{profile_id}", "prf_0123456789abcdefghij"},
       {"{target_id}", "0A1B2C3D4E5F60718293A4B5C6D7E8F9"},

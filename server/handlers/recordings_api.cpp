@@ -1,0 +1,157 @@
+// Screen recordings: started, stopped, listed and deleted through SessionManager; a recording's
+// video is streamed from cabind's state dir once kept, or from the sandbox while it grows.
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include "common/json_fields.h"
+#include "common/unique_fd.h"
+#include "server/api/errors.h"
+#include "server/handlers/api.h"
+
+namespace cabin::http_api {
+using nlohmann::json;
+
+namespace {
+
+constexpr auto kVideoStall = std::chrono::seconds(60);
+
+Result<sessions::SessionManager::RecordingSpec> recording_spec(const std::string& body) {
+  sessions::SessionManager::RecordingSpec spec;
+  if (body.empty()) return spec;
+  auto j = parse_object(body);
+  if (!j) return j.error();
+  if (auto r = reject_unknown(*j, {"fps", "quality", "max_duration_s", "max_mb"}); !r)
+    return r.error();
+  auto field = [&](const char* k, int64_t lo, int64_t hi, int64_t& out) -> Result<void> {
+    if (!j->contains(k)) return {};
+    auto v = read_int((*j)[k], k, lo, hi);
+    if (!v) return v.error();
+    out = *v;
+    return {};
+  };
+  int64_t fps = spec.fps, quality = spec.quality;
+  CABIN_TRY(field("fps", 1, agent_protocol::kMaxRecordingFps, fps));
+  CABIN_TRY(field("quality", 1, 100, quality));
+  CABIN_TRY(field("max_duration_s", 1, agent_protocol::kMaxRecordingSeconds, spec.max_duration_s));
+  CABIN_TRY(field("max_mb", 1, 4096, spec.max_mb));
+  spec.fps = static_cast<int>(fps);
+  spec.quality = static_cast<int>(quality);
+  return spec;
+}
+
+}  // namespace
+
+net::awaitable<Response> Api::recordings(const api::Route& route, const Request& req) {
+  using api::RouteId;
+  switch (route.id) {
+    case RouteId::kStartRecording: {
+      auto spec = recording_spec(req.body());
+      if (!spec) co_return error_response(spec.error());
+      auto r = co_await sessions_.start_recording(route.session_id, *spec);
+      if (!r) co_return error_response(r.error());
+      co_return json_response(http::status::created, *r);
+    }
+    case RouteId::kListRecordings: {
+      auto list = sessions_.recordings(route.session_id);
+      if (!list) co_return error_response(list.error());
+      co_return json_response(http::status::ok, {{"recordings", *list}});
+    }
+    case RouteId::kStopRecording: {
+      auto r = co_await sessions_.stop_recording(route.session_id, route.recording_id);
+      if (!r) co_return error_response(r.error());
+      co_return json_response(http::status::ok, *r);
+    }
+    case RouteId::kDeleteRecording: {
+      auto r = co_await sessions_.delete_recording(route.session_id, route.recording_id);
+      if (!r) co_return error_response(r.error());
+      co_return json_response(http::status::ok, {{"id", route.recording_id}});
+    }
+    default:
+      co_return error_response(api::errors::not_found_endpoint());
+  }
+}
+
+net::awaitable<void> Api::recording_video(const api::Route& route, ClientStream socket) {
+  boost::system::error_code ec;
+  auto r = sessions_.recording(route.session_id, route.recording_id);
+  if (!r) {
+    co_await refuse_connection(socket,
+                               error_response(make_error(Errc::kNotFound, "recording_not_found",
+                                                         "no recording with that id")));
+    co_return;
+  }
+  auto head = [](uint64_t length) {
+    return "HTTP/1.1 200 OK\r\nServer: cabind\r\nContent-Type: video/mp4\r\n"
+           "Content-Length: " +
+           std::to_string(length) + "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
+  };
+  if (r->value("status", "") == "recording") {
+    // What the sandbox has written so far: fragments that play up to the latest.
+    auto s = sessions_.find(route.session_id);
+    const std::string path = sessions_.live_recording_path(route.session_id, route.recording_id);
+    if (!s || path.empty()) {
+      co_await refuse_connection(socket, error_response(api::errors::session_not_found()));
+      co_return;
+    }
+    auto file = co_await s->agent().read_file(path);
+    s.reset();
+    if (!file) {
+      co_await refuse_connection(socket, error_response(file.error()));
+      co_return;
+    }
+    const std::string h = head(*file->length);
+    socket.tcp().expires_after(kVideoStall);
+    co_await net::async_write(socket, net::buffer(h), net::redirect_error(net::use_awaitable, ec));
+    uint64_t left = *file->length;
+    const size_t early = static_cast<size_t>(std::min<uint64_t>(file->buffer.size(), left));
+    co_await net::async_write(socket, net::buffer(file->buffer.data().data(), early),
+                              net::redirect_error(net::use_awaitable, ec));
+    left -= early;
+    std::string chunk(256 * 1024, '\0');
+    while (!ec && left > 0) {
+      const size_t n = co_await file->stream.async_read_some(
+          net::buffer(chunk.data(), static_cast<size_t>(std::min<uint64_t>(chunk.size(), left))),
+          net::redirect_error(net::use_awaitable, ec));
+      if (ec) break;
+      left -= n;
+      socket.tcp().expires_after(kVideoStall);
+      co_await net::async_write(socket, net::buffer(chunk.data(), n),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+    socket.shutdown(net::socket_base::shutdown_send, ec);
+    co_return;
+  }
+  UniqueFd fd(::open(sessions_.recording_file(route.session_id, route.recording_id).c_str(),
+                     O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || ::fstat(fd.get(), &st) != 0) {
+    co_await refuse_connection(
+        socket, error_response(make_error(Errc::kNotFound, "recording_not_found",
+                                          "the recording has no video (it failed)")));
+    co_return;
+  }
+  const std::string h = head(static_cast<uint64_t>(st.st_size));
+  socket.tcp().expires_after(kVideoStall);
+  co_await net::async_write(socket, net::buffer(h), net::redirect_error(net::use_awaitable, ec));
+  std::string chunk(256 * 1024, '\0');
+  while (!ec) {
+    const ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    socket.tcp().expires_after(kVideoStall);
+    co_await net::async_write(socket, net::buffer(chunk.data(), static_cast<size_t>(n)),
+                              net::redirect_error(net::use_awaitable, ec));
+  }
+  socket.shutdown(net::socket_base::shutdown_send, ec);
+}
+
+}  // namespace cabin::http_api

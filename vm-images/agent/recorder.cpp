@@ -1,0 +1,220 @@
+#include "vm-images/agent/recorder.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "common/child_process.h"
+#include "common/log.h"
+#include "common/notifier.h"
+#include "common/spawn.h"
+#include "vnc/capture.h"
+#include "vnc/display.h"
+
+namespace cabin::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace ap = agent_protocol;
+
+auto log() { return cabin::logger("agent.recorder"); }
+
+// ffmpeg is given this long to finish its file once its input ends.
+constexpr auto kFinishWait = std::chrono::seconds(20);
+
+}  // namespace
+
+struct Recorder::Recording {
+  Recording(net::any_io_executor ex, vnc::Display d, vnc::Capturer c)
+      : display(std::move(d)), capturer(std::move(c)), input(ex), timer(ex), done(ex) {}
+
+  ap::RecordingRequest req;
+  vnc::Display display;
+  vnc::Capturer capturer;
+  vnc::Image frame;
+  std::unique_ptr<ChildProcess> ffmpeg;
+  net::posix::stream_descriptor input;  // ffmpeg's stdin
+  net::steady_timer timer;
+  Notifier done;
+  bool stopping = false;
+  bool finished = false;
+  ap::RecordingStatus status;
+
+  uint64_t file_size() const {
+    struct stat st {};
+    return ::stat(status.path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  }
+
+  void stop(std::string why) {
+    if (stopping) return;
+    stopping = true;
+    status.reason = std::move(why);
+    timer.cancel();
+  }
+
+  net::awaitable<void> run() {
+    const auto period = std::chrono::nanoseconds(1'000'000'000LL / req.fps);
+    const auto start = Clock::now();
+    auto next = start;
+    auto next_size_check = start;
+    boost::system::error_code ec;
+    std::string failure;
+    while (!stopping) {
+      timer.expires_at(next);
+      co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
+      if (stopping) break;
+      const auto now = Clock::now();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      if (elapsed >= static_cast<double>(req.max_seconds)) {
+        stop("max_duration");
+        break;
+      }
+      if (now >= next_size_check) {
+        next_size_check = now + std::chrono::seconds(1);
+        if (file_size() >= req.max_bytes) {
+          stop("max_size");
+          break;
+        }
+      }
+      if (auto r = capturer.grab(frame, std::nullopt, true); !r) {
+        failure = "the screen: " + r.error().message;
+        break;
+      }
+      // As many frames as the time asks for: a slow encoder repeats one rather than shortening
+      // the video, so its length stays the time it recorded.
+      const auto due = static_cast<uint64_t>(elapsed * req.fps) + 1;
+      const uint64_t copies =
+          std::min<uint64_t>(std::max<uint64_t>(due > status.frames ? due - status.frames : 1, 1),
+                             static_cast<uint64_t>(req.fps));
+      for (uint64_t i = 0; i < copies && !ec; ++i) {
+        co_await net::async_write(input, net::buffer(frame.pixels),
+                                  net::redirect_error(net::use_awaitable, ec));
+      }
+      if (ec) {
+        failure = "ffmpeg stopped taking frames: " + ec.message();
+        break;
+      }
+      status.frames += copies;
+      status.seconds = static_cast<double>(status.frames) / req.fps;
+      next = start + period * static_cast<int64_t>(status.frames);
+    }
+    // The end of its input makes ffmpeg finish the file.
+    input.close(ec);
+    net::steady_timer limit(timer.get_executor(), kFinishWait);
+    limit.async_wait([this](boost::system::error_code e) {
+      if (!e && ffmpeg && !ffmpeg->exited()) ffmpeg->kill_group(SIGKILL);
+    });
+    const int exit_status = co_await ffmpeg->wait();
+    limit.cancel();
+    status.bytes = file_size();
+    if (failure.empty() && !(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0))
+      failure = "ffmpeg exited with status " + std::to_string(exit_status);
+    if (!failure.empty()) {
+      status.state = "failed";
+      status.reason = failure;
+      log()->warn("recording {}: {}", req.id, failure);
+    } else {
+      status.state = "stopped";
+      if (status.reason.empty()) status.reason = "stopped";
+      log()->info("recording {}: {} frames, {} bytes ({})", req.id, status.frames, status.bytes,
+                  status.reason);
+    }
+    finished = true;
+    done.notify_all();
+  }
+};
+
+Recorder::Recorder(net::any_io_executor ex, RecorderOptions opts)
+    : ex_(std::move(ex)), opts_(std::move(opts)) {}
+
+Recorder::~Recorder() = default;
+
+Result<ap::RecordingStatus> Recorder::start(const std::string& display_name,
+                                            const ap::RecordingRequest& req) {
+  if (recordings_.count(req.id))
+    return make_error(Errc::kConflict, "recording_exists", "a recording has that id");
+  size_t running = 0;
+  for (const auto& [id, r] : recordings_) running += !r->finished;
+  if (running >= ap::kMaxRecordings)
+    return make_error(Errc::kConflict, "too_many_recordings",
+                      "at most " + std::to_string(ap::kMaxRecordings) + " recordings at once");
+  if (display_name.empty())
+    return make_error(Errc::kUnavailable, "display_not_ready", "the X display is not up yet");
+  auto display = vnc::Display::open(display_name);
+  if (!display) return display.error();
+  auto capturer = vnc::Capturer::create(*display);
+  if (!capturer) return capturer.error();
+  const auto size = display->size();
+  auto rec = std::make_shared<Recording>(ex_, std::move(*display), std::move(*capturer));
+  rec->req = req;
+  if (::mkdir(opts_.dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error(Errc::kInternal, "recording_failed", opts_.dir + ": " + std::strerror(errno));
+  rec->status = {req.id, "recording", "", 0, 0, 0, opts_.dir + "/" + req.id + ".mp4"};
+
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+    return make_error(Errc::kInternal, "recording_failed", std::strerror(errno));
+  UniqueFd read_end(pipe_fds[0]);
+  UniqueFd write_end(pipe_fds[1]);
+  (void)::fcntl(write_end.get(), F_SETPIPE_SZ, 1 << 20);
+  UniqueFd log_file(::open((opts_.dir + "/" + req.id + ".log").c_str(),
+                           O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  const std::string video_size = std::to_string(size.width) + "x" + std::to_string(size.height);
+  SpawnOptions so;
+  so.argv = {
+      opts_.ffmpeg, "-hide_banner", "-nostdin", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt",
+      "bgr0", "-video_size", video_size, "-framerate", std::to_string(req.fps), "-i", "pipe:0",
+      // yuv420p wants even sides; x264 veryfast keeps up at 30 fps on one core.
+      "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-c:v", "libx264", "-preset", "veryfast", "-crf",
+      std::to_string(req.crf), "-pix_fmt", "yuv420p", "-g", std::to_string(req.fps * 2),
+      // Fragments: the file plays while it grows, and up to its last fragment if cut.
+      "-movflags", "+frag_keyframe+empty_moov+default_base_moof", "-flush_packets", "1", "-f",
+      "mp4", "-y", rec->status.path};
+  so.env = {"PATH=/usr/bin:/bin", "HOME=/tmp"};
+  so.stdin_fd = read_end.get();
+  so.stderr_fd = log_file.valid() ? log_file.get() : -1;
+  auto child = ChildProcess::spawn(ex_, so);
+  if (!child) return child.error();
+  rec->ffmpeg = std::move(*child);
+  if (::fcntl(write_end.get(), F_SETFL, O_NONBLOCK) != 0)
+    return make_error(Errc::kInternal, "recording_failed", std::strerror(errno));
+  rec->input.assign(write_end.release());
+  recordings_[req.id] = rec;
+  cabin::spawn(ex_, rec->run(), "recording " + req.id);
+  log()->info("recording {}: {} fps, crf {}, into {}", req.id, req.fps, req.crf, rec->status.path);
+  return rec->status;
+}
+
+net::awaitable<Result<ap::RecordingStatus>> Recorder::stop(const std::string& id) {
+  auto it = recordings_.find(id);
+  if (it == recordings_.end())
+    co_return make_error(Errc::kNotFound, "recording_not_found", "no recording has that id");
+  auto rec = it->second;
+  rec->stop("stopped");
+  while (!rec->finished) co_await rec->done.wait_until(Notifier::Clock::time_point::max());
+  co_return rec->status;
+}
+
+Result<ap::RecordingStatus> Recorder::status(const std::string& id) const {
+  auto it = recordings_.find(id);
+  if (it == recordings_.end())
+    return make_error(Errc::kNotFound, "recording_not_found", "no recording has that id");
+  ap::RecordingStatus s = it->second->status;
+  if (!it->second->finished) s.bytes = it->second->file_size();
+  return s;
+}
+
+void Recorder::stop_all() {
+  for (auto& [id, r] : recordings_) r->stop("stopped");
+}
+
+}  // namespace cabin::agent

@@ -1,0 +1,49 @@
+// Recorder: records the screen into MP4 files (agent_protocol::kRecordingsPath). Frames come from
+// the capture the screenshots use, at the recording's rate, and go raw into an ffmpeg that
+// encodes them with libx264 inside the sandbox, within its CPU and disk limits.
+#pragma once
+
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
+
+#include <boost/asio/awaitable.hpp>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/agent_protocol.h"
+#include "common/result.h"
+
+namespace cabin::agent {
+
+struct RecorderOptions {
+  std::string ffmpeg = "/usr/bin/ffmpeg";
+  std::string dir = "/tmp/.cabin-recordings";  // the files, named <id>.mp4
+};
+
+class Recorder {
+ public:
+  Recorder(net::any_io_executor ex, RecorderOptions opts);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Starts recording `display`: kConflict when the id is taken or kMaxRecordings run.
+  Result<agent_protocol::RecordingStatus> start(const std::string& display,
+                                                const agent_protocol::RecordingRequest& req);
+  // Stops it and answers once its file is complete (or ffmpeg was killed after 20 s).
+  net::awaitable<Result<agent_protocol::RecordingStatus>> stop(const std::string& id);
+  Result<agent_protocol::RecordingStatus> status(const std::string& id) const;
+  // Stops them all (the agent is going away).
+  void stop_all();
+
+  struct Recording;
+
+ private:
+  net::any_io_executor ex_;
+  RecorderOptions opts_;
+  std::map<std::string, std::shared_ptr<Recording>> recordings_;
+};
+
+}  // namespace cabin::agent
