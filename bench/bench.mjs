@@ -17,6 +17,7 @@ import { benchEgress, egressRows } from './egress.mjs';
 import { benchPreview, previewRows } from './preview.mjs';
 import { benchFiles, filesRows } from './files.mjs';
 import { benchPause, pauseRows } from './pause.mjs';
+import { benchRecording, recordingRows } from './recording.mjs';
 import { benchPool, poolRows } from './pool.mjs';
 import { benchFork, forkRows } from './fork.mjs';
 import { benchTemplate, templateRows } from './template.mjs';
@@ -37,7 +38,7 @@ const { values: opt } = parseArgs({
     shots: { type: 'string' },
     url: { type: 'string', default: process.env.CABIN_URL || '' },
     out: { type: 'string', default: path.join(HERE, 'results', 'latest.json') },
-    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,files' },
+    only: { type: 'string', default: 'create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,files,recording' },
     'egress-rounds': { type: 'string' },
     'threads-rounds': { type: 'string' },
     'preview-conns': { type: 'string', default: '16' },
@@ -52,7 +53,7 @@ const { values: opt } = parseArgs({
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,files,microvm,template,hibernate] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,files,recording,microvm,template,hibernate] [--microvm] [--vm-n N] [--vm-warmup N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--threads-rounds N] [--egress-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
@@ -417,6 +418,7 @@ function table(results) {
   if (results.egress) rows.push(...egressRows(results.egress, fmt, mark));
   if (results.pause) rows.push(...pauseRows(results.pause, fmt));
   if (results.files) rows.push(...filesRows(results.files, fmt));
+  if (results.recording) rows.push(...recordingRows(results.recording, fmt));
   if (results.restart) rows.push(...restartRows(results.restart, fmt));
   if (results.pool) rows.push(...poolRows(results.pool, fmt));
   if (results.fork) rows.push(...forkRows(results.fork, fmt));
@@ -485,6 +487,9 @@ async function main() {
     if (only.has('pause')) results.pause = await benchPause(cabin, { rounds: opt.quick ? 10 : 50, log });
     if (only.has('files')) {
       results.files = await benchFiles(cabin, { mib: opt.quick ? 16 : 64, rounds: opt.quick ? 1 : 3, log });
+    }
+    if (only.has('recording')) {
+      results.recording = await benchRecording(cabin, { seconds: 10, rounds: opt.quick ? 1 : 3, log });
     }
     // Its own cabind, with a pool.
     if (only.has('pool')) results.pool = await benchPool({ rounds: opt.quick ? 5 : 20, log });
