@@ -19,6 +19,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/ascii.h"
 #include "common/agent_protocol.h"
 #include "common/deadline.h"
 #include "common/spawn.h"
@@ -315,7 +316,7 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     co_return;
   }
   // A plain request: its body whole (bounded), then one exchange with Connection: close.
-  if (beast::iequals(req[http::field::expect], "100-continue")) {
+  if (iequals(req[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     co_await net::async_write(c->client, net::buffer(kContinue),
                               net::redirect_error(net::use_awaitable, ec));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/beast/core/string.hpp>
 
+#include "common/ascii.h"
 #include "server/api/router.h"
 
 namespace cabin::egress {
@@ -52,13 +53,13 @@ BodyKind body_kind(std::string_view content_type) {
   while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) type.remove_suffix(1);
   while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) type.remove_prefix(1);
   namespace beast = boost::beast;
-  if (beast::iequals(type, "application/x-www-form-urlencoded")) return BodyKind::kUrlEncoded;
-  if (beast::iequals(type, "application/json") ||
-      (type.size() > 5 && beast::iequals(type.substr(type.size() - 5), "+json"))) {
+  if (iequals(type, "application/x-www-form-urlencoded")) return BodyKind::kUrlEncoded;
+  if (iequals(type, "application/json") ||
+      (type.size() > 5 && iequals(type.substr(type.size() - 5), "+json"))) {
     return BodyKind::kJson;
   }
-  if (beast::iequals(type, "multipart/form-data") ||
-      (type.size() >= 5 && beast::iequals(type.substr(0, 5), "text/"))) {
+  if (iequals(type, "multipart/form-data") ||
+      (type.size() >= 5 && iequals(type.substr(0, 5), "text/"))) {
     return BodyKind::kText;
   }
   return BodyKind::kOpaque;

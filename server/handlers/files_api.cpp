@@ -11,6 +11,7 @@
 #include <charconv>
 
 #include "common/agent_protocol.h"
+#include "common/ascii.h"
 #include "common/clock.h"
 #include "common/deadline.h"
 #include "server/api/errors.h"
@@ -188,7 +189,7 @@ net::awaitable<void> Api::put_file(const api::Route& route, const Authn& authn, 
   s.reset();
   if (!upload) co_return co_await answer(error_response(upload.error()));
   // The client may wait for this before it sends the body (curl does, for large files).
-  if (beast::iequals(req[http::field::expect], "100-continue")) {
+  if (iequals(req[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     socket.tcp().expires_after(kTransferStall);
     co_await net::async_write(socket, net::buffer(kContinue),

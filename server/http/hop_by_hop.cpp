@@ -1,7 +1,8 @@
 #include "server/http/hop_by_hop.h"
 
-#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/rfc7230.hpp>
+
+#include "common/ascii.h"
 
 namespace cabin::http_api {
 
@@ -37,7 +38,7 @@ ConnectionNamed::ConnectionNamed(const http::fields& f, std::initializer_list<Fi
 
 bool ConnectionNamed::contains(std::string_view name) const {
   for (auto n : names_) {
-    if (boost::beast::iequals(n, name)) return true;
+    if (iequals(n, name)) return true;
   }
   return false;
 }

@@ -16,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/ascii.h"
 #include "common/crypto.h"
 #include "common/log.h"
 #include "common/pump.h"
@@ -260,7 +261,7 @@ std::variant<Admission, Response> PreviewProxy::admit(const http::request_header
   out.token_expires_at = known.claims.expires_at;
   if (auto te = h.find(http::field::transfer_encoding);
       te != h.end() &&
-      (!beast::iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
+      (!iequals(te->value(), "chunked") || h.count(http::field::transfer_encoding) != 1)) {
     return error_response(api::errors::bad_transfer_encoding());
   }
   return out;
@@ -354,7 +355,7 @@ net::awaitable<Outcome> PreviewProxy::serve(ClientStream& client, beast::flat_bu
   // 5. The request as the app gets it.
   const bool websocket = beast::websocket::is_upgrade(h);
   const bool expect_continue =
-      h.count(http::field::expect) && beast::iequals(h[http::field::expect], "100-continue");
+      h.count(http::field::expect) && iequals(h[http::field::expect], "100-continue");
   const bool head = h.method() == http::verb::head;
   const std::string original_host(h[http::field::host]);
   http::request_parser<http::buffer_body> req{std::move(header)};

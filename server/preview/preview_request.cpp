@@ -6,6 +6,7 @@
 #include <charconv>
 #include <vector>
 
+#include "common/ascii.h"
 #include "server/api/ids.h"
 #include "server/api/router.h"
 
@@ -14,16 +15,6 @@ namespace {
 
 Error bad_target(std::string message) {
   return make_error(Errc::kInvalidArgument, "bad_target", std::move(message));
-}
-
-char lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
 }
 
 std::string_view trim(std::string_view s) {
@@ -82,7 +73,7 @@ std::optional<std::string> host_name(std::string_view h) {
   }
   if (port.size() > 5) return std::nullopt;
   std::string out(host);
-  for (char& c : out) c = lower(c);
+  for (char& c : out) c = ascii_lower(c);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <boost/beast/core/string.hpp>
 #include <charconv>
 
+#include "common/ascii.h"
 #include "server/http/hop_by_hop.h"
 #include "server/preview/preview_request.h"
 
@@ -21,7 +22,7 @@ bool forwarding(const http::fields::value_type& f) {
   if (n.empty() || (n[0] != 'x' && n[0] != 'X')) return false;
   for (std::string_view forged : {"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host",
                                   "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Real-IP"}) {
-    if (boost::beast::iequals(n, forged)) return true;
+    if (iequals(n, forged)) return true;
   }
   return false;
 }
@@ -96,7 +97,7 @@ void write_response_head(std::string& out, const http::response_header<>& h,
     auto id = f.name();
     if (hop_by_hop(id) || named.contains(f.name_string())) continue;
     // It would let a script under a preview register a service worker above it (for "/").
-    if (boost::beast::iequals(f.name_string(), "Service-Worker-Allowed")) continue;
+    if (iequals(f.name_string(), "Service-Worker-Allowed")) continue;
     if (id == Field::set_cookie) {
       if (sets_cookie(f.value(), kCookieName) || sets_cookie(f.value(), kHostCookieName)) continue;
       std::string cookie = drop_cookie_domain(f.value());

@@ -21,6 +21,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/ascii.h"
 #include "common/agent_protocol.h"
 #include "common/crypto.h"
 #include "common/log.h"
@@ -286,7 +287,7 @@ net::awaitable<Response> receive_file(const FileRoots& files, Stream& stream,
   auto up = files.create(q->second);
   if (!up) co_return error_response(up.error());
   boost::system::error_code ec;
-  if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+  if (iequals(parser.get()[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     stream.expires_after(kFileIoTimeout);
     co_await net::async_write(stream, net::buffer(kContinue),
