@@ -1057,6 +1057,85 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{session_id}/recordings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * The session's recordings
+         * @description Those recording now and those kept, oldest first; also after the session ended.
+         */
+        get: operations["listRecordings"];
+        put?: never;
+        /**
+         * Start recording the screen
+         * @description Records the screen into an MP4 (H.264, fragmented, so it plays while it grows and up to its last fragment if cut), encoded by ffmpeg inside the sandbox from the frames the screenshots' capture grabs, within the sandbox's CPU and disk limits. It stops at `max_duration_s`, at `max_mb` (checked each second, so it may pass it by a second's worth), on `POST …/stop`, or when the session ends; then its file is copied into cabind's state dir and kept there, after the session too, until deleted. At most 4 at once per session.
+         */
+        post: operations["startRecording"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/recordings/{recording_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+                recording_id: components["parameters"]["RecordingId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * A recording's video
+         * @description The MP4, streamed: from cabind's state dir once it is kept; while it records, what the sandbox has written so far (`Content-Length` is its size at the request).
+         */
+        get: operations["getRecording"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a recording
+         * @description Stops it first if it records; its video and record are gone.
+         */
+        delete: operations["deleteRecording"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{session_id}/recordings/{recording_id}/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+                recording_id: components["parameters"]["RecordingId"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a recording
+         * @description Answers once its file is complete and kept; a recording that already stopped answers its record.
+         */
+        post: operations["stopRecording"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{session_id}/events": {
         parameters: {
             query?: never;
@@ -2209,6 +2288,40 @@ export interface components {
             paths: string[];
             selector?: string;
         };
+        RecordingRequest: {
+            /** @default 15 */
+            fps: number;
+            /**
+             * @description x264's constant rate factor from 40 (1) to 15 (100).
+             * @default 70
+             */
+            quality: number;
+            /** @default 3600 */
+            max_duration_s: number;
+            /** @default 512 */
+            max_mb: number;
+        };
+        Recording: {
+            id: string;
+            session_id: string;
+            /** @enum {string} */
+            status: "recording" | "stopping" | "stopped" | "failed";
+            /** @description `stopped` (asked), `max_duration`, `max_size`, `session_ended`; for `failed`, what went wrong. */
+            reason?: string | null;
+            fps: number;
+            quality: number;
+            max_duration_s?: number;
+            max_mb?: number;
+            /** Format: date-time */
+            started_at: string;
+            /** Format: date-time */
+            stopped_at?: string | null;
+            duration_s?: number;
+            frames?: number;
+            bytes?: number;
+            /** @constant */
+            media_type: "video/mp4";
+        };
     };
     responses: {
         /** @description `bad_query`: a malformed query string, more than 16 query parameters, or a parameter the endpoint refuses; `bad_request`: malformed HTTP (the connection then closes). */
@@ -2632,6 +2745,7 @@ export interface components {
         Since: number;
         /** @description A `preview:<port>` token, as the preview's URLs carry it. With `GET` or `HEAD` it is answered `302` to the same URL without it, setting the preview cookie; with any other method it is `400 token_in_url`. */
         CabinToken: string;
+        RecordingId: string;
     };
     requestBodies: never;
     headers: never;
@@ -5645,6 +5759,230 @@ export interface operations {
             404: components["responses"]["SessionNotFound"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    listRecordings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The recordings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        recordings: components["schemas"]["Recording"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["SessionNotFound"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    startRecording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["RecordingRequest"];
+            };
+        };
+        responses: {
+            /** @description Recording. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Recording"];
+                };
+            };
+            /** @description `invalid_json`, `unknown_field`, `invalid_request` (a field out of range); `bad_query`, `bad_request` as everywhere. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "bad_query" | "bad_request" | "invalid_json" | "unknown_field" | "invalid_request";
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            404: components["responses"]["SessionNotFound"];
+            /** @description `session_paused`; `too_many_recordings`: 4 already record. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "session_paused" | "too_many_recordings";
+                        };
+                    };
+                };
+            };
+            413: components["responses"]["BodyTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["SandboxUnavailable"];
+        };
+    };
+    getRecording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+                recording_id: components["parameters"]["RecordingId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The video. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "video/mp4": string;
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthenticated"];
+            /** @description `session_not_found`; `recording_not_found`: no recording of the session with that id (or one that failed has no video). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "session_not_found" | "recording_not_found";
+                        };
+                    };
+                };
+            };
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            502: components["responses"]["BadGateway"];
+        };
+    };
+    deleteRecording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+                recording_id: components["parameters"]["RecordingId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: string;
+                    };
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthenticated"];
+            /** @description `session_not_found`; `recording_not_found`: no recording of the session with that id (or one that failed has no video). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "session_not_found" | "recording_not_found";
+                        };
+                    };
+                };
+            };
+            409: components["responses"]["SessionPaused"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+        };
+    };
+    stopRecording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session: `ses_` and 20 of `[a-z0-9]`; anything else is `404 session_not_found`. */
+                session_id: components["parameters"]["SessionId"];
+                recording_id: components["parameters"]["RecordingId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The kept recording. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Recording"];
+                };
+            };
+            400: components["responses"]["BadQuery"];
+            401: components["responses"]["Unauthenticated"];
+            /** @description `session_not_found`; `recording_not_found`: no recording of the session with that id (or one that failed has no video). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "session_not_found" | "recording_not_found";
+                        };
+                    };
+                };
+            };
+            409: components["responses"]["SessionPaused"];
+            414: components["responses"]["UriTooLong"];
+            431: components["responses"]["HeadersTooLarge"];
+            502: components["responses"]["BadGateway"];
         };
     };
     events: {
