@@ -128,10 +128,12 @@ test('a session whose lifetime ran out while no cabind ran ends as timeout, and 
      async () => {
   const first = await startCabind();
   cleanup.push(() => removeServerDirs(first));
-  const s = await first.createSession({ timeout_s: 3, idle_timeout_s: 0 });
+  // The lifetime counts from the create, which takes seconds on a busy machine: long enough that
+  // the session is still running when cabind dies.
+  const s = await first.createSession({ timeout_s: 8, idle_timeout_s: 0 });
   await first.crash();
   await waitFor(() => Date.parse(s.expires_at) + 1000 < Date.now(),
-                { timeoutMs: 10000, what: 'the session\'s lifetime to pass' });
+                { timeoutMs: 15000, what: 'the session\'s lifetime to pass' });
   assert.ok(sandboxPids(s.id).length > 0, 'its sandbox ran on while cabind was down');
   const next = await restart(first);
   const r = await next.api('GET', `/v1/sessions/${s.id}`);
