@@ -50,6 +50,13 @@ json Api::session_json(const store::SessionRecord& r, const Request& req) const 
     if (r.status == store::SessionStatus::kPaused)
       j["pause_mode"] = s->hibernated() ? "hibernate" : "freeze";
   }
+  // Its recordings, live and kept (GET /recordings has the whole records).
+  json recordings = json::array();
+  if (auto list = sessions_.recordings(r.id)) {
+    for (const auto& rec : *list)
+      recordings.push_back({{"id", rec.value("id", "")}, {"status", rec.value("status", "")}});
+  }
+  j["recordings"] = std::move(recordings);
   return j;
 }
 

@@ -144,6 +144,9 @@ describe('screen recordings', () => {
     const kept = (await api('GET', '/recordings')).json.recordings.find((x) => x.id === r.json.id);
     assert.equal(kept.status, 'stopped', JSON.stringify(kept));
     assert.equal(kept.reason, 'session_ended');
+    const ended = await ctx.server.api('GET', `/v1/sessions/${s.id}`);
+    assert.ok(ended.json.recordings.some((x) => x.id === r.json.id && x.status === 'stopped'),
+              JSON.stringify(ended.json.recordings));
     assert.ok(probe(await download(r.json.id, 'ended.mp4')).frames >= 1);
   });
 });

@@ -1594,6 +1594,12 @@ export interface components {
                 id: string;
                 persist: boolean;
             };
+            /** @description The session's recordings, live and kept (`GET …/recordings` has their records). */
+            recordings?: {
+                id: string;
+                /** @enum {string} */
+                status: "recording" | "stopping" | "stopped" | "failed";
+            }[];
         };
         SessionList: {
             /** @description Newest first. */
