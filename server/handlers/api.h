@@ -49,6 +49,12 @@ struct Authn {
 // The endpoints' logger ("api").
 spdlog::logger& api_log();
 
+// Answers 200 with `content_type`, the file's length and `more_fields` (whole header lines),
+// then streams the file's bytes from the agent (files_api.cpp), each piece given a minute.
+net::awaitable<Result<void>> send_agent_file(ClientStream& socket, sessions::Tunnel& file,
+                                             std::string_view content_type,
+                                             std::string_view more_fields = {});
+
 // 404 session_ended, with the session's end reason (or its status).
 Error session_ended_error(const store::SessionRecord& r);
 

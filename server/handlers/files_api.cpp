@@ -67,7 +67,7 @@ net::awaitable<Result<void>> copy_bytes(From& from, To& to, uint64_t n, std::str
                                         const char* from_name) {
   boost::system::error_code ec;
   if (!early.empty()) {
-    const auto armed = arm(to);
+    [[maybe_unused]] const auto armed = arm(to);
     co_await net::async_write(to, net::buffer(early), net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return make_error(Errc::kBadGateway, "transfer_failed", ec.message());
   }
@@ -76,7 +76,7 @@ net::awaitable<Result<void>> copy_bytes(From& from, To& to, uint64_t n, std::str
     const size_t want = static_cast<size_t>(std::min<uint64_t>(chunk.size(), n));
     size_t got = 0;
     {
-      const auto armed = arm(from);
+      [[maybe_unused]] const auto armed = arm(from);
       got = co_await from.async_read_some(net::buffer(chunk.data(), want),
                                           net::redirect_error(net::use_awaitable, ec));
     }
@@ -86,7 +86,7 @@ net::awaitable<Result<void>> copy_bytes(From& from, To& to, uint64_t n, std::str
           std::string(from_name) + " stopped " + std::to_string(n) + " bytes early");
     }
     n -= got;
-    const auto armed = arm(to);
+    [[maybe_unused]] const auto armed = arm(to);
     co_await net::async_write(to, net::buffer(chunk.data(), got),
                               net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return make_error(Errc::kBadGateway, "transfer_failed", ec.message());
@@ -95,6 +95,29 @@ net::awaitable<Result<void>> copy_bytes(From& from, To& to, uint64_t n, std::str
 }
 
 }  // namespace
+
+net::awaitable<Result<void>> send_agent_file(ClientStream& socket, sessions::Tunnel& file,
+                                             std::string_view content_type,
+                                             std::string_view more_fields) {
+  boost::system::error_code ec;
+  std::string head = "HTTP/1.1 200 OK\r\nServer: cabind\r\nContent-Type: ";
+  head.append(content_type)
+      .append("\r\nContent-Length: ")
+      .append(std::to_string(*file.length))
+      .append("\r\n")
+      .append(more_fields)
+      .append("Cache-Control: no-store\r\nConnection: close\r\n\r\n");
+  socket.tcp().expires_after(kTransferStall);
+  co_await net::async_write(socket, net::buffer(head), net::redirect_error(net::use_awaitable, ec));
+  if (ec) co_return make_error(Errc::kBadGateway, "transfer_failed", ec.message());
+  const std::string_view ahead(
+      static_cast<const char*>(file.buffer.data().data()),
+      static_cast<size_t>(std::min<uint64_t>(file.buffer.size(), *file.length)));
+  auto copied =
+      co_await copy_bytes(file.stream, socket, *file.length - ahead.size(), ahead, "the agent");
+  socket.shutdown(net::socket_base::shutdown_send, ec);
+  co_return copied;
+}
 
 net::awaitable<void> Api::get_files(const api::Route& route, ClientStream socket) {
   boost::system::error_code ec;
@@ -136,27 +159,10 @@ net::awaitable<void> Api::get_files(const api::Route& route, ClientStream socket
     co_return;
   }
   const std::string name = q->second.substr(q->second.rfind('/') + 1);
-  const std::string head =
-      "HTTP/1.1 200 OK\r\nServer: cabind\r\n"
-      "Content-Type: application/octet-stream\r\n"
-      "Content-Length: " +
-      std::to_string(*file->length) +
-      "\r\n"
-      "Content-Disposition: " +
-      attachment(name) +
-      "\r\n"
-      "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
-  socket.tcp().expires_after(kTransferStall);
-  co_await net::async_write(socket, net::buffer(head), net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return;
-  const auto early = file->buffer.size();
-  const std::string_view ahead(static_cast<const char*>(file->buffer.data().data()),
-                               static_cast<size_t>(std::min<uint64_t>(early, *file->length)));
-  auto copied =
-      co_await copy_bytes(file->stream, socket, *file->length - ahead.size(), ahead, "the agent");
-  if (!copied)
-    api_log().warn("session {}: a download stopped: {}", route.session_id, copied.error().message);
-  socket.shutdown(net::socket_base::shutdown_send, ec);
+  auto sent = co_await send_agent_file(socket, *file, "application/octet-stream",
+                                       "Content-Disposition: " + attachment(name) + "\r\n");
+  if (!sent)
+    api_log().warn("session {}: a download stopped: {}", route.session_id, sent.error().message);
 }
 
 net::awaitable<void> Api::put_file(const api::Route& route, const Authn& authn, Request req,

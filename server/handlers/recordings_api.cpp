@@ -89,11 +89,6 @@ net::awaitable<void> Api::recording_video(const api::Route& route, ClientStream 
                                                          "no recording with that id")));
     co_return;
   }
-  auto head = [](uint64_t length) {
-    return "HTTP/1.1 200 OK\r\nServer: cabind\r\nContent-Type: video/mp4\r\n"
-           "Content-Length: " +
-           std::to_string(length) + "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
-  };
   if (r->value("status", "") == "recording") {
     // What the sandbox has written so far: fragments that play up to the latest.
     auto s = sessions_.find(route.session_id);
@@ -108,26 +103,7 @@ net::awaitable<void> Api::recording_video(const api::Route& route, ClientStream 
       co_await refuse_connection(socket, error_response(file.error()));
       co_return;
     }
-    const std::string h = head(*file->length);
-    socket.tcp().expires_after(kVideoStall);
-    co_await net::async_write(socket, net::buffer(h), net::redirect_error(net::use_awaitable, ec));
-    uint64_t left = *file->length;
-    const size_t early = static_cast<size_t>(std::min<uint64_t>(file->buffer.size(), left));
-    co_await net::async_write(socket, net::buffer(file->buffer.data().data(), early),
-                              net::redirect_error(net::use_awaitable, ec));
-    left -= early;
-    std::string chunk(256 * 1024, '\0');
-    while (!ec && left > 0) {
-      const size_t n = co_await file->stream.async_read_some(
-          net::buffer(chunk.data(), static_cast<size_t>(std::min<uint64_t>(chunk.size(), left))),
-          net::redirect_error(net::use_awaitable, ec));
-      if (ec) break;
-      left -= n;
-      socket.tcp().expires_after(kVideoStall);
-      co_await net::async_write(socket, net::buffer(chunk.data(), n),
-                                net::redirect_error(net::use_awaitable, ec));
-    }
-    socket.shutdown(net::socket_base::shutdown_send, ec);
+    (void)co_await send_agent_file(socket, *file, "video/mp4");
     co_return;
   }
   UniqueFd fd(::open(sessions_.recording_file(route.session_id, route.recording_id).c_str(),
@@ -139,7 +115,10 @@ net::awaitable<void> Api::recording_video(const api::Route& route, ClientStream 
                                           "the recording has no video (it failed)")));
     co_return;
   }
-  const std::string h = head(static_cast<uint64_t>(st.st_size));
+  const std::string h =
+      "HTTP/1.1 200 OK\r\nServer: cabind\r\nContent-Type: video/mp4\r\n"
+      "Content-Length: " +
+      std::to_string(st.st_size) + "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
   socket.tcp().expires_after(kVideoStall);
   co_await net::async_write(socket, net::buffer(h), net::redirect_error(net::use_awaitable, ec));
   std::string chunk(256 * 1024, '\0');
