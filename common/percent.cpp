@@ -1,16 +1,13 @@
 #include "common/percent.h"
 
 namespace cabin {
-namespace {
 
-int hex_value(char c) {
+int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
-
-}  // namespace
 
 Result<std::string> percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;
@@ -20,7 +17,7 @@ Result<std::string> percent_decode(std::string_view s, bool plus_is_space) {
       if (i + 2 >= s.size()) {
         return make_error(Errc::kInvalidArgument, "bad_query", "bad percent escape");
       }
-      int hi = hex_value(s[i + 1]), lo = hex_value(s[i + 2]);
+      int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
       if (hi < 0 || lo < 0) {
         return make_error(Errc::kInvalidArgument, "bad_query", "bad percent escape");
       }

@@ -8,6 +8,8 @@
 
 namespace cabin {
 
+// The value of one hex digit, or -1.
+int hex_digit(char c);
 // Percent-decoding of one query component; '+' is a space unless `plus_is_space` is false (a
 // URL's userinfo). Fails on bad escapes.
 Result<std::string> percent_decode(std::string_view s, bool plus_is_space = true);

@@ -141,6 +141,10 @@ Error no_egress() {
 
 Error profile_not_found() { return CABIN_ERROR("profile_not_found", "no such profile"); }
 
+Error recording_not_found() {
+  return CABIN_ERROR("recording_not_found", "no recording with that id");
+}
+
 Error session_not_found() {
   return CABIN_ERROR("session_not_found", "no live session with that id");
 }

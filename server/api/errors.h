@@ -39,6 +39,7 @@ Error not_found_file();
 Error not_found_endpoint();
 Error session_not_found();
 Error profile_not_found();
+Error recording_not_found();
 // A session that has ended (`why`: its end reason) or, with an empty `why`, is ending.
 Error session_ended(std::string_view why);
 Error preview_not_found(std::string message);

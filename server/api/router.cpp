@@ -295,7 +295,7 @@ Result<Route> route(std::string_view method, std::string_view target) {
       if (method == "DELETE") return want("DELETE", RouteId::kDeleteRecording, Auth::kApiKey);
       return method_not_allowed("GET or DELETE");
     }
-    return make_error(Errc::kNotFound, "recording_not_found", "no recording with that id");
+    return errors::recording_not_found();
   }
   if (sub == "json") {
     if (n == 4 || (n == 5 && seg[4] == "list")) {

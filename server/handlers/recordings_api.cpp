@@ -85,8 +85,7 @@ net::awaitable<void> Api::recording_video(const api::Route& route, ClientStream 
   auto r = sessions_.recording(route.session_id, route.recording_id);
   if (!r) {
     co_await refuse_connection(socket,
-                               error_response(make_error(Errc::kNotFound, "recording_not_found",
-                                                         "no recording with that id")));
+                               error_response(api::errors::recording_not_found()));
     co_return;
   }
   if (r->value("status", "") == "recording") {

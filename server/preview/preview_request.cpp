@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/ascii.h"
+#include "common/percent.h"
 #include "server/api/ids.h"
 #include "server/api/router.h"
 
@@ -21,13 +22,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
-}
-
-int hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 }  // namespace
@@ -121,7 +115,7 @@ Result<void> check_target(std::string_view target) {
   }
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == '%' &&
-        (i + 2 >= target.size() || hex(target[i + 1]) < 0 || hex(target[i + 2]) < 0)) {
+        (i + 2 >= target.size() || hex_digit(target[i + 1]) < 0 || hex_digit(target[i + 2]) < 0)) {
       return bad_target("the request target has a bad percent escape");
     }
   }
@@ -135,7 +129,7 @@ Result<void> check_target(std::string_view target) {
     std::string decoded;
     for (size_t i = 0; i < seg.size(); ++i) {
       if (seg[i] == '%') {
-        decoded.push_back(static_cast<char>(hex(seg[i + 1]) * 16 + hex(seg[i + 2])));
+        decoded.push_back(static_cast<char>(hex_digit(seg[i + 1]) * 16 + hex_digit(seg[i + 2])));
         i += 2;
       } else {
         decoded.push_back(seg[i]);

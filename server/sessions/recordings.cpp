@@ -36,7 +36,7 @@ const auto& recording_log() {
 constexpr auto kRecordingStatusPoll = std::chrono::seconds(1);
 
 Error no_recording() {
-  return make_error(Errc::kNotFound, "recording_not_found", "no recording with that id");
+  return api::errors::recording_not_found();
 }
 
 // What the API shows of a record: not where the file was in the sandbox.
