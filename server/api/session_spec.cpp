@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/agent_protocol.h"
 #include "common/json_fields.h"
 #include "server/api/ids.h"
 
@@ -37,6 +38,29 @@ std::string_view wait_until_name(WaitUntil w) {
 
 std::string_view on_idle_name(OnIdle o) { return o == OnIdle::kPause ? "pause" : "delete"; }
 
+Result<RecordingSpec> parse_recording_spec(const nlohmann::json& j, std::string_view prefix) {
+  RecordingSpec spec;
+  const std::string p(prefix);
+  if (auto r = reject_unknown(j, {"fps", "quality", "max_duration_s", "max_mb"}, p); !r)
+    return r.error();
+  auto field = [&](const char* k, int64_t lo, int64_t hi, int64_t& out) -> Result<void> {
+    auto it = j.find(k);
+    if (it == j.end()) return {};
+    auto v = read_int(*it, p + k, lo, hi);
+    if (!v) return v.error();
+    out = *v;
+    return {};
+  };
+  int64_t fps = spec.fps, quality = spec.quality;
+  CABIN_TRY(field("fps", 1, agent_protocol::kMaxRecordingFps, fps));
+  CABIN_TRY(field("quality", 1, 100, quality));
+  CABIN_TRY(field("max_duration_s", 1, agent_protocol::kMaxRecordingSeconds, spec.max_duration_s));
+  CABIN_TRY(field("max_mb", 1, kMaxRecordingMb, spec.max_mb));
+  spec.fps = static_cast<int>(fps);
+  spec.quality = static_cast<int>(quality);
+  return spec;
+}
+
 Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& limits) {
   SessionSpec spec;
   spec.timeout_s = limits.default_timeout_s;
@@ -47,7 +71,7 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
   if (auto r =
           reject_unknown(*j, {"driver", "resolution", "display", "resources", "timeout_s",
                               "idle_timeout_s", "on_idle", "wait_until", "start_url", "network",
-                              "profile"});
+                              "profile", "record"});
       !r) {
     return r.error();
   }
@@ -160,6 +184,14 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
       use.persist = p->get<bool>();
     }
     spec.profile = std::move(use);
+  }
+  if (auto it = j->find("record"); it != j->end()) {
+    if (!it->is_object()) {
+      return invalid_field("record", "must be an object {fps, quality, max_duration_s, max_mb}");
+    }
+    auto r = parse_recording_spec(*it, "record.");
+    if (!r) return r.error();
+    spec.record = *r;
   }
   return spec;
 }

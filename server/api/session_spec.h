@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/result.h"
 #include "server/egress/policy.h"
 
@@ -35,6 +37,17 @@ struct ProfileUse {
   bool persist = false;
 };
 
+// A screen recording (POST /v1/sessions/{id}/recordings, or "record" in a create).
+struct RecordingSpec {
+  int fps = 15;
+  int quality = 70;  // 1..100
+  int64_t max_duration_s = 3600;
+  int64_t max_mb = 512;
+};
+inline constexpr int64_t kMaxRecordingMb = 4096;
+// `j` must be an object; `prefix` names its fields in errors ("record.").
+Result<RecordingSpec> parse_recording_spec(const nlohmann::json& j, std::string_view prefix = {});
+
 struct SessionSpec {
   std::string driver;  // empty: the server's default driver
   Resolution resolution;
@@ -53,6 +66,8 @@ struct SessionSpec {
   // A saved profile Chromium starts with (POST /v1/profiles); with `persist`, what the session
   // leaves in it is saved back when it ends.
   std::optional<ProfileUse> profile;
+  // A recording that starts with the session; the create fails if it cannot.
+  std::optional<RecordingSpec> record;
 };
 
 struct SpecLimits {

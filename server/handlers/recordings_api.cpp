@@ -15,6 +15,7 @@
 #include "common/json_fields.h"
 #include "common/unique_fd.h"
 #include "server/api/errors.h"
+#include "server/api/session_spec.h"
 #include "server/handlers/api.h"
 
 namespace cabin::http_api {
@@ -24,28 +25,11 @@ namespace {
 
 constexpr auto kVideoStall = std::chrono::seconds(60);
 
-Result<sessions::SessionManager::RecordingSpec> recording_spec(const std::string& body) {
-  sessions::SessionManager::RecordingSpec spec;
-  if (body.empty()) return spec;
+Result<api::RecordingSpec> recording_spec(const std::string& body) {
+  if (body.empty()) return api::RecordingSpec{};
   auto j = parse_object(body);
   if (!j) return j.error();
-  if (auto r = reject_unknown(*j, {"fps", "quality", "max_duration_s", "max_mb"}); !r)
-    return r.error();
-  auto field = [&](const char* k, int64_t lo, int64_t hi, int64_t& out) -> Result<void> {
-    if (!j->contains(k)) return {};
-    auto v = read_int((*j)[k], k, lo, hi);
-    if (!v) return v.error();
-    out = *v;
-    return {};
-  };
-  int64_t fps = spec.fps, quality = spec.quality;
-  CABIN_TRY(field("fps", 1, agent_protocol::kMaxRecordingFps, fps));
-  CABIN_TRY(field("quality", 1, 100, quality));
-  CABIN_TRY(field("max_duration_s", 1, agent_protocol::kMaxRecordingSeconds, spec.max_duration_s));
-  CABIN_TRY(field("max_mb", 1, 4096, spec.max_mb));
-  spec.fps = static_cast<int>(fps);
-  spec.quality = static_cast<int>(quality);
-  return spec;
+  return api::parse_recording_spec(*j);
 }
 
 }  // namespace

@@ -246,6 +246,16 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
   const auto began = std::chrono::steady_clock::now();
   std::string driver_name = spec.driver.empty() ? config_.default_driver : spec.driver;
   auto r = co_await create_on(spec, driver_name, tenant, cancel, nullptr);
+  if (r && spec.record) {
+    // Here rather than in create_on: a claimed pool sandbox records too, and the first frame is
+    // the start page the caller asked for.
+    SessionPtr s = *r;
+    if (auto rec = co_await start_recording(s->id(), *spec.record); !rec) {
+      const std::string why = "its recording could not start: " + rec.error().message;
+      co_await finish(s, store::SessionStatus::kFailed, why);
+      r = make_error(Errc::kUnavailable, "sandbox_unavailable", why);
+    }
+  }
   // Refused: nothing was started (a bad spec, a cap, a driver that cannot run here).
   const char* outcome = r                                         ? "ready"
                         : r.error().code == "sandbox_unavailable" ? "failed"

@@ -196,12 +196,7 @@ class SessionManager {
 
   // Screen recordings (agent_protocol::kRecordingsPath), kept in recordings_dir after the
   // session ends until deleted. Each is a JSON record (docs/api.md).
-  struct RecordingSpec {
-    int fps = 15;
-    int quality = 70;  // 1..100
-    int64_t max_duration_s = 3600;
-    int64_t max_mb = 512;
-  };
+  using RecordingSpec = api::RecordingSpec;
   net::awaitable<Result<nlohmann::json>> start_recording(const std::string& id,
                                                          const RecordingSpec& spec);
   net::awaitable<Result<nlohmann::json>> stop_recording(const std::string& id,

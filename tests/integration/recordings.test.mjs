@@ -149,4 +149,23 @@ describe('screen recordings', () => {
               JSON.stringify(ended.json.recordings));
     assert.ok(probe(await download(r.json.id, 'ended.mp4')).frames >= 1);
   });
+
+  test('a create can start a recording with the session', async () => {
+    const bad = await ctx.server.api('POST', '/v1/sessions', { record: { fps: 31 } });
+    assert.equal(bad.status, 400, bad.text);
+    assert.match(bad.json.error.message, /record\.fps/);
+
+    s = await ctx.server.createSession({ start_url: 'data:text/html,<body style="background:rgb(0,160,0)">',
+                                        record: { fps: 5, max_duration_s: 4 } });
+    assert.equal(s.recordings.length, 1, JSON.stringify(s.recordings));
+    const id = s.recordings[0].id;
+    assert.equal(s.recordings[0].status, 'recording');
+    const done = await stopped(id);
+    assert.equal(done.reason, 'max_duration', JSON.stringify(done));
+    assert.equal(done.fps, 5);
+    const p = probe(await download(id, 'created.mp4'));
+    assert.equal(p.codec, 'h264');
+    assert.ok(Math.abs(p.duration - 4) <= 1, `duration ${p.duration}`);
+    await ctx.server.deleteSession(s.id);
+  });
 });

@@ -1534,6 +1534,8 @@ export interface components {
                 /** @description Save what the session leaves in it back when it ends; default false. */
                 persist?: boolean;
             };
+            /** @description A screen recording that starts with the session, as POST /v1/sessions/{id}/recordings would start it; the create fails with `503 sandbox_unavailable` if it cannot start. */
+            record?: components["schemas"]["RecordingRequest"];
         };
         /** @description A session. Fields marked "while live" are present while cabind holds its sandbox. */
         Session: {

@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,7 +22,8 @@
 namespace cabin::testing {
 
 struct FakeManager {
-  explicit FakeManager(int max_sessions = 16, std::vector<sessions::PoolConfig> pools = {}) {
+  explicit FakeManager(int max_sessions = 16, std::vector<sessions::PoolConfig> pools = {},
+                       std::filesystem::path recordings_dir = {}) {
     auto d = std::make_unique<FakeDriver>(io.get_executor());
     driver = d.get();
     std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
@@ -30,6 +32,7 @@ struct FakeManager {
     config.max_sessions = max_sessions;
     config.driver_limits["namespace"].start_timeout = std::chrono::seconds(2);
     config.pools = std::move(pools);
+    config.recordings_dir = std::move(recordings_dir);
     manager = std::make_unique<sessions::SessionManager>(io.get_executor(), config,
                                                          std::move(drivers), *store, clock);
   }
@@ -40,7 +43,9 @@ struct FakeManager {
     return *s;
   }
 
-  Result<sessions::SessionPtr> create() { return run_sync(io, manager->create(spec())); }
+  Result<sessions::SessionPtr> create(const std::string& body = "{}") {
+    return run_sync(io, manager->create(spec(body)));
+  }
 
   sessions::SessionPtr create_ok() {
     auto s = create();

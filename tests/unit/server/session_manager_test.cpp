@@ -9,9 +9,11 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
+#include "common/agent_protocol.h"
 #include "common/clock.h"
 #include "common/spawn.h"
 #include "server/metrics/metrics.h"
@@ -110,6 +112,59 @@ TEST_CASE("a browser that failed to start fails create and leaves no sandbox", "
   auto rows = f.manager->list(true);
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].status == SessionStatus::kFailed);
+}
+
+TEST_CASE("a recording asked for in the create starts with the session, or the create fails",
+          "[sessions]") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("cabin-rec-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    cabin::testing::FakeManager f(16, {}, dir);
+    std::vector<std::string> asked;
+    f.driver->handler = [&](const testing::AgentRequest& req) {
+      if (std::string(req.target()) != agent_protocol::kRecordingsPath)
+        return testing::default_agent_answer(req);
+      auto r = agent_protocol::parse_recording_request(req.body());
+      REQUIRE(r);
+      asked.push_back(r->id);
+      CHECK(r->fps == 5);
+      agent_protocol::RecordingStatus st{r->id, "recording", "", 0, 0, 0, "/tmp/" + r->id + ".mp4"};
+      return json_answer(boost::beast::http::status::ok, agent_protocol::to_json(st).dump());
+    };
+    auto s = f.create(R"({"record":{"fps":5}})");
+    REQUIRE(s.ok());
+    REQUIRE(asked.size() == 1);
+    auto list = f.manager->recordings((*s)->id());
+    REQUIRE(list);
+    REQUIRE(list->size() == 1);
+    CHECK((*list)[0]["id"] == asked[0]);
+    CHECK((*list)[0]["fps"] == 5);
+
+    // The agent cannot record: the session fails and its sandbox goes.
+    f.driver->handler = [](const testing::AgentRequest& req) {
+      if (std::string(req.target()) != agent_protocol::kRecordingsPath)
+        return testing::default_agent_answer(req);
+      return json_answer(boost::beast::http::status::internal_server_error,
+                         R"({"error":"ffmpeg is missing"})");
+    };
+    auto failed = f.create(R"({"record":{}})");
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.error().code == "sandbox_unavailable");
+    CHECK_THAT(failed.error().message, Catch::Contains("recording could not start"));
+    REQUIRE(f.driver->sandboxes.size() == 2);
+    run_until(f.io, [&] { return f.driver->sandboxes[1]->destroyed; });
+    CHECK(f.manager->live_count() == 1);
+    bool found = false;
+    for (const auto& row : f.manager->list(true)) {
+      if (row.id == (*s)->id()) continue;
+      found = true;
+      CHECK(row.status == SessionStatus::kFailed);
+      CHECK_THAT(row.end_reason, Catch::Contains("recording could not start"));
+    }
+    CHECK(found);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a driver that cannot start a sandbox fails create, and the record says why",

@@ -75,6 +75,21 @@ TEST_CASE("a profile names a saved one, kept back only when asked") {
   CHECK_FALSE(parse_session_spec("{}", SpecLimits{})->profile);
 }
 
+TEST_CASE("a recording can start with the session; without one there is none") {
+  auto s = parse_session_spec(R"({"record":{"fps":5,"max_mb":20}})", SpecLimits{});
+  REQUIRE(s);
+  REQUIRE(s->record);
+  CHECK(s->record->fps == 5);
+  CHECK(s->record->max_mb == 20);
+  CHECK(s->record->quality == RecordingSpec{}.quality);
+  CHECK(s->record->max_duration_s == RecordingSpec{}.max_duration_s);
+  auto defaults = parse_session_spec(R"({"record":{}})", SpecLimits{});
+  REQUIRE(defaults);
+  REQUIRE(defaults->record);
+  CHECK(defaults->record->fps == 15);
+  CHECK_FALSE(parse_session_spec("{}", SpecLimits{})->record);
+}
+
 TEST_CASE("a declared display is the model's size, no larger than the resolution") {
   auto s = parse_session_spec(
       R"({"resolution":{"width":1920,"height":1080},"display":{"width":1024,"height":768}})",
@@ -141,6 +156,11 @@ TEST_CASE("invalid specs name the field and the code") {
             "profile.persist"},
            {R"({"profile":{"id":"prf_0123456789abcdefghij","name":"x"}})", "unknown_field",
             "profile.name"},
+           {R"({"record":true})", "invalid_request", "record"},
+           {R"({"record":{"fps":31}})", "invalid_request", "record.fps"},
+           {R"({"record":{"quality":0}})", "invalid_request", "record.quality"},
+           {R"({"record":{"max_mb":4097}})", "invalid_request", "record.max_mb"},
+           {R"({"record":{"codec":"vp9"}})", "unknown_field", "record.codec"},
            {R"({"network":{"mode":"allowlist","allow":[{"host":"*"}]}})", "invalid_request",
             "network.allow[0].host"},
            {R"({"network":{"mode":"none","secrets":[{"name":"a","value":"v","hosts":["*"]}]}})",
