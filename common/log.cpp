@@ -15,19 +15,22 @@ namespace {
 
 std::atomic<bool> json_lines{false};
 
-// The first session id (ses_ and 20 of [a-z0-9]) in a message, or "".
+// The first session id ("ses_", an optional "<node>_", 20 of [a-z0-9]) in a message, or "".
 std::string_view session_in(std::string_view text) {
+  auto alnum = [](char c) {
+    return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c));
+  };
   for (size_t at = text.find("ses_"); at != std::string_view::npos;
        at = text.find("ses_", at + 1)) {
-    if (at + 24 > text.size()) break;
-    const auto id = text.substr(at, 24);
-    bool ok = true;
-    for (char c : id.substr(4))
-      ok = ok && (std::islower(static_cast<unsigned char>(c)) ||
-                  std::isdigit(static_cast<unsigned char>(c)));
-    const bool ends =
-        at + 24 == text.size() || !std::isalnum(static_cast<unsigned char>(text[at + 24]));
-    if (ok && ends) return id;
+    size_t end = at + 4;
+    while (end < text.size() && (alnum(text[end]) || text[end] == '_') && end - at <= 41) ++end;
+    const auto id = text.substr(at, end - at);
+    const size_t sep = id.find('_', 4);
+    const size_t node = sep == std::string_view::npos ? 0 : sep - 4;
+    const bool ok = id.size() == 24 + (node ? node + 1 : 0) && node <= 16 &&
+                    id.find('_', sep == std::string_view::npos ? 4 : sep + 1) == std::string_view::npos &&
+                    (sep == std::string_view::npos || node > 0);
+    if (ok) return id;
   }
   return {};
 }

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "server/api/ids.h"
 #include "server/egress/host.h"
 #include "server/egress/proxy_request.h"
 #include "server/egress/upstream.h"
@@ -149,6 +150,15 @@ ParsedConfig parse_config(int argc, char** argv) {
       ->envname("CABIN_RUN_DIR");
   app.add_option("--public-url", c.public_url, "base URL clients reach cabind by")
       ->envname("CABIN_PUBLIC_URL");
+  app.add_option("--node-id", c.node_id,
+                 "this cabind's id among the nodes behind cabin-gateway ([a-z0-9], at most 16): "
+                 "every session id it makes carries it; default: none (a single server)")
+      ->envname("CABIN_NODE_ID");
+  std::string token_key_dir;
+  app.add_option("--token-key-dir", token_key_dir,
+                 "directory of token signing keys (token-<id>.key), shared by the nodes behind "
+                 "a gateway; re-read when its files change (default: <state-dir>/keys)")
+      ->envname("CABIN_TOKEN_KEY_DIR");
   app.add_option("--default-driver", c.default_driver, "driver when a session names none")
       ->envname("CABIN_DEFAULT_DRIVER")->capture_default_str();
   app.add_option("--max-sessions", c.max_sessions, "live sessions at most")
@@ -347,6 +357,9 @@ ParsedConfig parse_config(int argc, char** argv) {
       c.public_url.rfind("http://", 0) != 0) {
     return usage("--public-url must start with http:// or https://");
   }
+  if (!c.node_id.empty() && !api::valid_node_id(c.node_id))
+    return usage("--node-id: 1 to 16 of [a-z0-9], got \"" + c.node_id + "\"");
+  if (!token_key_dir.empty()) c.token_key_dir = std::filesystem::absolute(token_key_dir);
   for (char& ch : c.preview_domain) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (!c.preview_domain.empty()) {
     bool ok = c.preview_domain.size() <= 200 && c.preview_domain.front() != '.' &&

@@ -21,6 +21,10 @@ struct ServerConfig {
   std::filesystem::path state_dir;
   std::filesystem::path run_dir;
   std::string public_url;  // e.g. "https://cabin.example.com"; empty: from the Host header
+  // One node of several behind cabin-gateway: its id is in every session id (docs/scale-out.md).
+  std::string node_id;
+  // Token signing keys; empty: <state-dir>/keys. Re-read when its files change.
+  std::filesystem::path token_key_dir;
   std::string default_driver = "namespace";
   int max_sessions = 16;
   // Creates that find no room wait for it, oldest first: this many at most (0: none wait),

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <csignal>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include "common/log.h"
 #include "common/spawn.h"
 #include "common/ws_frames.h"
+#include "server/api/ids.h"
 #include "server/auth/api_key.h"
 #include "server/auth/tokens.h"
 #include "server/config.h"
@@ -111,7 +113,11 @@ int main(int argc, char** argv) {
 
   auto api_key = auth::load_or_create_api_key(cfg.state_dir, std::getenv("CABIN_API_KEY"));
   if (!api_key) return fail(api_key.error().message);
-  const auto keys_dir = cfg.state_dir / "keys";
+  if (!cfg.node_id.empty()) {
+    api::set_node_id(cfg.node_id);
+    log->info("node {}: its session ids are ses_{}_...", cfg.node_id, cfg.node_id);
+  }
+  const auto keys_dir = cfg.token_key_dir.empty() ? cfg.state_dir / "keys" : cfg.token_key_dir;
   if (cfg.rotate_token_key) {
     auto kid = auth::TokenService::add_key(keys_dir);
     if (!kid) return fail(kid.error().message);
@@ -372,22 +378,37 @@ int main(int argc, char** argv) {
   }
   std::cout << std::flush;
 
-  // SIGHUP re-reads the signing keys: rotation and removal without a restart.
+  // SIGHUP re-reads the signing keys: rotation and removal without a restart. So does a change
+  // of the directory's files (a Kubernetes Secret's update), seen within kKeyWatch.
+  auto reload_keys = [&](std::string_view why) {
+    auto reloaded = auth::TokenService::load_or_create_keys(keys_dir);
+    if (!reloaded) {
+      log->error("{}: keeping the current keys: {}", why, reloaded.error().message);
+      return;
+    }
+    if (*reloaded == tokens.keys()) return;
+    size_t n = reloaded->size();
+    tokens.set_keys(std::move(*reloaded));
+    log->info("{}: token keys reloaded; {} signs, {} verify", why, tokens.signing_key_id(), n);
+  };
   net::signal_set hup(ioc, SIGHUP);
   std::function<void(boost::system::error_code, int)> on_hup =
       [&](boost::system::error_code ec, int) {
         if (ec) return;
-        auto reloaded = auth::TokenService::load_or_create_keys(keys_dir);
-        if (!reloaded) {
-          log->error("SIGHUP: keeping the current keys: {}", reloaded.error().message);
-        } else {
-          size_t n = reloaded->size();
-          tokens.set_keys(std::move(*reloaded));
-          log->info("SIGHUP: token keys reloaded; {} signs, {} verify", tokens.signing_key_id(), n);
-        }
+        reload_keys("SIGHUP");
         hup.async_wait(on_hup);
       };
   hup.async_wait(on_hup);
+  constexpr auto kKeyWatch = std::chrono::seconds(10);
+  net::steady_timer key_watch(ioc);
+  std::function<void(boost::system::error_code)> on_key_watch = [&](boost::system::error_code ec) {
+    if (ec) return;
+    reload_keys("token key dir changed");
+    key_watch.expires_after(kKeyWatch);
+    key_watch.async_wait(on_key_watch);
+  };
+  key_watch.expires_after(kKeyWatch);
+  key_watch.async_wait(on_key_watch);
   net::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code, int sig) {
     log->info("signal {}: shutting down", sig);
@@ -395,6 +416,7 @@ int main(int argc, char** argv) {
     server.stop();
     metrics_server.stop();
     hup.cancel();
+    key_watch.cancel();
     cabin::spawn(
         ioc,
         [&]() -> net::awaitable<void> {

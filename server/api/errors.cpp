@@ -75,6 +75,7 @@ constexpr std::array kCatalogue{
     ErrorKind{"capacity", Errc::kUnavailable},
     ErrorKind{"draining", Errc::kUnavailable},
     ErrorKind{"not_ready", Errc::kUnavailable},
+    ErrorKind{"node_unavailable", Errc::kUnavailable},
     ErrorKind{"sandbox_ended", Errc::kUnavailable},
     ErrorKind{"sandbox_hibernated", Errc::kUnavailable},
     ErrorKind{"agent_not_ready", Errc::kUnavailable},
@@ -204,6 +205,12 @@ Error capacity(std::string message, int64_t retry_after_s) {
 }
 Error draining() {
   return CABIN_ERROR("draining", "the server is shutting down and takes no new sessions");
+}
+Error not_ready(std::string message) { return CABIN_ERROR("not_ready", std::move(message)); }
+Error node_unavailable(std::string node) {
+  return CABIN_ERROR("node_unavailable",
+                     "node " + (node.empty() ? std::string("?") : node) +
+                         ", which holds this session, does not answer; try again shortly");
 }
 Error agent_error(std::string message) { return CABIN_ERROR("agent_error", std::move(message)); }
 Error navigation_failed(std::string message) {

@@ -70,6 +70,9 @@ Error web_ui_unavailable();
 // No room for another session (0: no Retry-After).
 Error capacity(std::string message, int64_t retry_after_s);
 Error draining();
+Error not_ready(std::string message);
+// cabin-gateway: the node that holds the session does not answer (it may come back).
+Error node_unavailable(std::string node);
 Error no_egress();
 Error preview_timeout(std::string message);
 

@@ -46,7 +46,7 @@ json request_body(const json& doc, std::string_view path, std::string_view metho
 
 const json& session_id_schema() {
   static const json s = {{"type", "string"},
-                         {"pattern", "^ses_[a-z0-9]{20}$"},
+                         {"pattern", "^ses_([a-z0-9]{1,16}_)?[a-z0-9]{20}$"},
                          {"description", "The session's id, as session_create answered it."}};
   return s;
 }

@@ -62,6 +62,7 @@ class TokenService {
   // Changes whenever the key set does: a caller that remembers a verified token re-verifies it
   // when this moved (a removed key must stop its tokens).
   uint64_t key_epoch() const { return key_epoch_; }
+  const std::map<std::string, std::string>& keys() const { return keys_; }
   // The id of the signing key.
   const std::string& signing_key_id() const { return keys_.rbegin()->first; }
 

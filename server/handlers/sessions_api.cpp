@@ -5,6 +5,7 @@
 #include "common/crypto.h"
 #include "common/json_fields.h"
 #include "server/api/errors.h"
+#include "server/api/ids.h"
 #include "server/handlers/api.h"
 
 namespace cabin::http_api {
@@ -105,6 +106,8 @@ Response Api::info(const Authn& authn) const {
       http::status::ok,
       {{"name", "cabin"},
        {"version", CABIN_VERSION},
+       // Behind cabin-gateway: the node id in this server's session ids; null alone.
+       {"node", api::node_id().empty() ? json(nullptr) : json(api::node_id())},
        {"default_driver", config_.default_driver},
        {"drivers", drivers},
        {"pools", pools},

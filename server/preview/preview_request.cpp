@@ -90,14 +90,19 @@ std::optional<HostAddress> parse_preview_host(std::string_view host, std::string
   if (ec != std::errc() || end != label.data() + dash || port < 1 || port > 65535) {
     return std::nullopt;
   }
-  std::string sid = std::string(api::kSessionIdPrefix) + std::string(label.substr(dash + 1));
+  // A host name has no '_': a node's sessions are "<node>-<random>" here.
+  std::string suffix(label.substr(dash + 1));
+  if (suffix.find('_') != std::string::npos) return std::nullopt;
+  if (const size_t sep = suffix.rfind('-'); sep != std::string::npos) suffix[sep] = '_';
+  std::string sid = std::string(api::kSessionIdPrefix) + suffix;
   if (!api::valid_session_id(sid)) return std::nullopt;
   return HostAddress{port, sid};
 }
 
 std::string preview_host(int port, std::string_view session_id, std::string_view domain) {
-  return "p-" + std::to_string(port) + "-" +
-         std::string(session_id.substr(api::kSessionIdPrefix.size())) + "." + std::string(domain);
+  std::string suffix(session_id.substr(api::kSessionIdPrefix.size()));
+  if (const size_t sep = suffix.find('_'); sep != std::string::npos) suffix[sep] = '-';
+  return "p-" + std::to_string(port) + "-" + suffix + "." + std::string(domain);
 }
 
 Result<void> check_target(std::string_view target) {

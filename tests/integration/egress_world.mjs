@@ -41,7 +41,7 @@ export const SERVED_NAMES = {
 };
 
 // The question of a DNS query: its id, name (lowercase) and type; null if it is not one.
-function dnsQuestion(msg) {
+export function dnsQuestion(msg) {
   if (msg.length < 17 || msg.readUInt16BE(4) !== 1) return null;
   const labels = [];
   let at = 12;
@@ -57,7 +57,7 @@ function dnsQuestion(msg) {
 }
 
 // The answer to `q`: its question echoed, and one A record (TTL 0) for each address.
-function dnsAnswer(q, addresses) {
+export function dnsAnswer(q, addresses) {
   const head = Buffer.alloc(12);
   head.writeUInt16BE(q.id, 0);
   head.writeUInt16BE(0x8180, 2);  // a response, recursion desired and available, no error

@@ -60,8 +60,10 @@ export function withDeadline(promise, ms, what) {
 // Pass `stateDir`, `runDir` and `key` of an earlier server to restart on its state.
 // `wrap`: a command that execs cabind after it (e.g. ['prlimit', '--nofile=64:64', '--']), so
 // the pid is still cabind's.
+// `listen`: HOST:PORT on loopback (127.0.0.0/8), port 0 for any.
 export async function startCabind({
   args = [], env = {}, startTimeoutMs = 15000, stateDir, runDir, key, wrap = [],
+  listen = '127.0.0.1:0',
 } = {}) {
   key ??= randomBytes(16).toString('hex'); // 32 characters
   stateDir ??= await fsp.mkdtemp(path.join(os.tmpdir(), 'cabin-state-'));
@@ -75,7 +77,7 @@ export async function startCabind({
   }
   // Tests end their sessions at SIGTERM unless they test leaving them to the next cabind.
   const shutdown = args.includes('--on-shutdown') ? [] : ['--on-shutdown', 'delete'];
-  const argv = ['--listen', '127.0.0.1:0', '--state-dir', stateDir, '--run-dir', runDir,
+  const argv = ['--listen', listen, '--state-dir', stateDir, '--run-dir', runDir,
                 ...shutdown, ...args];
   const child = spawn(
     wrap.length ? wrap[0] : bin,
@@ -108,16 +110,16 @@ export async function startCabind({
 
   const listening = new Promise((resolve, reject) => {
     out.on('line', (line) => {
-      const m = /^cabind \S+ listening on (https?:\/\/127\.0\.0\.1:(\d+))$/.exec(line);
-      if (m) resolve({ base: m[1], port: Number(m[2]) });
+      const m = /^cabind \S+ listening on (https?:\/\/(127\.\d+\.\d+\.\d+):(\d+))$/.exec(line);
+      if (m) resolve({ base: m[1], host: m[2], port: Number(m[3]) });
     });
     exited.then(({ code, signal }) =>
       reject(new Error(`cabind exited (code ${code}, signal ${signal}) before listening:\n` +
                        logLines.join('\n'))));
   });
-  let base, port;
+  let base, host, port;
   try {
-    ({ base, port } = await withDeadline(listening, startTimeoutMs, `${bin} to listen`));
+    ({ base, host, port } = await withDeadline(listening, startTimeoutMs, `${bin} to listen`));
   } catch (err) {
     child.kill('SIGKILL');
     await exited;
@@ -128,7 +130,7 @@ export async function startCabind({
   const server = {
     base,
     port,
-    hostPort: `127.0.0.1:${port}`,
+    hostPort: `${host}:${port}`,
     key,
     stateDir,
     runDir,

@@ -21,7 +21,7 @@ const LOCK_RENEW_MS = 30000;
 // What cabind calls a lock a live view took.
 const LIVE_VIEW_HOLDER = 'live_view';
 
-const match = /^\/v1\/sessions\/(ses_[a-z0-9]{20})\/live\/?$/.exec(location.pathname);
+const match = /^\/v1\/sessions\/(ses_(?:[a-z0-9]{1,16}_)?[a-z0-9]{20})\/live\/?$/.exec(location.pathname);
 const sessionId = match?.[1] ?? '';
 const token = new URLSearchParams(location.search).get('token') ?? '';
 

@@ -1244,6 +1244,8 @@ export interface components {
              * @example 0.1.0
              */
             version: string;
+            /** @description This server's --node-id, the node part of its session ids behind cabin-gateway (docs/scale-out.md); null on a single server. */
+            node: string | null;
             /** @description The driver of a create that names none (`--default-driver`). */
             default_driver: string;
             drivers: components["schemas"]["DriverInfo"][];
@@ -2543,7 +2545,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The sandbox cannot take the request now: `sandbox_ended`, `sandbox_hibernated`, `agent_not_ready`, and others with the reason in the message. */
+        /** @description The sandbox cannot take the request now: `sandbox_ended`, `sandbox_hibernated`, `agent_not_ready`, and others with the reason in the message. Through cabin-gateway also `node_unavailable` (with `Retry-After`): the node that holds the session does not answer. */
         SandboxUnavailable: {
             headers: {
                 [name: string]: unknown;
@@ -2705,6 +2707,16 @@ export interface components {
             };
             content: {
                 "*/*": unknown;
+            };
+        };
+        /** @description Through cabin-gateway: the node that holds the session does not answer (`node_unavailable`, with `Retry-After`; docs/scale-out.md). */
+        NodeUnavailable: {
+            headers: {
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
             };
         };
     };
@@ -3595,6 +3607,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     deleteSession: {
@@ -3625,6 +3638,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     updateSession: {
@@ -3673,6 +3687,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     keepaliveSession: {
@@ -3702,6 +3717,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     pauseSession: {
@@ -3762,6 +3778,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     resumeSession: {
@@ -3818,6 +3835,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     forkSession: {
@@ -4090,6 +4108,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     getNetwork: {
@@ -4266,6 +4285,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     cdp: {
@@ -4850,6 +4870,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     mintToken: {
@@ -4909,6 +4930,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     revokeTokens: {
@@ -4952,6 +4974,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     listPreviews: {
@@ -4995,6 +5018,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     createPreview: {
@@ -5069,6 +5093,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     deletePreview: {
@@ -5113,6 +5138,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     previewGet: {
@@ -5141,6 +5167,7 @@ export interface operations {
             421: components["responses"]["PreviewMisdirected"];
             431: components["responses"]["PreviewHeadersTooLarge"];
             502: components["responses"]["PreviewBadGateway"];
+            503: components["responses"]["NodeUnavailable"];
             504: components["responses"]["PreviewTimeout"];
             default: components["responses"]["PreviewAnswer"];
         };
@@ -5169,6 +5196,7 @@ export interface operations {
             421: components["responses"]["PreviewMisdirected"];
             431: components["responses"]["PreviewHeadersTooLarge"];
             502: components["responses"]["PreviewBadGateway"];
+            503: components["responses"]["NodeUnavailable"];
             504: components["responses"]["PreviewTimeout"];
             default: components["responses"]["PreviewAnswer"];
         };
@@ -5197,6 +5225,7 @@ export interface operations {
             421: components["responses"]["PreviewMisdirected"];
             431: components["responses"]["PreviewHeadersTooLarge"];
             502: components["responses"]["PreviewBadGateway"];
+            503: components["responses"]["NodeUnavailable"];
             504: components["responses"]["PreviewTimeout"];
             default: components["responses"]["PreviewAnswer"];
         };
@@ -5225,6 +5254,7 @@ export interface operations {
             421: components["responses"]["PreviewMisdirected"];
             431: components["responses"]["PreviewHeadersTooLarge"];
             502: components["responses"]["PreviewBadGateway"];
+            503: components["responses"]["NodeUnavailable"];
             504: components["responses"]["PreviewTimeout"];
             default: components["responses"]["PreviewAnswer"];
         };
@@ -5253,6 +5283,7 @@ export interface operations {
             421: components["responses"]["PreviewMisdirected"];
             431: components["responses"]["PreviewHeadersTooLarge"];
             502: components["responses"]["PreviewBadGateway"];
+            503: components["responses"]["NodeUnavailable"];
             504: components["responses"]["PreviewTimeout"];
             default: components["responses"]["PreviewAnswer"];
         };
@@ -5282,6 +5313,7 @@ export interface operations {
             421: components["responses"]["PreviewMisdirected"];
             431: components["responses"]["PreviewHeadersTooLarge"];
             502: components["responses"]["PreviewBadGateway"];
+            503: components["responses"]["NodeUnavailable"];
             504: components["responses"]["PreviewTimeout"];
             default: components["responses"]["PreviewAnswer"];
         };
@@ -5310,6 +5342,7 @@ export interface operations {
             421: components["responses"]["PreviewMisdirected"];
             431: components["responses"]["PreviewHeadersTooLarge"];
             502: components["responses"]["PreviewBadGateway"];
+            503: components["responses"]["NodeUnavailable"];
             504: components["responses"]["PreviewTimeout"];
             default: components["responses"]["PreviewAnswer"];
         };
@@ -5359,6 +5392,7 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     getClipboard: {
@@ -5767,6 +5801,7 @@ export interface operations {
             404: components["responses"]["SessionNotFound"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     listRecordings: {
@@ -5797,6 +5832,7 @@ export interface operations {
             404: components["responses"]["SessionNotFound"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     startRecording: {
@@ -5902,6 +5938,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
             502: components["responses"]["BadGateway"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     deleteRecording: {
@@ -5947,6 +5984,7 @@ export interface operations {
             409: components["responses"]["SessionPaused"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     stopRecording: {
@@ -5991,6 +6029,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];
             502: components["responses"]["BadGateway"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
     events: {
@@ -6050,6 +6089,7 @@ export interface operations {
             414: components["responses"]["UriTooLong"];
             429: components["responses"]["TooManyConnections"];
             431: components["responses"]["HeadersTooLarge"];
+            503: components["responses"]["NodeUnavailable"];
         };
     };
 }

@@ -537,10 +537,17 @@ net::awaitable<Result<SandboxPtr>> NamespaceDriver::create(const SandboxSpec& sp
 }
 
 bool reapable_run_dir_entry(std::string_view name) {
-  if (name.size() != api::kSessionIdPrefix.size() + api::kSessionIdRandomChars ||
-      name.substr(0, api::kSessionIdPrefix.size()) != api::kSessionIdPrefix)
+  // "ses_" and 20 of [a-z0-9], or "ses_<node>_" and 20: a session's dir, of any node.
+  if (!name.starts_with(api::kSessionIdPrefix) ||
+      name.size() < api::kSessionIdPrefix.size() + api::kSessionIdRandomChars ||
+      name.size() > api::kMaxSessionIdChars)
     return false;
-  for (char c : name.substr(api::kSessionIdPrefix.size())) {
+  std::string_view rest = name.substr(api::kSessionIdPrefix.size());
+  const size_t sep = rest.size() - api::kSessionIdRandomChars;
+  if (sep > 0 && (sep == 1 || rest[sep - 1] != '_')) return false;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    const char c = rest[i];
+    if (sep > 0 && i == sep - 1) continue;
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return false;
   }
   return true;

@@ -44,6 +44,15 @@ TEST_CASE("host-based addresses round-trip and reject lookalikes") {
     CHECK_FALSE(parse_preview_host(bad, "preview.test"));
   }
   CHECK_FALSE(parse_preview_host(host, ""));
+
+  // A node's session: its id's '_' is a '-' in the host name.
+  host = preview_host(3000, "ses_n2_0123456789abcdefghij", "preview.test");
+  CHECK(host == "p-3000-n2-0123456789abcdefghij.preview.test");
+  a = parse_preview_host(host, "preview.test");
+  REQUIRE(a);
+  CHECK(a->session_id == "ses_n2_0123456789abcdefghij");
+  CHECK_FALSE(parse_preview_host("p-3000-n2_0123456789abcdefghij.preview.test", "preview.test"));
+  CHECK_FALSE(parse_preview_host("p-3000-n-2-0123456789abcdefghij.preview.test", "preview.test"));
 }
 
 TEST_CASE("targets: origin-form only, no dot segments, decoded or not") {

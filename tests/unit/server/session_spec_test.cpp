@@ -75,7 +75,7 @@ TEST_CASE("a profile names a saved one, kept back only when asked") {
   CHECK_FALSE(parse_session_spec("{}", SpecLimits{})->profile);
 }
 
-TEST_CASE("a recording can start with the session; without one there is none") {
+TEST_CASE("a recording can start with the session, and without one there is none") {
   auto s = parse_session_spec(R"({"record":{"fps":5,"max_mb":20}})", SpecLimits{});
   REQUIRE(s);
   REQUIRE(s->record);
