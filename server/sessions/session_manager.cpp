@@ -74,8 +74,14 @@ std::optional<store::SessionRecord> SessionManager::record(const std::string& id
   return store_.get(id);
 }
 
+namespace {
+// Ended sessions listed besides the live ones, at most: their records stay for a while.
+constexpr size_t kListedEnded = 1000;
+}  // namespace
+
 std::vector<store::SessionRecord> SessionManager::list(bool include_ended) const {
-  auto rows = store_.list(include_ended, 1000);
+  // Every live session (a node may hold ten thousand), and with include_ended the newest ended.
+  auto rows = store_.list(include_ended, static_cast<int>(live_.size() + kListedEnded));
   // Live sessions carry their in-memory status ("starting" vs "running").
   for (auto& r : rows) {
     if (auto it = live_.find(r.id); it != live_.end()) r = it->second->record();
@@ -85,7 +91,7 @@ std::vector<store::SessionRecord> SessionManager::list(bool include_ended) const
 
 std::vector<store::SessionRecord> SessionManager::list_of(const std::string& owner,
                                                          bool include_ended) const {
-  auto rows = store_.list_of(owner, include_ended, 1000);
+  auto rows = store_.list_of(owner, include_ended, static_cast<int>(live_.size() + kListedEnded));
   for (auto& r : rows) {
     if (auto it = live_.find(r.id); it != live_.end()) r = it->second->record();
   }
