@@ -1,5 +1,7 @@
 #include "server/gateway/gateway.h"
 
+#include <malloc.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -8,12 +10,16 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -41,6 +47,9 @@ using namespace std::chrono_literals;
 
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
 constexpr auto kFirstRequestTimeout = 10s;
+// Between two requests on one client connection.
+constexpr auto kIdleTimeout = 120s;
+constexpr size_t kMaxNodeHeaderBytes = 64 * 1024;
 constexpr auto kConnectTimeout = 3s;
 // After a plain request's answer has gone down: how long the client may take to close.
 constexpr auto kCloseGrace = 10s;
@@ -107,9 +116,13 @@ http_api::Response node_unavailable(std::string_view node) {
 
 // The request head for the node: the client's fields but for those of this hop; the
 // connection closes after one answer unless it becomes a WebSocket.
+// How the node's connection goes on after this request.
+enum class HeadMode { kClose, kKeepAlive, kUpgrade };
+
 // `body`: the request's body, read already: it goes with a Content-Length of its own.
-std::string node_head(const http::request_header<>& h, bool upgrade, std::string_view client_ip,
+std::string node_head(const http::request_header<>& h, HeadMode mode, std::string_view client_ip,
                       const std::string* body = nullptr) {
+  const bool upgrade = mode == HeadMode::kUpgrade;
   std::string out;
   out.reserve(1024);
   out.append(h.method_string()).append(" ").append(h.target()).append(" HTTP/1.1\r\n");
@@ -139,7 +152,8 @@ std::string node_head(const http::request_header<>& h, bool upgrade, std::string
   if (body) out.append("Content-Length: ").append(std::to_string(body->size())).append("\r\n");
   forwarded_for.append(forwarded_for.empty() ? "" : ", ").append(client_ip);
   out.append("X-Forwarded-For: ").append(forwarded_for).append("\r\n");
-  out.append(upgrade ? "Connection: Upgrade\r\n" : "Connection: close\r\n");
+  if (mode == HeadMode::kUpgrade) out.append("Connection: Upgrade\r\n");
+  if (mode == HeadMode::kClose) out.append("Connection: close\r\n");
   out.append("\r\n");
   return out;
 }
@@ -262,9 +276,20 @@ net::awaitable<void> Gateway::run() {
       continue;
     }
     set_cloexec(s.native_handle());
-    if (open_connections_ >= config_.max_connections) continue;  // closed as `s` goes
+    const auto peer = s.remote_endpoint(ec).address();
+    if (ec || open_connections_ >= config_.max_connections ||
+        per_peer_[peer] >= config_.max_connections_per_peer) {
+      if (!ec && per_peer_[peer] == 0) per_peer_.erase(peer);
+      continue;  // closed as `s` goes
+    }
+    // An answer's head and body go as two writes: without this the body waits for an ACK.
+    s.set_option(tcp::no_delay(true), ec);
     ++open_connections_;
-    net::co_spawn(ex_, serve(std::move(s)), [this](std::exception_ptr) { --open_connections_; });
+    ++per_peer_[peer];
+    net::co_spawn(ex_, serve(std::move(s)), [this, peer](std::exception_ptr) {
+      --open_connections_;
+      if (--per_peer_[peer] == 0) per_peer_.erase(peer);
+    });
   }
 }
 
@@ -379,86 +404,265 @@ net::awaitable<void> Gateway::poll_node(std::string address) {
   if (!was_up) log()->info("node {} at {} answers ({} of {} sessions)", r.id, address, r.live, r.max);
 }
 
+struct Gateway::NodeConn {
+  std::string address;
+  std::optional<beast::tcp_stream> stream;
+  beast::flat_buffer buffer;
+  void drop() {
+    stream.reset();
+    buffer.clear();
+  }
+};
+
 net::awaitable<void> Gateway::serve(tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
-  http::request_parser<http::empty_body> parser;
-  parser.header_limit(kMaxHeaderBytes);
-  stream.expires_after(kFirstRequestTimeout);
-  boost::system::error_code ec;
-  co_await http::async_read_header(stream, buffer, parser,
-                                   net::redirect_error(net::use_awaitable, ec));
-  stream.expires_never();
-  if (!ec && parser.get().method() == http::verb::post &&
-      parser.get().target().substr(0, parser.get().target().find('?')) == "/mcp") {
-    co_return co_await serve_mcp(stream.release_socket(), buffer, parser);
-  }
-  tcp::socket client = stream.release_socket();
-  if (ec) {
-    if (ec == http::error::header_limit) {
-      co_await answer(client, http_api::error_response(api::errors::headers_too_large("16 KiB")));
-    } else if (ec != net::error::eof && ec != beast::error::timeout) {
-      co_await answer(client, http_api::error_response(api::errors::bad_request(ec.message())));
+  NodeConn kept;  // the node connection of the last request, for the next to the same node
+  for (bool first = true;; first = false) {
+    http::request_parser<http::empty_body> parser;
+    parser.header_limit(kMaxHeaderBytes);
+    stream.expires_after(first ? kFirstRequestTimeout : kIdleTimeout);
+    boost::system::error_code ec;
+    co_await http::async_read_header(stream, buffer, parser,
+                                     net::redirect_error(net::use_awaitable, ec));
+    stream.expires_never();
+    if (!ec && parser.get().method() == http::verb::post &&
+        parser.get().target().substr(0, parser.get().target().find('?')) == "/mcp") {
+      co_return co_await serve_mcp(stream.release_socket(), buffer, parser);
     }
-    co_return;
-  }
-  const auto& h = parser.get().base();
-  const std::string host = preview::host_name(h[http::field::host]).value_or("");
-  const RouteDecision d =
-      route_request(h.method_string(), h.target(), host, config_.preview_domain);
-  std::string address;
-  std::string node = d.node;
-  switch (d.kind) {
-    case RouteDecision::Kind::kHealth: {
-      if (h.target().starts_with("/readyz") && !table_.any_up()) {
-        co_return co_await answer(client, http_api::error_response(api::errors::not_ready("no node answers")));
+    if (ec) {
+      tcp::socket client = stream.release_socket();
+      if (ec == http::error::header_limit) {
+        co_await answer(client, http_api::error_response(api::errors::headers_too_large("16 KiB")));
+      } else if (ec != net::error::eof && ec != beast::error::timeout &&
+                 ec != http::error::end_of_stream) {
+        co_await answer(client, http_api::error_response(api::errors::bad_request(ec.message())));
       }
-      const bool readyz = h.target().starts_with("/readyz");
-      nlohmann::json status;
-      status["status"] = readyz ? "ready" : "ok";
-      status["nodes_up"] = table_.up_addresses().size();
-      co_return co_await answer(client, http_api::json_response(http::status::ok, status));
+      co_return;
     }
-    case RouteDecision::Kind::kList:
-      co_return co_await answer(client, co_await list(h));
-    case RouteDecision::Kind::kNode: {
-      const Lookup l = table_.find(d.node);
-      if (l.state == Lookup::State::kUp) {
-        address = l.address;
+    const auto& h = parser.get().base();
+    const std::string host = preview::host_name(h[http::field::host]).value_or("");
+    const RouteDecision d =
+        route_request(h.method_string(), h.target(), host, config_.preview_domain);
+    std::string address;
+    std::string node = d.node;
+    std::optional<http_api::Response> local;  // answered here, and the connection closed
+    switch (d.kind) {
+      case RouteDecision::Kind::kHealth: {
+        const bool readyz = h.target().starts_with("/readyz");
+        if (readyz && !table_.any_up()) {
+          local = http_api::error_response(api::errors::not_ready("no node answers"));
+          break;
+        }
+        nlohmann::json status;
+        status["status"] = readyz ? "ready" : "ok";
+        status["nodes_up"] = table_.up_addresses().size();
+        local = http_api::json_response(http::status::ok, status);
         break;
       }
-      if (l.state == Lookup::State::kDown && !d.node.empty())
-        co_return co_await answer(client, node_unavailable(d.node));
-      const bool preview = d.session_id.starts_with(api::kPreviewIdPrefix);
-      co_return co_await answer(
-          client, http_api::error_response(
-                      preview ? api::errors::preview_not_found("no such preview")
-                              : api::errors::session_not_found()));
-    }
-    case RouteDecision::Kind::kCreate: {
-      auto a = table_.place(h["Idempotency-Key"]);
-      if (!a) {
-        co_return co_await answer(client, http_api::error_response(api::errors::capacity(
-                                              "no node takes sessions now", kRetryAfterS)));
+      case RouteDecision::Kind::kList:
+        local = co_await list(h);
+        break;
+      case RouteDecision::Kind::kNode: {
+        const Lookup l = table_.find(d.node);
+        if (l.state == Lookup::State::kUp) {
+          address = l.address;
+        } else if (l.state == Lookup::State::kDown && !d.node.empty()) {
+          local = node_unavailable(d.node);
+        } else {
+          const bool preview = d.session_id.starts_with(api::kPreviewIdPrefix);
+          local = http_api::error_response(preview
+                                               ? api::errors::preview_not_found("no such preview")
+                                               : api::errors::session_not_found());
+        }
+        break;
       }
-      address = *a;
-      break;
-    }
-    case RouteDecision::Kind::kAny: {
-      auto up = table_.up_addresses();
-      if (up.empty()) {
-        co_return co_await answer(
-            client, http_api::error_response(api::errors::not_ready("no node answers")));
+      case RouteDecision::Kind::kCreate: {
+        auto a = table_.place(h["Idempotency-Key"]);
+        if (a) {
+          address = *a;
+        } else {
+          local = http_api::error_response(
+              api::errors::capacity("no node takes sessions now", kRetryAfterS));
+        }
+        break;
       }
-      address = up[any_turn_++ % up.size()];
-      break;
+      case RouteDecision::Kind::kAny: {
+        auto up = table_.up_addresses();
+        if (up.empty()) {
+          local = http_api::error_response(api::errors::not_ready("no node answers"));
+        } else {
+          address = up[any_turn_++ % up.size()];
+        }
+        break;
+      }
+    }
+    if (local) {
+      tcp::socket client = stream.release_socket();
+      co_return co_await answer(client, std::move(*local));
+    }
+    if (node.empty()) {
+      auto it = table_.nodes().find(address);
+      if (it != table_.nodes().end()) node = it->second.last.id;
+    }
+    const bool upgrade = http_api::ConnectionNamed(h).contains("upgrade") &&
+                         h.find(http::field::upgrade) != h.end();
+    // A WebSocket becomes a tunnel; a chunked request body goes through as bytes (its end is
+    // the client's to say), and the connection closes after.
+    if (upgrade || parser.chunked()) {
+      co_return co_await relay(stream.release_socket(), std::move(buffer), h, address, node);
+    }
+    if (!co_await exchange(stream, buffer, parser, address, node, kept)) co_return;
+  }
+}
+
+net::awaitable<bool> Gateway::exchange(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                       http::request_parser<http::empty_body>& request,
+                                       const std::string& address, const std::string& node_id,
+                                       NodeConn& kept) {
+  const auto& h = request.get().base();
+  const uint64_t length = request.content_length().value_or(0);
+  boost::system::error_code ec;
+  auto fail_node = [&]() -> net::awaitable<bool> {
+    kept.drop();
+    tcp::socket c = client.release_socket();
+    co_await answer(c, node_unavailable(node_id));
+    co_return false;
+  };
+  // The client waits for this before it sends a large body; the node never sees the Expect.
+  if (iequals(h[http::field::expect], "100-continue")) {
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    co_await net::async_write(client, net::buffer(kContinue),
+                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return false;
+  }
+  const std::string peer = client.socket().remote_endpoint(ec).address().to_string();
+  std::string first = node_head(h, HeadMode::kKeepAlive, peer);
+  // The body's start, read with the head.
+  const size_t have = static_cast<size_t>(std::min<uint64_t>(length, buffer.size()));
+  first.append(static_cast<const char*>(buffer.data().data()), have);
+  buffer.consume(have);
+  uint64_t left = length - have;
+  std::optional<http::response_parser<http::buffer_body>> rp;
+  for (int attempt = 0;; ++attempt) {
+    const bool reused = kept.stream && kept.address == address;
+    if (!reused) {
+      kept.drop();
+      auto c = co_await connect(address);
+      if (!c) {
+        table_.report_failure(address, Clock::now());
+        log()->warn("node {} at {}: {}", node_id, address, c.error().message);
+        co_return co_await fail_node();
+      }
+      kept.stream.emplace(std::move(*c));
+      kept.address = address;
+    }
+    // A kept connection the node closed meanwhile fails at once: once more on a new one, if
+    // the whole request is still at hand.
+    const bool may_retry = reused && attempt == 0 && left == 0;
+    co_await net::async_write(*kept.stream, net::buffer(first),
+                              net::redirect_error(net::use_awaitable, ec));
+    if (ec && may_retry) {
+      kept.drop();
+      continue;
+    }
+    if (ec) co_return co_await fail_node();
+    std::array<char, kRelayBuffer> body;
+    while (left > 0) {
+      const size_t n = co_await client.async_read_some(
+          net::buffer(body.data(), static_cast<size_t>(std::min<uint64_t>(left, body.size()))),
+          net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return false;  // the client went away mid-body
+      co_await net::async_write(*kept.stream, net::buffer(body.data(), n),
+                                net::redirect_error(net::use_awaitable, ec));
+      if (ec) co_return co_await fail_node();
+      left -= n;
+    }
+    rp.emplace();
+    rp->header_limit(kMaxNodeHeaderBytes);
+    rp->body_limit(std::numeric_limits<std::uint64_t>::max());
+    if (h.method() == http::verb::head) rp->skip(true);
+    co_await http::async_read_header(*kept.stream, kept.buffer, *rp,
+                                     net::redirect_error(net::use_awaitable, ec));
+    if (ec && may_retry && kept.buffer.size() == 0 &&
+        (ec == http::error::end_of_stream || ec == net::error::connection_reset)) {
+      kept.drop();
+      continue;
+    }
+    if (ec) co_return co_await fail_node();
+    break;
+  }
+  const auto& res = rp->get();
+  const unsigned status = res.result_int();
+  const bool no_body = h.method() == http::verb::head || status / 100 == 1 || status == 204 ||
+                       status == 304;
+  const bool chunked = !no_body && rp->chunked();
+  // A body that ends when the node closes cannot be framed for a kept connection.
+  const bool keep = request.keep_alive() && (no_body || chunked || rp->content_length());
+  std::string out;
+  out.reserve(512);
+  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ").append(res.reason());
+  out.append("\r\n");
+  http_api::ConnectionNamed named(res);
+  for (const auto& f : res) {
+    const auto id = f.name();
+    if (id == http::field::connection || id == http::field::keep_alive ||
+        id == http::field::transfer_encoding || named.contains(f.name_string()))
+      continue;
+    out.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+  }
+  if (chunked) out.append("Transfer-Encoding: chunked\r\n");
+  if (!keep) out.append("Connection: close\r\n");
+  out.append("\r\n");
+  co_await net::async_write(client, net::buffer(out), net::redirect_error(net::use_awaitable, ec));
+  if (ec) {
+    kept.drop();
+    co_return false;
+  }
+  // The body as it comes: a stream of events or frames goes down piece by piece.
+  std::array<char, kRelayBuffer> buf;
+  while (!rp->is_done()) {
+    rp->get().body().data = buf.data();
+    rp->get().body().size = buf.size();
+    co_await http::async_read_some(*kept.stream, kept.buffer, *rp,
+                                   net::redirect_error(net::use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      kept.drop();
+      co_return false;
+    }
+    const size_t n = buf.size() - rp->get().body().size;
+    if (n == 0) continue;
+    if (chunked) {
+      char size_line[24];
+      const int len = std::snprintf(size_line, sizeof size_line, "%zx\r\n", n);
+      const std::array<net::const_buffer, 3> parts{net::buffer(size_line, static_cast<size_t>(len)),
+                                                   net::buffer(buf.data(), n),
+                                                   net::buffer("\r\n", 2)};
+      co_await net::async_write(client, parts, net::redirect_error(net::use_awaitable, ec));
+    } else {
+      co_await net::async_write(client, net::buffer(buf.data(), n),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+    if (ec) {
+      kept.drop();
+      co_return false;
     }
   }
-  if (node.empty()) {
-    auto it = table_.nodes().find(address);
-    if (it != table_.nodes().end()) node = it->second.last.id;
+  if (chunked) {
+    co_await net::async_write(client, net::buffer("0\r\n\r\n", 5),
+                              net::redirect_error(net::use_awaitable, ec));
+    if (ec) {
+      kept.drop();
+      co_return false;
+    }
   }
-  co_await relay(std::move(client), std::move(buffer), h, address, node);
+  if (!rp->keep_alive()) kept.drop();
+  if (!keep) {
+    client.socket().shutdown(tcp::socket::shutdown_send, ec);
+    co_return false;
+  }
+  co_return true;
 }
 
 net::awaitable<void> Gateway::relay(tcp::socket client, beast::flat_buffer buffer,
@@ -474,7 +678,7 @@ net::awaitable<void> Gateway::relay(tcp::socket client, beast::flat_buffer buffe
   const bool upgrade = http_api::ConnectionNamed(head).contains("upgrade") &&
                        head.find(http::field::upgrade) != head.end();
   const std::string peer = client.remote_endpoint(ec).address().to_string();
-  std::string first = node_head(head, upgrade, peer, body);
+  std::string first = node_head(head, upgrade ? HeadMode::kUpgrade : HeadMode::kClose, peer, body);
   if (body) first.append(*body);
   // What the client sent past the head (a body's start) follows it.
   const auto rest = buffer.data();
@@ -583,6 +787,11 @@ net::awaitable<http_api::Response> Gateway::list(const http::request_header<>& h
     co_return res;
   }
   auto merged = merge_session_lists(bodies);
+  bodies.clear();
+  bodies.shrink_to_fit();
+  // A list of many sessions is tens of MiB parsed; hand that memory back rather than keep it
+  // for the next list: the gateway's size does not follow the sessions'.
+  ::malloc_trim(0);
   if (!merged) co_return http_api::error_response(merged.error());
   http_api::Response res{http::status::ok, 11};
   res.set(http::field::content_type, "application/json");
@@ -653,23 +862,159 @@ net::awaitable<Result<NodeAnswer>> http_get(std::string address, std::string tar
   co_return a;
 }
 
+namespace {
+
+// A JSON scanner for the nodes' lists: it finds where values begin and end without building
+// them, so a list of ten thousand sessions is spliced rather than parsed and written again.
+// Every function answers npos for what is not JSON.
+constexpr size_t kBad = std::string_view::npos;
+constexpr int kMaxScanDepth = 64;
+
+size_t skip_ws(std::string_view s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) ++i;
+  return i;
+}
+
+// `i` at the opening quote; answers the index after the closing one.
+size_t skip_string(std::string_view s, size_t i) {
+  if (i >= s.size() || s[i] != '"') return kBad;
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '\\') {
+      ++i;
+    } else if (s[i] == '"') {
+      return i + 1;
+    } else if (static_cast<unsigned char>(s[i]) < 0x20) {
+      return kBad;
+    }
+  }
+  return kBad;
+}
+
+size_t skip_value(std::string_view s, size_t i, int depth = 0);
+
+// `i` at '{' or '['.
+size_t skip_container(std::string_view s, size_t i, int depth) {
+  if (depth >= kMaxScanDepth) return kBad;
+  const bool object = s[i] == '{';
+  const char close = object ? '}' : ']';
+  i = skip_ws(s, i + 1);
+  if (i < s.size() && s[i] == close) return i + 1;
+  for (;;) {
+    if (object) {
+      i = skip_string(s, i);
+      if (i == kBad) return kBad;
+      i = skip_ws(s, i);
+      if (i >= s.size() || s[i] != ':') return kBad;
+      i = skip_ws(s, i + 1);
+    }
+    i = skip_value(s, i, depth + 1);
+    if (i == kBad) return kBad;
+    i = skip_ws(s, i);
+    if (i >= s.size()) return kBad;
+    if (s[i] == close) return i + 1;
+    if (s[i] != ',') return kBad;
+    i = skip_ws(s, i + 1);
+  }
+}
+
+size_t skip_value(std::string_view s, size_t i, int depth) {
+  if (i >= s.size()) return kBad;
+  if (s[i] == '"') return skip_string(s, i);
+  if (s[i] == '{' || s[i] == '[') return skip_container(s, i, depth);
+  // A number, true, false or null.
+  const size_t from = i;
+  while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '-' ||
+                          s[i] == '+' || s[i] == '.')) {
+    ++i;
+  }
+  return i == from ? kBad : i;
+}
+
+// Calls `member(key, value)` for each member of the object at `i` (both as raw text, the key
+// without its quotes); answers the index after the object.
+template <typename F>
+size_t each_member(std::string_view s, size_t i, F&& member) {
+  i = skip_ws(s, i);
+  if (i >= s.size() || s[i] != '{') return kBad;
+  i = skip_ws(s, i + 1);
+  if (i < s.size() && s[i] == '}') return i + 1;
+  for (;;) {
+    const size_t key_end = skip_string(s, i);
+    if (key_end == kBad) return kBad;
+    const std::string_view key = s.substr(i + 1, key_end - i - 2);
+    i = skip_ws(s, key_end);
+    if (i >= s.size() || s[i] != ':') return kBad;
+    i = skip_ws(s, i + 1);
+    const size_t value_end = skip_value(s, i);
+    if (value_end == kBad) return kBad;
+    if (!member(key, s.substr(i, value_end - i))) return kBad;
+    i = skip_ws(s, value_end);
+    if (i >= s.size()) return kBad;
+    if (s[i] == '}') return i + 1;
+    if (s[i] != ',') return kBad;
+    i = skip_ws(s, i + 1);
+  }
+}
+
+struct ListedSession {
+  std::string_view text;
+  std::string_view created_at;  // as written, quotes and all: RFC 3339 UTC sorts as text
+};
+
+bool split_sessions(std::string_view body, std::vector<ListedSession>& out) {
+  bool found = false;
+  const size_t end = each_member(body, 0, [&](std::string_view key, std::string_view value) {
+    if (key != "sessions") return true;
+    if (value.empty() || value.front() != '[') return false;
+    found = true;
+    size_t i = skip_ws(value, 1);
+    if (i < value.size() && value[i] == ']') return true;
+    for (;;) {
+      const size_t e = skip_value(value, i);
+      if (e == kBad) return false;
+      ListedSession ls{value.substr(i, e - i), {}};
+      if (each_member(ls.text, 0, [&](std::string_view k, std::string_view v) {
+            if (k == "created_at") ls.created_at = v;
+            return true;
+          }) == kBad) {
+        return false;
+      }
+      out.push_back(ls);
+      i = skip_ws(value, e);
+      if (i >= value.size()) return false;
+      if (value[i] == ']') return true;
+      if (value[i] != ',') return false;
+      i = skip_ws(value, i + 1);
+    }
+  });
+  return end != kBad && skip_ws(body, end) == body.size() && found;
+}
+
+}  // namespace
+
 Result<std::string> merge_session_lists(const std::vector<std::string>& bodies) {
-  json all = json::array();
+  std::vector<ListedSession> all;
+  size_t bytes = 0;
   for (const auto& b : bodies) {
-    auto j = parse_bounded(b, JsonLimits{kMaxListBytes, kClientJsonDepth, size_t{1} << 26});
-    if (!j || !j->is_object() || !j->contains("sessions") || !(*j)["sessions"].is_array()) {
+    if (b.size() > kMaxListBytes || !split_sessions(b, all)) {
       return make_error(Errc::kUnavailable, "node_unavailable",
                         "a node answered its list of sessions with something else");
     }
-    for (auto& s : (*j)["sessions"]) all.push_back(std::move(s));
+    bytes += b.size();
   }
-  // Newest first, as one node lists them; ISO 8601 UTC times sort as text.
-  std::stable_sort(all.begin(), all.end(), [](const json& a, const json& b) {
-    const auto ta = a.is_object() ? a.value("created_at", std::string()) : std::string();
-    const auto tb = b.is_object() ? b.value("created_at", std::string()) : std::string();
-    return ta > tb;
+  // Newest first, as one node lists them.
+  std::stable_sort(all.begin(), all.end(), [](const ListedSession& a, const ListedSession& b) {
+    return a.created_at > b.created_at;
   });
-  return json{{"sessions", std::move(all)}}.dump();
+  std::string out;
+  out.reserve(bytes + 32);
+  out.append("{\"sessions\":[");
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (i) out.push_back(',');
+    out.append(all[i].text);
+  }
+  out.append("]}");
+  return out;
 }
 
 }  // namespace cabin::gateway

@@ -11,10 +11,12 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <chrono>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -45,6 +47,7 @@ struct GatewayConfig {
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds poll_timeout{1000};
   size_t max_connections = 16384;
+  size_t max_connections_per_peer = 256;
   std::string log_level = "info";
 };
 
@@ -71,7 +74,14 @@ class Gateway {
   const NodeTable& table() const { return table_; }
 
  private:
+  struct NodeConn;
   net::awaitable<void> serve(net::ip::tcp::socket client);
+  // One request and its answer on a kept-alive client connection, over `kept` when it goes to
+  // the same node; false when the connection ends.
+  net::awaitable<bool> exchange(beast::tcp_stream& client, beast::flat_buffer& buffer,
+                                http::request_parser<http::empty_body>& request,
+                                const std::string& address, const std::string& node_id,
+                                NodeConn& kept);
   net::awaitable<void> poll_loop();
   net::awaitable<std::vector<std::string>> discover();
   net::awaitable<void> poll_node(std::string address);
@@ -96,6 +106,7 @@ class Gateway {
   NodeTable table_;
   size_t any_turn_ = 0;
   size_t open_connections_ = 0;
+  std::map<net::ip::address, size_t> per_peer_;
   bool stopping_ = false;
 };
 

@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100, 60000));
   app.add_option("--max-connections", c.max_connections, "client connections open at once")
       ->capture_default_str();
+  app.add_option("--max-connections-per-peer", c.max_connections_per_peer,
+                 "client connections open at once from one address")
+      ->capture_default_str();
   std::string log_format = "text";
   app.add_option("--log-level", c.log_level)->capture_default_str();
   app.add_option("--log-format", log_format, "text or json")->check(CLI::IsMember({"text", "json"}));

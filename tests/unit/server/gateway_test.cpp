@@ -118,6 +118,21 @@ TEST_CASE("gateway: lists of several nodes merge newest first") {
   CHECK(j["sessions"][0]["id"] == "b1");
   CHECK(j["sessions"][2]["id"] == "a2");
   CHECK(json::parse(*merge_session_lists({}))["sessions"].empty());
+  // Spliced, not parsed: other members, nesting, escapes and spacing pass through as written.
+  m = merge_session_lists({" { \"x\": [1, {\"y\": \"]}\\\"\"}], \"sessions\" : [ "
+                           "{\"id\": \"c\", \"n\": {\"created_at\": \"9\"}, \"created_at\": \"2026-01-04T00:00:00Z\"}, "
+                           "{\"id\": \"d\"} ] } ", a});
+  REQUIRE(m);
+  j = json::parse(*m);
+  REQUIRE(j["sessions"].size() == 4);
+  CHECK(j["sessions"][0]["id"] == "c");
+  CHECK(j["sessions"][0]["n"]["created_at"] == "9");
+  CHECK(j["sessions"][3]["id"] == "d");  // no created_at: last
+  for (const char* bad : {"", "{}", "{\"sessions\": [1,]}", "{\"sessions\": [\"a]}",
+                          "{\"sessions\": []} x", "{\"sessions\": [{\"a\" 1}]}"}) {
+    INFO(bad);
+    CHECK_FALSE(merge_session_lists({bad}));
+  }
   CHECK_FALSE(merge_session_lists({"[1]"}));
   CHECK_FALSE(merge_session_lists({"{\"sessions\": 1}"}));
   CHECK_FALSE(merge_session_lists({std::string(40, '[')}));
