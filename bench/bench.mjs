@@ -24,6 +24,7 @@ import { benchTemplate, templateRows } from './template.mjs';
 import { benchHibernate, hibernateRows } from './hibernate.mjs';
 import { benchRestart, restartRows } from './restart.mjs';
 import { benchThreads, threadsRows } from './threads.mjs';
+import { benchScaleOut, scaleRows } from './scale_out.mjs';
 import { summary } from './stats.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -48,12 +49,14 @@ const { values: opt } = parseArgs({
     microvm: { type: 'boolean', default: false },
     'vm-n': { type: 'string', default: '5' },
     'vm-warmup': { type: 'string', default: '0' },
+    'scale-sessions': { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (opt.help) {
   console.log(`usage: bench/run [--quick] [--n N] [--rtt N] [--shots N]
-                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,files,recording,microvm,template,hibernate] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--only create,latency,screenshot,computer,vnc,preview,threads,egress,pause,restart,pool,fork,files,recording,microvm,template,hibernate,scale] [--microvm] [--vm-n N] [--vm-warmup N]
+                 [--scale-sessions N]
                  [--preview-conns N] [--preview-ms MS] [--preview-big MIB] [--preview-rounds N]
                  [--threads-rounds N] [--egress-rounds N]
                  [--url http://127.0.0.1:8080 (with CABIN_API_KEY)] [--out FILE]`);
@@ -426,6 +429,7 @@ function table(results) {
   if (results.hibernate) rows.push(...hibernateRows(results.hibernate, fmt));
   if (results.microvm) rows.push(...microvmRows(results.microvm, fmt, mark));
   if (results.threads) rows.push(...threadsRows(results.threads, fmt));
+  if (results.scale) rows.push(...scaleRows(results.scale, fmt));
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => String(r[i]).length)));
   return rows
     .map((r) => r.map((c, i) => (i === 0 ? String(c).padEnd(widths[i]) : String(c).padStart(widths[i])))
@@ -508,6 +512,13 @@ async function main() {
     // Its own cabind: the part kills and restarts it.
     if (only.has('restart')) {
       results.restart = await benchRestart({ n: opt.quick ? 2 : 4, rounds: opt.quick ? 2 : 5, log });
+    }
+    // Its own cabinds and gateway, on the sim driver; on request only (10,000 sessions).
+    if (only.has('scale')) {
+      results.scale = await benchScaleOut({
+        sessions: Number(opt['scale-sessions'] ?? (opt.quick ? 1000 : 10000)),
+        rounds: opt.quick ? 500 : 2000, log,
+      });
     }
     if (only.has('microvm')) {
       results.microvm = await benchMicrovm(cabin, {

@@ -154,6 +154,10 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "this cabind's id among the nodes behind cabin-gateway ([a-z0-9], at most 16): "
                  "every session id it makes carries it; default: none (a single server)")
       ->envname("CABIN_NODE_ID");
+  app.add_flag("--sim-driver", c.sim_driver,
+               "add the driver \"sim\": sessions without any sandbox or browser (nothing runs; "
+               "exec echoes its argv), for benchmarks of the server itself")
+      ->envname("CABIN_SIM_DRIVER");
   std::string token_key_dir;
   app.add_option("--token-key-dir", token_key_dir,
                  "directory of token signing keys (token-<id>.key), shared by the nodes behind "

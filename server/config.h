@@ -40,6 +40,8 @@ struct ServerConfig {
   int microvm_vcpus = 2;
   // on: microVM sessions are copies of a template VM per shape, booted once and snapshotted.
   std::string microvm_templates = "on";
+  // Adds the "sim" driver: sessions without a sandbox or a browser, to measure the server itself.
+  bool sim_driver = false;
   int64_t default_timeout_s = 3600;
   int64_t max_timeout_s = 86400;
   int64_t default_idle_timeout_s = 300;  // 0: sessions are never idle unless they ask

@@ -31,6 +31,7 @@
 #include "server/config.h"
 #include "server/drivers/microvm/microvm_driver.h"
 #include "server/drivers/namespace/namespace_driver.h"
+#include "server/drivers/sim/sim_driver.h"
 #include "server/egress/dns.h"
 #include "server/egress/policy.h"
 #include "server/egress/proxy_request.h"
@@ -155,6 +156,10 @@ int main(int argc, char** argv) {
     mv.vcpus = cfg.microvm_vcpus;
     mv.hibernate_dir = cfg.state_dir / "hibernated";
     drivers["microvm"] = std::make_unique<drivers::MicrovmDriver>(mv, ioc.get_executor());
+    if (cfg.sim_driver) {
+      drivers["sim"] = std::make_unique<drivers::SimDriver>(ioc.get_executor());
+      log->warn("driver sim: sessions without a sandbox or a browser, for benchmarks only");
+    }
   }
   for (auto& [name, d] : drivers) {
     auto info = d->info();
@@ -177,6 +182,7 @@ int main(int argc, char** argv) {
                                    cfg.max_sessions};
   mc.driver_limits["microvm"] = {std::chrono::milliseconds(cfg.microvm_start_timeout_ms),
                                  cfg.microvm_max_sessions};
+  mc.driver_limits["sim"] = {std::chrono::milliseconds(cfg.start_timeout_ms), cfg.max_sessions};
   mc.memory_bytes = cfg.sandbox_memory_mb << 20;
   mc.templates = cfg.microvm_templates == "on";
   for (const auto& text : cfg.pools) {
