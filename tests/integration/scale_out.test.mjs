@@ -234,3 +234,63 @@ describe('three nodes behind two gateways', () => {
     await browser.close();
   });
 });
+
+describe('two nodes of sim sessions behind a gateway', () => {
+  const key = randomBytes(16).toString('hex');
+  const nodes = [];
+  let gateway;
+  before(async () => {
+    const port = await freePort();
+    for (const ip of ['127.0.0.7', '127.0.0.8']) {
+      nodes.push(await startCabind({
+        key, listen: `${ip}:${port}`,
+        args: ['--node-id', `s${ip.split('.')[3]}`, '--sim-driver', '--default-driver', 'sim',
+               '--max-sessions', '200', '--default-idle-timeout-s', '0'],
+      }));
+    }
+    gateway = await startGateway('127.0.0.9', 0, { nodes: nodes.map((n) => n.hostPort), key });
+    await waitFor(async () => (await (await fetch(`${gateway.base}/readyz`)).json()).nodes_up === 2,
+                  { timeoutMs: 10000, what: 'the gateway to find both nodes' });
+  });
+  after(async () => {
+    await gateway?.stop();
+    for (const n of nodes) await n.stop();
+  });
+
+  test('a list of every node\'s sessions comes newest first; reads keep their connection', async () => {
+    const made = [];
+    for (let i = 0; i < 120; i++) {
+      const r = await gateway.api('POST', '/v1/sessions', {});
+      assert.equal(r.status, 201, r.text);
+      made.push(r.json.id);
+    }
+    const nodeOf = (id) => id.split('_')[1];
+    const perNode = made.reduce((m, id) => m.set(nodeOf(id), (m.get(nodeOf(id)) ?? 0) + 1), new Map());
+    assert.deepEqual([...perNode.values()], [60, 60], JSON.stringify([...perNode]));
+    const list = await gateway.api('GET', '/v1/sessions');
+    assert.equal(list.status, 200);
+    const ids = list.json.sessions.map((s) => s.id);
+    assert.deepEqual([...ids].sort(), [...made].sort());
+    const times = list.json.sessions.map((s) => s.created_at);
+    assert.deepEqual(times, [...times].sort().reverse());
+
+    // One keep-alive client connection carries every read, to either node.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const ports = new Set();
+    const u = new URL(gateway.base);
+    for (const id of made.slice(0, 20)) {
+      const status = await new Promise((resolve, reject) => {
+        const req = http.get({ host: u.hostname, port: u.port, path: `/v1/sessions/${id}`, agent,
+                               headers: { authorization: `Bearer ${key}` } }, (res) => {
+          ports.add(req.socket.localPort);
+          res.resume();
+          res.on('end', () => resolve(res.statusCode));
+        });
+        req.on('error', reject);
+      });
+      assert.equal(status, 200);
+    }
+    agent.destroy();
+    assert.equal(ports.size, 1, `${ports.size} connections for 20 reads`);
+  });
+});
