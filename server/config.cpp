@@ -158,6 +158,12 @@ ParsedConfig parse_config(int argc, char** argv) {
                "add the driver \"sim\": sessions without any sandbox or browser (nothing runs; "
                "exec echoes its argv), for benchmarks of the server itself")
       ->envname("CABIN_SIM_DRIVER");
+  std::string tenant_keys_file;
+  app.add_option("--tenant-keys-file", tenant_keys_file,
+                 "JSON file of tenant keys besides those minted here ({\"keys\": [{\"id\", \"name\", "
+                 "\"secret_sha256\", \"max_sessions\", \"max_creates_per_minute\"}]}), shared by the "
+                 "nodes behind a gateway; re-read when it changes")
+      ->envname("CABIN_TENANT_KEYS_FILE");
   std::string token_key_dir;
   app.add_option("--token-key-dir", token_key_dir,
                  "directory of token signing keys (token-<id>.key), shared by the nodes behind "
@@ -364,6 +370,7 @@ ParsedConfig parse_config(int argc, char** argv) {
   if (!c.node_id.empty() && !api::valid_node_id(c.node_id))
     return usage("--node-id: 1 to 16 of [a-z0-9], got \"" + c.node_id + "\"");
   if (!token_key_dir.empty()) c.token_key_dir = std::filesystem::absolute(token_key_dir);
+  if (!tenant_keys_file.empty()) c.tenant_keys_file = std::filesystem::absolute(tenant_keys_file);
   for (char& ch : c.preview_domain) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (!c.preview_domain.empty()) {
     bool ok = c.preview_domain.size() <= 200 && c.preview_domain.front() != '.' &&

@@ -25,6 +25,8 @@ struct ServerConfig {
   std::string node_id;
   // Token signing keys; empty: <state-dir>/keys. Re-read when its files change.
   std::filesystem::path token_key_dir;
+  // Tenant keys kept in a file (shared by the nodes behind a gateway); re-read when it changes.
+  std::filesystem::path tenant_keys_file;
   std::string default_driver = "namespace";
   int max_sessions = 16;
   // Creates that find no room wait for it, oldest first: this many at most (0: none wait),

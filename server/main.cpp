@@ -346,6 +346,27 @@ int main(int argc, char** argv) {
   api.use_audit(&audit);
   auto api_keys = store::KeyStore::open((cfg.state_dir / "cabin.db").string());
   if (!api_keys) return fail(api_keys.error().message);
+  // --tenant-keys-file: read now (a bad file stops the start), then again when it changes.
+  std::string tenant_keys_text;
+  auto read_tenant_keys = [&]() -> Result<std::string> {
+    std::ifstream in(cfg.tenant_keys_file);
+    if (!in) {
+      return make_error(Errc::kInvalidArgument, "bad_key_file",
+                        "--tenant-keys-file: cannot read " + cfg.tenant_keys_file.string());
+    }
+    std::string text(store::kMaxTenantKeysFileBytes + 1, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    return text;
+  };
+  if (!cfg.tenant_keys_file.empty()) {
+    auto text = read_tenant_keys();
+    if (!text) return fail(text.error().message);
+    auto n = (*api_keys)->set_file_keys(*text, clock.unix_seconds());
+    if (!n) return fail(n.error().message);
+    tenant_keys_text = std::move(*text);
+    log->info("{} tenant keys from {}", *n, cfg.tenant_keys_file.string());
+  }
   api.use_keys(api_keys->get());
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
   http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls, conn_limits);
@@ -410,6 +431,20 @@ int main(int argc, char** argv) {
   std::function<void(boost::system::error_code)> on_key_watch = [&](boost::system::error_code ec) {
     if (ec) return;
     reload_keys("token key dir changed");
+    if (!cfg.tenant_keys_file.empty()) {
+      auto text = read_tenant_keys();
+      if (!text) {
+        log->error("{}; keeping the tenant keys as they were", text.error().message);
+      } else if (*text != tenant_keys_text) {
+        auto n = (*api_keys)->set_file_keys(*text, clock.unix_seconds());
+        if (!n) {
+          log->error("{}; keeping the tenant keys as they were", n.error().message);
+        } else {
+          log->info("{} tenant keys from {} (it changed)", *n, cfg.tenant_keys_file.string());
+        }
+        tenant_keys_text = std::move(*text);
+      }
+    }
     key_watch.expires_after(kKeyWatch);
     key_watch.async_wait(on_key_watch);
   };

@@ -76,6 +76,7 @@ constexpr std::array kCatalogue{
     ErrorKind{"draining", Errc::kUnavailable},
     ErrorKind{"not_ready", Errc::kUnavailable},
     ErrorKind{"node_unavailable", Errc::kUnavailable},
+    ErrorKind{"key_in_file", Errc::kConflict},
     ErrorKind{"sandbox_ended", Errc::kUnavailable},
     ErrorKind{"sandbox_hibernated", Errc::kUnavailable},
     ErrorKind{"agent_not_ready", Errc::kUnavailable},

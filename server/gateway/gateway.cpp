@@ -478,6 +478,10 @@ net::awaitable<void> Gateway::serve(tcp::socket socket) {
         break;
       }
       case RouteDecision::Kind::kCreate: {
+        if (auto over = co_await tenant_over_quota(h[http::field::authorization])) {
+          local = std::move(*over);
+          break;
+        }
         auto a = table_.place(h["Idempotency-Key"]);
         if (a) {
           address = *a;
@@ -716,6 +720,17 @@ net::awaitable<void> Gateway::serve_mcp(tcp::socket socket, beast::flat_buffer& 
     auto call = mcp::parse_tool_call(m->id, m->params);
     if (auto* c = std::get_if<mcp::ToolCall>(&call)) {
       if (c->name == "session_create") {
+        if (auto over = co_await tenant_over_quota(req[http::field::authorization])) {
+          if (over->result() != http::status::too_many_requests) co_return co_await answer(client, std::move(*over));
+          const json e = json::parse(over->body(), nullptr, false);
+          auto res = http_api::json_response(
+              http::status::ok,
+              mcp::rpc_result(m->id, mcp::error_result("quota_sessions",
+                                                       e.is_object() && e.contains("error")
+                                                           ? e["error"].value("message", "")
+                                                           : std::string())));
+          co_return co_await answer(client, std::move(res));
+        }
         auto a = table_.place("");
         if (!a) {
           co_return co_await answer(client, http_api::error_response(api::errors::capacity(
@@ -764,6 +779,32 @@ net::awaitable<void> Gateway::serve_mcp(tcp::socket socket, beast::flat_buffer& 
     if (it != table_.nodes().end()) node = it->second.last.id;
   }
   co_await relay(std::move(client), std::move(buffer), req.base(), address, node, &body);
+}
+
+net::awaitable<std::optional<http_api::Response>> Gateway::tenant_over_quota(
+    std::string_view authorization) {
+  // The admin key has no quota; a tenant key's max_sessions holds across the nodes, each of
+  // which counts only its own.
+  if (!authorization.starts_with("Bearer cabin_")) co_return std::nullopt;
+  auto answers = co_await fan_out(table_.up_addresses(), "/v1/info", std::string(authorization));
+  int live = 0, max = 0;
+  for (auto& a : answers) {
+    if (a.status == 0) continue;
+    if (a.status != 200) {
+      http_api::Response res{static_cast<http::status>(a.status), 11};
+      res.set(http::field::content_type, "application/json");
+      res.body() = std::move(a.body);
+      co_return res;
+    }
+    const json j = json::parse(a.body, nullptr, false);
+    if (!j.is_object() || !j.contains("sessions") || !j["sessions"].is_object()) continue;
+    live += j["sessions"].value("live", 0);
+    max = std::max(max, j["sessions"].value("max", 0));
+  }
+  if (max > 0 && live >= max) {
+    co_return http_api::error_response(api::errors::quota_sessions(max, kRetryAfterS));
+  }
+  co_return std::nullopt;
 }
 
 net::awaitable<http_api::Response> Gateway::list(const http::request_header<>& head) {

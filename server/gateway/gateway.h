@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -95,6 +96,9 @@ class Gateway {
   net::awaitable<void> serve_mcp(net::ip::tcp::socket client, beast::flat_buffer& buffer,
                                  http::request_parser<http::empty_body>& header);
   net::awaitable<http_api::Response> list(const http::request_header<>& head);
+  // A tenant key's refusal when its live sessions on all nodes together are at its
+  // max_sessions (or a node's refusal of the key); nullopt to go on.
+  net::awaitable<std::optional<http_api::Response>> tenant_over_quota(std::string_view authorization);
   net::awaitable<std::vector<NodeAnswer>> fan_out(std::vector<std::string> addresses,
                                                   std::string target, std::string authorization);
 

@@ -2,9 +2,13 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
+#include "common/bounded_json.h"
 #include "common/crypto.h"
 #include "server/api/errors.h"
 #include "server/api/ids.h"
+#include "server/api/key_spec.h"
 #include "server/store/sqlite_stmt.h"
 
 namespace cabin::store {
@@ -85,6 +89,7 @@ std::vector<ApiKeyRecord> KeyStore::list() const {
   for (const auto& [_, e] : keys_) {
     if (e.record.revoked_at == 0) live.push_back(&e);
   }
+  for (const auto& [_, e] : file_keys_) live.push_back(&e);
   // In the order they were minted (several may share a second).
   std::sort(live.begin(), live.end(), [](const Entry* a, const Entry* b) { return a->seq < b->seq; });
   std::vector<ApiKeyRecord> out;
@@ -92,13 +97,23 @@ std::vector<ApiKeyRecord> KeyStore::list() const {
   return out;
 }
 
+const KeyStore::Entry* KeyStore::find(std::string_view id) const {
+  if (auto it = keys_.find(id); it != keys_.end()) return &it->second;
+  if (auto it = file_keys_.find(id); it != file_keys_.end()) return &it->second;
+  return nullptr;
+}
+
 std::optional<ApiKeyRecord> KeyStore::get(std::string_view id) const {
-  auto it = keys_.find(id);
-  if (it == keys_.end()) return std::nullopt;
-  return it->second.record;
+  const Entry* e = find(id);
+  if (!e) return std::nullopt;
+  return e->record;
 }
 
 Result<ApiKeyRecord> KeyStore::revoke(const std::string& id, int64_t now) {
+  if (file_keys_.contains(id)) {
+    return make_error(Errc::kConflict, "key_in_file",
+                      "this key is kept in --tenant-keys-file: remove it there");
+  }
   auto it = keys_.find(id);
   if (it == keys_.end()) return api::errors::key_not_found();
   if (it->second.record.revoked_at != 0) return it->second.record;
@@ -123,16 +138,67 @@ Result<ApiKeyRecord> KeyStore::verify(std::string_view presented) const {
   if (!looks_like_key(presented)) return api::errors::unauthenticated("the API key is not valid");
   presented.remove_prefix(kKeyPrefix.size());
   const size_t id_len = api::kKeyIdPrefix.size() + api::kSessionIdRandomChars;
-  auto it = keys_.find(presented.substr(0, id_len));
+  const Entry* e = find(presented.substr(0, id_len));
   // The id is no secret; the secret's hash is compared in constant time.
-  if (it == keys_.end() ||
-      !constant_time_equal(sha256_hex(presented.substr(id_len + 1)), it->second.secret_hash)) {
+  if (!e || !constant_time_equal(sha256_hex(presented.substr(id_len + 1)), e->secret_hash)) {
     return api::errors::unauthenticated("the API key is not valid");
   }
-  if (it->second.record.revoked_at != 0) {
+  if (e->record.revoked_at != 0) {
     return api::errors::unauthenticated("this API key has been revoked");
   }
-  return it->second.record;
+  return e->record;
+}
+
+Result<size_t> KeyStore::set_file_keys(std::string_view text, int64_t now) {
+  auto bad = [](std::string why) {
+    return make_error(Errc::kInvalidArgument, "bad_key_file", "--tenant-keys-file: " + why);
+  };
+  if (text.size() > kMaxTenantKeysFileBytes) return bad("larger than 1 MiB");
+  auto doc = parse_bounded(text, JsonLimits{kMaxTenantKeysFileBytes, 4});
+  if (!doc) return bad(doc.error().message);
+  if (!doc->is_object() || doc->size() != 1 || !doc->contains("keys") ||
+      !(*doc)["keys"].is_array()) {
+    return bad("expected {\"keys\": [...]}");
+  }
+  std::map<std::string, Entry, std::less<>> fresh;
+  uint64_t seq = next_seq_;
+  for (const auto& k : (*doc)["keys"]) {
+    if (!k.is_object()) return bad("each key is an object");
+    nlohmann::json spec = nlohmann::json::object();
+    std::string id, hash;
+    for (const auto& [name, value] : k.items()) {
+      if (name == "id" && value.is_string()) {
+        id = value.get<std::string>();
+      } else if (name == "secret_sha256" && value.is_string()) {
+        hash = value.get<std::string>();
+      } else if (name == "name" || name == "max_sessions" || name == "max_creates_per_minute") {
+        spec[name] = value;
+      } else {
+        return bad("unknown or malformed field \"" + name + "\"");
+      }
+    }
+    if (!api::valid_key_id(id)) return bad("\"id\" must be key_ and 20 of [a-z0-9]");
+    if (hash.size() != kSecretHexChars || !lower_hex(hash))
+      return bad(id + ": \"secret_sha256\" must be 64 lower-case hex digits");
+    if (keys_.contains(id) || fresh.contains(id)) return bad(id + " is there twice");
+    auto parsed = api::parse_key_spec(spec.dump());
+    if (!parsed) return bad(id + ": " + parsed.error().message);
+    Entry e;
+    e.record.id = id;
+    e.record.name = parsed->name;
+    e.record.max_sessions = parsed->max_sessions;
+    e.record.max_creates_per_minute = parsed->max_creates_per_minute;
+    e.record.created_at = now;
+    e.record.from_file = true;
+    if (auto old = file_keys_.find(id); old != file_keys_.end())
+      e.record.created_at = old->second.record.created_at;
+    e.secret_hash = hash;
+    e.seq = seq++;
+    fresh.emplace(id, std::move(e));
+  }
+  next_seq_ = seq;
+  file_keys_ = std::move(fresh);
+  return file_keys_.size();
 }
 
 }  // namespace cabin::store

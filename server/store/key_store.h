@@ -25,7 +25,14 @@ struct ApiKeyRecord {
   int max_creates_per_minute = 0;
   int64_t created_at = 0;  // unix seconds
   int64_t revoked_at = 0;  // 0 while it works
+  bool from_file = false;  // kept in --tenant-keys-file, not minted here
 };
+
+// --tenant-keys-file: keys every node behind a gateway verifies alike, from one file (a
+// Kubernetes Secret). {"keys": [{"id", "name", "secret_sha256", "max_sessions"?,
+// "max_creates_per_minute"?}]}; the bearer value of each is "cabin_<id>.<secret>", the secret 64
+// hex digits whose SHA-256 (hex) the file holds.
+inline constexpr size_t kMaxTenantKeysFileBytes = 1 << 20;
 
 class KeyStore {
  public:
@@ -54,6 +61,9 @@ class KeyStore {
   Result<ApiKeyRecord> verify(std::string_view presented) const;
   // Whether a bearer value has the form of a tenant key (not whether it is one).
   static bool looks_like_key(std::string_view presented);
+  // Replaces the keys of --tenant-keys-file with those of `text` (its contents), all or none;
+  // `now` is when they count as made. Answers how many; a bad file changes nothing.
+  Result<size_t> set_file_keys(std::string_view text, int64_t now);
 
  private:
   struct Entry {
@@ -63,7 +73,9 @@ class KeyStore {
   };
   explicit KeyStore(sqlite3* db) : db_(db) {}
   sqlite3* db_;
+  const Entry* find(std::string_view id) const;
   std::map<std::string, Entry, std::less<>> keys_;
+  std::map<std::string, Entry, std::less<>> file_keys_;
   uint64_t next_seq_ = 0;
 };
 

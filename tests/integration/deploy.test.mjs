@@ -53,6 +53,7 @@ test('the Kubernetes manifests render with kustomize and validate against the Ku
     fs.cpSync('deploy/kubernetes', dir, { recursive: true });
     fs.writeFileSync(path.join(dir, 'api-key'), 'a'.repeat(64));
     fs.writeFileSync(path.join(dir, 'token-k0000000001.key'), 'b'.repeat(64));
+    fs.writeFileSync(path.join(dir, 'tenants.json'), '{"keys": []}');
     const r = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     const objects = YAML.parseAllDocuments(r.stdout).map((d) => d.toJSON()).filter(Boolean);
@@ -97,6 +98,9 @@ test('the Kubernetes manifests render with kustomize and validate against the Ku
     const cabind = nodes.containers[0];
     assert.ok(cabind.args.includes('--node-id=n$(POD_INDEX)'));
     assert.ok(cabind.args.includes('--on-shutdown=keep'));
+    assert.ok(cabind.args.includes('--tenant-keys-file=/etc/cabin/tenants/tenants.json'));
+    assert.ok(nodes.volumes.find((v) => v.name === 'tenant-keys').secret.secretName
+      .startsWith('cabin-tenant-keys'));
     assert.equal(cabind.readinessProbe.httpGet.path, '/readyz');
     assert.equal(cabind.livenessProbe.httpGet.path, '/healthz');
     const gw = objects.find((o) => o.kind === 'Deployment').spec.template.spec;

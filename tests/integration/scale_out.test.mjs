@@ -2,7 +2,7 @@
 // addresses, the nodes found through a name server that answers a headless Service's records
 // the way cluster DNS does. Everything a client does goes through a gateway.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -110,6 +110,14 @@ describe('three nodes behind two gateways', () => {
       const vnc = await wsOpen(viaSecond(s.vnc_url), { onMessage: (m) => gotFirst(m) });
       assert.match(Buffer.from(await first).toString('latin1'), /^RFB 003\.00\d\n/);
       vnc.close();
+      // A frame stream: its hello, then a first frame.
+      let gotFrame;
+      const frame = new Promise((resolve) => { gotFrame = resolve; });
+      const frames = await wsOpen(
+        `${gateways[1].base.replace('http', 'ws')}/v1/sessions/${s.id}/frames?format=png&fps=5`,
+        { headers: { authorization: `Bearer ${key}` }, onMessage: (m, binary) => binary && gotFrame(m) });
+      assert.equal(Buffer.from(await frame).subarray(1, 4).toString('latin1'), 'PNG');
+      frames.close();
       // Its own node answers for it, through either gateway; the others do not have it.
       const info = await gateways[1].api('GET', `/v1/sessions/${s.id}`);
       assert.equal(info.status, 200, info.text);
@@ -238,14 +246,25 @@ describe('three nodes behind two gateways', () => {
 describe('two nodes of sim sessions behind a gateway', () => {
   const key = randomBytes(16).toString('hex');
   const nodes = [];
-  let gateway;
+  let gateway, keysDir;
+  // A tenant key both nodes take from one file, as from a shared Secret.
+  const tenantId = `key_${randomBytes(10).toString('hex')}`;
+  const tenantSecret = randomBytes(32).toString('hex');
+  const tenantKey = `cabin_${tenantId}.${tenantSecret}`;
   before(async () => {
+    keysDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cabin-tenants-'));
+    const keysFile = path.join(keysDir, 'tenants.json');
+    fs.writeFileSync(keysFile, JSON.stringify({ keys: [{
+      id: tenantId, name: 'team', max_sessions: 3,
+      secret_sha256: createHash('sha256').update(tenantSecret).digest('hex'),
+    }] }));
     const port = await freePort();
     for (const ip of ['127.0.0.7', '127.0.0.8']) {
       nodes.push(await startCabind({
         key, listen: `${ip}:${port}`,
         args: ['--node-id', `s${ip.split('.')[3]}`, '--sim-driver', '--default-driver', 'sim',
-               '--max-sessions', '200', '--default-idle-timeout-s', '0'],
+               '--max-sessions', '200', '--default-idle-timeout-s', '0',
+               '--tenant-keys-file', keysFile],
       }));
     }
     gateway = await startGateway('127.0.0.9', 0, { nodes: nodes.map((n) => n.hostPort), key });
@@ -255,6 +274,33 @@ describe('two nodes of sim sessions behind a gateway', () => {
   after(async () => {
     await gateway?.stop();
     for (const n of nodes) await n.stop();
+    await removeTree(keysDir);
+  });
+
+  test('a tenant key of the shared file works on every node, and its quota holds across them', async () => {
+    const made = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await gateway.api('POST', '/v1/sessions', {}, { key: tenantKey });
+      assert.equal(r.status, 201, r.text);
+      made.push(r.json.id);
+    }
+    // Placement spread them: each node alone is under the quota of 3.
+    assert.equal(new Set(made.map((id) => id.split('_')[1])).size, 2, JSON.stringify(made));
+    const over = await gateway.api('POST', '/v1/sessions', {}, { key: tenantKey });
+    assert.equal(over.status, 429, over.text);
+    assert.equal(over.json.error.code, 'quota_sessions');
+    assert.ok(Number(over.headers.get('retry-after')) > 0);
+    // The key reads its own sessions through the gateway, wherever they are.
+    const list = await gateway.api('GET', '/v1/sessions', undefined, { key: tenantKey });
+    assert.deepEqual(list.json.sessions.map((x) => x.id).sort(), [...made].sort());
+    // A file's key is the file's to remove.
+    const del = await nodes[0].api('DELETE', `/v1/keys/${tenantId}`);
+    assert.equal(del.status, 409, del.text);
+    assert.equal(del.json.error.code, 'key_in_file');
+    for (const id of made) assert.equal((await gateway.api('DELETE', `/v1/sessions/${id}`)).status, 200);
+    const again = await gateway.api('POST', '/v1/sessions', {}, { key: tenantKey });
+    assert.equal(again.status, 201, again.text);
+    assert.equal((await gateway.api('DELETE', `/v1/sessions/${again.json.id}`)).status, 200);
   });
 
   test('a list of every node\'s sessions comes newest first; reads keep their connection', async () => {

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "common/crypto.h"
 #include "server/api/ids.h"
 #include "server/api/key_spec.h"
 #include "server/api/router.h"
@@ -173,3 +174,50 @@ TEST_CASE("keys are kept across a restart, as hashes: the secret is nowhere on d
 }
 
 }  // namespace
+
+TEST_CASE("keys of a shared file verify as minted ones, all or none of a file", "[keys]") {
+  auto opened = KeyStore::open(":memory:");
+  REQUIRE(opened.ok());
+  auto& ks = **opened;
+  const std::string secret(64, 'a');
+  const std::string id = "key_0123456789abcdefghij";
+  const std::string hash = sha256_hex(secret);
+  const std::string file = R"({"keys": [{"id": ")" + id + R"(", "name": "team", "secret_sha256": ")" +
+                           hash + R"(", "max_sessions": 7}]})";
+  auto n = ks.set_file_keys(file, 1000);
+  REQUIRE(n.ok());
+  CHECK(*n == 1);
+  auto k = ks.verify("cabin_" + id + "." + secret);
+  REQUIRE(k.ok());
+  CHECK(k->max_sessions == 7);
+  CHECK(k->max_creates_per_minute == api::kDefaultKeyCreatesPerMinute);
+  CHECK(k->from_file);
+  CHECK_FALSE(ks.verify("cabin_" + id + "." + std::string(64, 'b')).ok());
+  CHECK(ks.list().size() == 1);
+  auto revoked = ks.revoke(id, 2000);
+  REQUIRE_FALSE(revoked.ok());
+  CHECK(revoked.error().code == "key_in_file");
+  // Read again: the same key keeps when it was first seen.
+  REQUIRE(ks.set_file_keys(file, 5000).ok());
+  CHECK(ks.get(id)->created_at == 1000);
+
+  for (const std::string& bad : std::vector<std::string>{
+           std::string("[]"), std::string(R"({"keys": {}})"), std::string(R"({"keys": [], "x": 1})"),
+           R"({"keys": [{"id": "key_short", "name": "t", "secret_sha256": ")" + hash + R"("}]})",
+           R"({"keys": [{"id": ")" + id + R"(", "name": "t", "secret_sha256": "ABC"}]})",
+           R"({"keys": [{"id": ")" + id + R"(", "name": "t", "secret_sha256": ")" + hash +
+               R"(", "owner": "x"}]})",
+           R"({"keys": [{"id": ")" + id + R"(", "name": "t", "secret_sha256": ")" + hash +
+               R"(", "max_sessions": 0}]})",
+           R"({"keys": [{"id": ")" + id + R"(", "name": "t", "secret_sha256": ")" + hash +
+               R"("}, {"id": ")" + id + R"(", "name": "u", "secret_sha256": ")" + hash + R"("}]})",
+           std::string(R"({"keys": [[[[[[]]]]]]})")}) {
+    INFO(bad);
+    CHECK_FALSE(ks.set_file_keys(bad, 3000).ok());
+  }
+  // A bad file changed nothing.
+  CHECK(ks.verify("cabin_" + id + "." + secret).ok());
+  // An empty one removes them.
+  REQUIRE(ks.set_file_keys(R"({"keys": []})", 3000).ok());
+  CHECK_FALSE(ks.verify("cabin_" + id + "." + secret).ok());
+}
