@@ -209,10 +209,7 @@ int main(int argc, char** argv) {
     e.boundary.host_addresses = egress::local_addresses();
     egress::ResolverConfig rc;
     if (cfg.egress_dns.empty()) {
-      std::ifstream in("/etc/resolv.conf");
-      std::stringstream text;
-      text << in.rdbuf();
-      rc.servers = egress::resolv_conf_servers(text.str());
+      rc.servers = egress::system_name_servers();
     } else {
       auto a = *egress::parse_authority(cfg.egress_dns);
       rc.servers = {{*a.host.ip, a.port}};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
+#include <sstream>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -193,6 +195,13 @@ Result<DnsAnswer> parse_dns_answer(std::span<const uint8_t> bytes, uint16_t id,
   }
   out.ttl = out.addresses.empty() ? 0 : ttl;
   return out;
+}
+
+std::vector<net::ip::udp::endpoint> system_name_servers() {
+  std::ifstream in("/etc/resolv.conf");
+  std::stringstream text;
+  text << in.rdbuf();
+  return resolv_conf_servers(text.str());
 }
 
 std::vector<net::ip::udp::endpoint> resolv_conf_servers(std::string_view text) {

@@ -53,6 +53,8 @@ struct ResolverConfig {
 
 // The name servers of /etc/resolv.conf's text, on port 53.
 std::vector<net::ip::udp::endpoint> resolv_conf_servers(std::string_view text);
+// The same, of this machine's /etc/resolv.conf.
+std::vector<net::ip::udp::endpoint> system_name_servers();
 
 // Looks names up, on the executor it is used from.
 class Resolver {

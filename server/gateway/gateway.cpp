@@ -18,10 +18,8 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "common/ascii.h"
 #include "common/bounded_json.h"
@@ -74,14 +72,15 @@ std::string address_of(const net::ip::address& ip, uint16_t port) {
   return (ip.is_v6() ? "[" + ip.to_string() + "]" : ip.to_string()) + ":" + std::to_string(port);
 }
 
-net::awaitable<Result<tcp::socket>> connect(std::string_view address) {
+net::awaitable<Result<tcp::socket>> connect(std::string_view address,
+                                            std::chrono::milliseconds timeout = kConnectTimeout) {
   auto ep = endpoint_of(address);
   if (!ep) co_return make_error(Errc::kUnavailable, "node_unavailable", "bad address " + std::string(address));
   beast::tcp_stream s(co_await net::this_coro::executor);
   boost::system::error_code ec;
   open_cloexec(s.socket(), ep->protocol(), ec);
   if (ec) co_return make_error(Errc::kUnavailable, "node_unavailable", ec.message());
-  s.expires_after(kConnectTimeout);
+  s.expires_after(timeout);
   co_await s.async_connect(*ep, net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return make_error(Errc::kUnavailable, "node_unavailable", ec.message());
   s.expires_never();
@@ -226,10 +225,7 @@ Gateway::Gateway(net::any_io_executor ex, GatewayConfig config)
   if (!config_.nodes_dns.empty()) {
     egress::ResolverConfig rc;
     if (config_.dns_server.empty()) {
-      std::ifstream in("/etc/resolv.conf");
-      std::stringstream text;
-      text << in.rdbuf();
-      rc.servers = egress::resolv_conf_servers(text.str());
+      rc.servers = egress::system_name_servers();
     } else if (auto a = egress::parse_authority(config_.dns_server, 53); a && a->host.ip) {
       rc.servers = {{*a->host.ip, a->port}};
     }
@@ -260,6 +256,17 @@ void Gateway::stop() {
   boost::system::error_code ec;
   acceptor_.close(ec);
   poll_timer_.cancel();
+  for (auto* s : idle_) s->socket().close(ec);
+}
+
+net::awaitable<bool> Gateway::drain(std::chrono::steady_clock::time_point deadline) {
+  net::steady_timer t(ex_);
+  while (open_connections_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    t.expires_after(std::chrono::milliseconds(50));
+    boost::system::error_code ec;
+    co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+  }
+  co_return open_connections_ == 0;
 }
 
 net::awaitable<void> Gateway::run() {
@@ -421,11 +428,16 @@ net::awaitable<void> Gateway::serve(tcp::socket socket) {
   for (bool first = true;; first = false) {
     http::request_parser<http::empty_body> parser;
     parser.header_limit(kMaxHeaderBytes);
+    if (stopping_) co_return;
     stream.expires_after(first ? kFirstRequestTimeout : kIdleTimeout);
     boost::system::error_code ec;
+    // Between requests a connection is idle: a drain closes it rather than wait for the client.
+    idle_.insert(&stream);
     co_await http::async_read_header(stream, buffer, parser,
                                      net::redirect_error(net::use_awaitable, ec));
+    idle_.erase(&stream);
     stream.expires_never();
+    if (stopping_ && ec) co_return;
     if (!ec && parser.get().method() == http::verb::post &&
         parser.get().target().substr(0, parser.get().target().find('?')) == "/mcp") {
       co_return co_await serve_mcp(stream.release_socket(), buffer, parser);
@@ -875,15 +887,12 @@ net::awaitable<std::vector<NodeAnswer>> Gateway::fan_out(std::vector<std::string
 net::awaitable<Result<NodeAnswer>> http_get(std::string address, std::string target,
                                             std::vector<std::pair<std::string, std::string>> headers,
                                             std::chrono::milliseconds timeout, size_t body_limit) {
-  auto ep = endpoint_of(address);
-  if (!ep) co_return make_error(Errc::kUnavailable, "node_unavailable", "bad address " + address);
-  beast::tcp_stream s(co_await net::this_coro::executor);
+  const auto began = std::chrono::steady_clock::now();
+  auto socket = co_await connect(address, timeout);
+  if (!socket) co_return socket.error();
+  beast::tcp_stream s(std::move(*socket));
+  s.expires_at(began + timeout);
   boost::system::error_code ec;
-  open_cloexec(s.socket(), ep->protocol(), ec);
-  if (ec) co_return make_error(Errc::kUnavailable, "node_unavailable", ec.message());
-  s.expires_after(timeout);
-  co_await s.async_connect(*ep, net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return make_error(Errc::kUnavailable, "node_unavailable", ec.message());
   http::request<http::empty_body> req{http::verb::get, target, 11};
   req.set(http::field::host, address);
   req.keep_alive(false);

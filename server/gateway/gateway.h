@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,7 +69,11 @@ class Gateway {
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
   // Accepts until stop(); discovery and polling run beside it.
   net::awaitable<void> run();
+  // Stops accepting; connections open go on.
   void stop();
+  // Waits until every connection has ended, or `deadline`; false if some were still open.
+  net::awaitable<bool> drain(std::chrono::steady_clock::time_point deadline);
+  size_t open_connections() const { return open_connections_; }
 
   // One discovery and poll round (run() repeats it every poll interval).
   net::awaitable<void> poll_once();
@@ -111,6 +116,7 @@ class Gateway {
   size_t any_turn_ = 0;
   size_t open_connections_ = 0;
   std::map<net::ip::address, size_t> per_peer_;
+  std::set<beast::tcp_stream*> idle_;  // connections waiting for their next request
   bool stopping_ = false;
 };
 

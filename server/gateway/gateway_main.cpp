@@ -58,6 +58,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-connections-per-peer", c.max_connections_per_peer,
                  "client connections open at once from one address")
       ->capture_default_str();
+  int64_t drain_s = 20;
+  app.add_option("--drain-timeout-s", drain_s,
+                 "on SIGTERM, how long open connections may go on before the gateway exits")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
   std::string log_format = "text";
   app.add_option("--log-level", c.log_level)->capture_default_str();
   app.add_option("--log-format", log_format, "text or json")->check(CLI::IsMember({"text", "json"}));
@@ -115,9 +120,20 @@ int main(int argc, char** argv) {
   }
   boost::asio::co_spawn(ioc, gw.run(), boost::asio::detached);
   boost::asio::signal_set signals(ioc, SIGINT, SIGTERM);
-  signals.async_wait([&](boost::system::error_code, int) {
+  // SIGTERM (a rolling update): no new connections; those open get a while to finish (a
+  // request under way, a CDP client that reconnects elsewhere when it is cut), then exit.
+  signals.async_wait([&](boost::system::error_code, int sig) {
+    auto log = cabin::logger("gateway");
+    log->info("signal {}: draining {} connections", sig, gw.open_connections());
     gw.stop();
-    ioc.stop();
+    boost::asio::co_spawn(
+        ioc,
+        [&]() -> boost::asio::awaitable<void> {
+          if (!co_await gw.drain(std::chrono::steady_clock::now() + std::chrono::seconds(drain_s)))
+            log->warn("{} connections still open: closing them", gw.open_connections());
+          ioc.stop();
+        },
+        boost::asio::detached);
   });
   const std::string host =
       c.listen_host.find(':') != std::string::npos ? "[" + c.listen_host + "]" : c.listen_host;

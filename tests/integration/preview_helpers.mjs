@@ -34,11 +34,11 @@ export async function startApps(server) {
   return { session };
 }
 
-// One request to 127.0.0.1:port with Host `host`: {status, headers, body}.
-export function hostRequest(port, host, path, headers = {}, { method = 'GET' } = {}) {
+// One request to `address` (127.0.0.1):port with Host `host`: {status, headers, body}.
+export function hostRequest(port, host, path, headers = {}, { method = 'GET', address = '127.0.0.1' } = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request({
-      host: '127.0.0.1', port, path, method, setHost: false, agent: false,
+      host: address, port, path, method, setHost: false, agent: false,
       headers: { host: `${host}:${port}`, ...headers },
     }, (res) => {
       const chunks = [];

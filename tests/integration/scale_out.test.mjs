@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
@@ -15,6 +16,7 @@ import puppeteer from 'puppeteer-core';
 import {
   api, freePort, removeServerDirs, removeTree, startCabind, waitFor, wsOpen,
 } from './helpers.mjs';
+import { hostRequest } from './preview_helpers.mjs';
 import { SERVICE, startDns, startGateway } from './scale_helpers.mjs';
 
 const NODES = ['127.0.0.2', '127.0.0.3', '127.0.0.4'];
@@ -150,17 +152,8 @@ describe('three nodes behind two gateways', () => {
     const hostUrl = new URL(p.json.host_url);
     assert.match(hostUrl.hostname, /^p-8001-n3-[a-z0-9]{20}\.preview\.test$/);
     const gw = new URL(gateways[1].base);
-    const viaHost = (target, headers = {}) => new Promise((resolve, reject) => {
-      const req = http.request({ host: gw.hostname, port: gw.port, path: target, setHost: false,
-                                 agent: false, headers: { host: hostUrl.hostname, ...headers } }, (res) => {
-        const chunks = [];
-        res.on('data', (d) => chunks.push(d));
-        res.on('end', () => resolve({ status: res.statusCode, headers: res.headers,
-                                      body: Buffer.concat(chunks).toString() }));
-      });
-      req.on('error', reject);
-      req.end();
-    });
+    const viaHost = (target, headers = {}) =>
+      hostRequest(Number(gw.port), hostUrl.hostname, target, headers, { address: gw.hostname });
     const opened = await viaHost(hostUrl.pathname + hostUrl.search);
     assert.equal(opened.status, 302, opened.body);
     const hostCookie = opened.headers['set-cookie'][0].split(';')[0];
@@ -338,5 +331,25 @@ describe('two nodes of sim sessions behind a gateway', () => {
     }
     agent.destroy();
     assert.equal(ports.size, 1, `${ports.size} connections for 20 reads`);
+  });
+
+  test('SIGTERM: the gateway takes no new connection and exits without waiting for idle ones', async () => {
+    const agent = new http.Agent({ keepAlive: true });
+    const u = new URL(gateway.base);
+    const status = await new Promise((resolve, reject) => {
+      // Routed to a node: the connection stays open after the answer.
+      http.get({ host: u.hostname, port: u.port, path: '/v1/info', agent,
+                 headers: { authorization: `Bearer ${key}` } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+      }).on('error', reject);
+    });
+    assert.equal(status, 200);
+    const began = Date.now();
+    gateway.child.kill('SIGTERM');
+    await once(gateway.child, 'exit');
+    assert.ok(Date.now() - began < 5000, `${Date.now() - began} ms to exit`);
+    agent.destroy();
+    await assert.rejects(fetch(`${gateway.base}/healthz`));
   });
 });

@@ -3227,6 +3227,15 @@ export interface operations {
                     };
                 };
             };
+            /** @description `key_in_file`: the key is kept in `--tenant-keys-file`; remove it there. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
             431: components["responses"]["HeadersTooLarge"];

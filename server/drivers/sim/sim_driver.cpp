@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/agent_protocol.h"
+#include "common/socket_pair.h"
 #include "common/notifier.h"
 #include "common/spawn.h"
 
@@ -108,14 +109,6 @@ net::awaitable<void> serve_cdp(Socket socket) {
   }
 }
 
-Result<std::pair<Socket, Socket>> socket_pair(const net::any_io_executor& ex) {
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    return make_error(Errc::kInternal, "socketpair", "socketpair failed");
-  const net::generic::stream_protocol proto(AF_UNIX, 0);
-  return std::pair<Socket, Socket>{Socket(ex, proto, fds[0]), Socket(ex, proto, fds[1])};
-}
-
 class SimSandbox final : public Sandbox {
  public:
   explicit SimSandbox(std::shared_ptr<SimState> s) : s_(std::move(s)) {}
@@ -123,7 +116,7 @@ class SimSandbox final : public Sandbox {
   net::awaitable<Result<AgentStream>> dial_agent() override {
     if (s_->exited) co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
     auto ex = co_await net::this_coro::executor;
-    auto pair = socket_pair(ex);
+    auto pair = local_socket_pair(ex);
     if (!pair) co_return pair.error();
     cabin::spawn(ex, serve_agent(std::move(pair->second)), "sim agent");
     co_return std::move(pair->first);
@@ -133,7 +126,7 @@ class SimSandbox final : public Sandbox {
     if (port != kDevtoolsPort)
       co_return make_error(Errc::kUnavailable, "not_supported", "nothing listens there");
     auto ex = co_await net::this_coro::executor;
-    auto pair = socket_pair(ex);
+    auto pair = local_socket_pair(ex);
     if (!pair) co_return pair.error();
     cabin::spawn(ex, serve_cdp(std::move(pair->second)), "sim cdp");
     co_return std::move(pair->first);

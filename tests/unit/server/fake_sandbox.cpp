@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/agent_protocol.h"
+#include "common/socket_pair.h"
 #include "common/frame_stream.h"
 #include "common/spawn.h"
 
@@ -93,21 +94,13 @@ net::awaitable<void> serve_agent(std::shared_ptr<FakeSandboxState> s, Socket soc
   socket.shutdown(Socket::shutdown_send, ec);
 }
 
-Result<std::pair<Socket, Socket>> socket_pair(const net::any_io_executor& ex) {
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    return make_error(Errc::kInternal, "socketpair", "socketpair failed");
-  const net::generic::stream_protocol proto(AF_UNIX, 0);
-  return std::pair<Socket, Socket>{Socket(ex, proto, fds[0]), Socket(ex, proto, fds[1])};
-}
-
 }  // namespace
 
 net::awaitable<Result<drivers::AgentStream>> FakeSandbox::dial_agent() {
   if (s_->exited || s_->destroyed)
     co_return make_error(Errc::kUnavailable, "sandbox_ended", "the sandbox has ended");
   auto ex = co_await net::this_coro::executor;
-  auto pair = socket_pair(ex);
+  auto pair = local_socket_pair(ex);
   if (!pair) co_return pair.error();
   cabin::spawn(ex, serve_agent(s_, std::move(pair->second)), "fake agent");
   co_return std::move(pair->first);
@@ -116,7 +109,7 @@ net::awaitable<Result<drivers::AgentStream>> FakeSandbox::dial_agent() {
 net::awaitable<Result<drivers::AgentStream>> FakeSandbox::dial_loopback(int port) {
   (void)port;
   if (!s_->loopback) co_return make_error(Errc::kUnavailable, "not_supported", "no direct path");
-  auto pair = socket_pair(co_await net::this_coro::executor);
+  auto pair = local_socket_pair(co_await net::this_coro::executor);
   if (!pair) co_return pair.error();
   s_->loopback(std::move(pair->second));
   co_return std::move(pair->first);
