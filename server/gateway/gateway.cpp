@@ -113,12 +113,12 @@ http_api::Response node_unavailable(std::string_view node) {
   return http_api::error_response(e);
 }
 
-// The request head for the node: the client's fields but for those of this hop; the
-// connection closes after one answer unless it becomes a WebSocket.
 // How the node's connection goes on after this request.
 enum class HeadMode { kClose, kKeepAlive, kUpgrade };
 
-// `body`: the request's body, read already: it goes with a Content-Length of its own.
+// The request head for the node: the client's fields but for those of this hop, and the
+// client's address appended to X-Forwarded-For. `body`: the request's body, read already: it
+// goes with a Content-Length of its own.
 std::string node_head(const http::request_header<>& h, HeadMode mode, std::string_view client_ip,
                       const std::string* body = nullptr) {
   const bool upgrade = mode == HeadMode::kUpgrade;
@@ -143,6 +143,8 @@ std::string node_head(const http::request_header<>& h, HeadMode mode, std::strin
       if (upgrade) out.append(name).append(": ").append(f.value()).append("\r\n");
       continue;
     }
+    // On a kept connection the gateway answers 100-continue itself (exchange()).
+    if (id == http::field::expect && mode == HeadMode::kKeepAlive) continue;
     if (named.contains(name) && id != http::field::transfer_encoding) continue;
     if (body && (id == http::field::content_length || id == http::field::transfer_encoding))
       continue;

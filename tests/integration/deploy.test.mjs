@@ -55,6 +55,7 @@ test('the Kubernetes manifests render with kustomize and validate against the Ku
     fs.writeFileSync(path.join(dir, 'token-k0000000001.key'), 'b'.repeat(64));
     fs.writeFileSync(path.join(dir, 'tenants.json'), '{"keys": []}');
     const r = spawnSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+    assert.ok(!r.error, `kubectl (with its kustomize) renders deploy/kubernetes: ${r.error?.message}`);
     assert.equal(r.status, 0, r.stderr);
     const objects = YAML.parseAllDocuments(r.stdout).map((d) => d.toJSON()).filter(Boolean);
     const kinds = objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
