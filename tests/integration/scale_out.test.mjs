@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
@@ -331,6 +332,33 @@ describe('two nodes of sim sessions behind a gateway', () => {
     }
     agent.destroy();
     assert.equal(ports.size, 1, `${ports.size} connections for 20 reads`);
+  });
+
+  test('an upload that waits for 100-continue gets it from the gateway, and the connection goes on', async () => {
+    const made = await gateway.api('POST', '/v1/sessions', {});
+    assert.equal(made.status, 201, made.text);
+    const u = new URL(gateway.base);
+    const socket = net.connect(Number(u.port), u.hostname);
+    await once(socket, 'connect');
+    let got = '';
+    socket.on('data', (d) => { got += d.toString('latin1'); });
+    const until = (re) => waitFor(() => re.test(got), { timeoutMs: 10000, what: String(re) });
+    const body = JSON.stringify({ argv: ['echo', 'hi'] });
+    socket.write(`POST /v1/sessions/${made.json.id}/exec HTTP/1.1\r\nHost: ${u.host}\r\n` +
+                 `Authorization: Bearer ${key}\r\nContent-Type: application/json\r\n` +
+                 `Content-Length: ${body.length}\r\nExpect: 100-continue\r\n\r\n`);
+    await until(/^HTTP\/1\.1 100 Continue\r\n\r\n$/);
+    socket.write(body);
+    await until(/"stdout":"echo hi"/);
+    assert.match(got, /HTTP\/1\.1 200 OK/);
+    // The same connection carries the next request, and its answer is its own.
+    got = '';
+    socket.write(`GET /v1/sessions/${made.json.id} HTTP/1.1\r\nHost: ${u.host}\r\n` +
+                 `Authorization: Bearer ${key}\r\n\r\n`);
+    await until(new RegExp(`"id":"${made.json.id}"`));
+    assert.match(got, /^HTTP\/1\.1 200 OK\r\n/);
+    socket.destroy();
+    assert.equal((await gateway.api('DELETE', `/v1/sessions/${made.json.id}`)).status, 200);
   });
 
   test('SIGTERM: the gateway takes no new connection and exits without waiting for idle ones', async () => {
