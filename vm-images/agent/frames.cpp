@@ -14,10 +14,8 @@
 #include <cstring>
 
 #include "common/frame_stream.h"
-#include "common/json_fields.h"
 #include "common/log.h"
 #include "common/spawn.h"
-#include "vm-images/agent/requests.h"
 
 namespace cabin::agent {
 namespace {
@@ -54,34 +52,6 @@ net::awaitable<void> watch_peer(std::shared_ptr<StreamState> st) {
 }
 
 }  // namespace
-
-Result<FrameSpec> parse_frames_query(std::string_view query) {
-  FrameSpec spec;
-  std::string rest;
-  bool have_fps = false;
-  std::string_view q = query;
-  while (!q.empty()) {
-    const size_t amp = q.find('&');
-    std::string_view item = q.substr(0, amp);
-    q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
-    if (item.rfind("fps=", 0) != 0) {
-      if (!rest.empty()) rest += '&';
-      rest += item;
-      continue;
-    }
-    std::string_view v = item.substr(4);
-    if (have_fps) return invalid_request("query parameter fps given twice");
-    have_fps = true;
-    auto n = parse_decimal(v, 1, frames::kMaxFps);
-    if (!n)
-      return invalid_request("fps must be an integer in 1.." + std::to_string(frames::kMaxFps));
-    spec.fps = static_cast<int>(*n);
-  }
-  auto shot = parse_screenshot_query(rest);
-  if (!shot) return shot.error();
-  spec.shot = *shot;
-  return spec;
-}
 
 Result<std::unique_ptr<FrameCapture>> open_frame_capture(const std::string& display_name,
                                                          const FrameSpec& spec) {
