@@ -28,15 +28,20 @@ namespace ap = agent_protocol;
 
 auto log() { return cabin::logger("agent.recorder"); }
 
-// ffmpeg is given this long to finish its file once its input ends.
-constexpr auto kFinishWait = std::chrono::seconds(20);
-
 }  // namespace
 
 struct Recorder::Recording {
-  Recording(net::any_io_executor ex, vnc::Display d, vnc::Capturer c)
-      : display(std::move(d)), capturer(std::move(c)), input(ex), timer(ex), done(ex) {}
+  Recording(net::any_io_executor ex, vnc::Display d, vnc::Capturer c, const RecorderOptions& o)
+      : opts(o),
+        display(std::move(d)),
+        capturer(std::move(c)),
+        input(ex),
+        timer(ex),
+        limit(ex),
+        stall(ex),
+        done(ex) {}
 
+  RecorderOptions opts;
   ap::RecordingRequest req;
   vnc::Display display;
   vnc::Capturer capturer;
@@ -44,6 +49,8 @@ struct Recorder::Recording {
   std::unique_ptr<ChildProcess> ffmpeg;
   net::posix::stream_descriptor input;  // ffmpeg's stdin
   net::steady_timer timer;
+  net::steady_timer limit;  // the duration limit, which holds while a frame write waits
+  net::steady_timer stall;  // after a stop: a pending frame write is abandoned when it fires
   Notifier done;
   bool stopping = false;
   bool finished = false;
@@ -59,6 +66,11 @@ struct Recorder::Recording {
     stopping = true;
     status.reason = std::move(why);
     timer.cancel();
+    limit.cancel();
+    stall.expires_after(opts.stall_grace);
+    stall.async_wait([this](boost::system::error_code e) {
+      if (!e && !finished) input.cancel();
+    });
   }
 
   net::awaitable<void> run() {
@@ -68,6 +80,10 @@ struct Recorder::Recording {
     auto next_size_check = start;
     boost::system::error_code ec;
     std::string failure;
+    limit.expires_at(start + std::chrono::seconds(req.max_seconds));
+    limit.async_wait([this](boost::system::error_code e) {
+      if (!e) stop("max_duration");
+    });
     while (!stopping) {
       timer.expires_at(next);
       co_await timer.async_wait(net::redirect_error(net::use_awaitable, ec));
@@ -99,6 +115,11 @@ struct Recorder::Recording {
         co_await net::async_write(input, net::buffer(frame.pixels),
                                   net::redirect_error(net::use_awaitable, ec));
       }
+      if (ec == net::error::operation_aborted && stopping) {
+        log()->warn("recording {}: ffmpeg took no frame for {} ms; its last frame is cut", req.id,
+                    opts.stall_grace.count());
+        break;
+      }
       if (ec) {
         failure = "ffmpeg stopped taking frames: " + ec.message();
         break;
@@ -107,14 +128,16 @@ struct Recorder::Recording {
       status.seconds = static_cast<double>(status.frames) / req.fps;
       next = start + period * static_cast<int64_t>(status.frames);
     }
+    limit.cancel();
+    stall.cancel();
     // The end of its input makes ffmpeg finish the file.
     input.close(ec);
-    net::steady_timer limit(timer.get_executor(), kFinishWait);
-    limit.async_wait([this](boost::system::error_code e) {
+    net::steady_timer finish(timer.get_executor(), opts.finish_wait);
+    finish.async_wait([this](boost::system::error_code e) {
       if (!e && ffmpeg && !ffmpeg->exited()) ffmpeg->kill_group(SIGKILL);
     });
     const int exit_status = co_await ffmpeg->wait();
-    limit.cancel();
+    finish.cancel();
     status.bytes = file_size();
     if (failure.empty() && !(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0))
       failure = "ffmpeg exited with status " + std::to_string(exit_status);
@@ -154,7 +177,7 @@ Result<ap::RecordingStatus> Recorder::start(const std::string& display_name,
   auto capturer = vnc::Capturer::create(*display);
   if (!capturer) return capturer.error();
   const auto size = display->size();
-  auto rec = std::make_shared<Recording>(ex_, std::move(*display), std::move(*capturer));
+  auto rec = std::make_shared<Recording>(ex_, std::move(*display), std::move(*capturer), opts_);
   rec->req = req;
   if (::mkdir(opts_.dir.c_str(), 0700) != 0 && errno != EEXIST)
     return make_error(Errc::kInternal, "recording_failed", opts_.dir + ": " + std::strerror(errno));

@@ -8,6 +8,7 @@
 // clang-format on
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,11 @@ namespace cabin::agent {
 struct RecorderOptions {
   std::string ffmpeg = "/usr/bin/ffmpeg";
   std::string dir = "/tmp/.cabin-recordings";  // the files, named <id>.mp4
+  // A stop (or the duration limit) waits this long for a frame ffmpeg has not taken yet, then
+  // abandons it: an encoder that stalls cannot hold a stop.
+  std::chrono::milliseconds stall_grace{2000};
+  // Once its input ends, ffmpeg has this long to finish the file before it is killed.
+  std::chrono::milliseconds finish_wait{20000};
 };
 
 class Recorder {
@@ -32,7 +38,7 @@ class Recorder {
   // Starts recording `display`: kConflict when the id is taken or kMaxRecordings run.
   Result<agent_protocol::RecordingStatus> start(const std::string& display,
                                                 const agent_protocol::RecordingRequest& req);
-  // Stops it and answers once its file is complete (or ffmpeg was killed after 20 s).
+  // Stops it and answers once its file is complete (or ffmpeg was killed after finish_wait).
   net::awaitable<Result<agent_protocol::RecordingStatus>> stop(const std::string& id);
   Result<agent_protocol::RecordingStatus> status(const std::string& id) const;
   // Stops them all (the agent is going away).
