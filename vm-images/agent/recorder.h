@@ -23,7 +23,7 @@ struct RecorderOptions {
   std::string dir = "/tmp/.cabin-recordings";  // the files, named <id>.mp4
   // A stop (or the duration limit) waits this long for a frame ffmpeg has not taken yet, then
   // abandons it: an encoder that stalls cannot hold a stop.
-  std::chrono::milliseconds stall_grace{2000};
+  std::chrono::milliseconds stall_grace{5000};
   // Once its input ends, ffmpeg has this long to finish the file before it is killed.
   std::chrono::milliseconds finish_wait{20000};
 };
