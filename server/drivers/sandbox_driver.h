@@ -144,6 +144,9 @@ class Sandbox {
   virtual net::awaitable<std::string> wait_exit() = 0;
   // The newest lines the sandbox printed (launcher, agent, guest console), oldest first, bounded.
   virtual std::vector<std::string> recent_output() const { return {}; }
+  // For a sandbox that stopped making progress: what its machine is doing, in a few lines for
+  // the log ("" where the driver cannot tell more than recent_output()).
+  virtual net::awaitable<std::string> stall_report() { co_return std::string(); }
   // One line for logs and GET /v1/sessions/{id}: host pid, cgroup, and so on.
   virtual std::string describe() const = 0;
   // What a later cabind needs to adopt this sandbox (SandboxDriver::adopt): which process it is,

@@ -765,6 +765,12 @@ net::awaitable<Result<void>> SessionManager::wait_ready(Session& s,
   if (s.ending_) {
     co_return make_error(Errc::kUnavailable, "sandbox_exited", s.record().end_reason);
   }
+  // What the machine was doing, for the operator who finds a start that never finished.
+  const std::string report = co_await s.sandbox_->stall_report();
+  if (!report.empty()) {
+    log()->warn("session {}: not ready after {} ms; its machine: {}", s.id(), timeout.count(),
+                report);
+  }
   co_return make_error(Errc::kTimeout, "start_timeout",
                        "no ready answer within " + std::to_string(timeout.count()) + " ms (" +
                            last.message + ")");

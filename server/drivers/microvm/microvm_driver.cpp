@@ -297,6 +297,14 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
     return p_ ? p_->recent_output() : std::vector<std::string>{};
   }
 
+  net::awaitable<std::string> stall_report() override {
+    auto p = p_;
+    if (!p || !p->check_live()) co_return "the VM is not running";
+    auto states = co_await qmp_vcpu_states(p->executor(), p->run_dir(), kQmpSocketName, p->vcpus,
+                                           2s);
+    co_return states ? *states : "QMP: " + states.error().message;
+  }
+
   net::awaitable<Result<SnapshotPtr>> snapshot() override {
     CABIN_CO_TRY(check_running());
     if (!p_->ram.valid())

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -227,6 +228,39 @@ QmpMessage parse_qmp_line(std::string_view line) {
   if (j.contains("event") && j["event"].is_string())
     return {QmpKind::kEvent, j["event"].get<std::string>()};
   return {QmpKind::kInvalid, "unknown message"};
+}
+
+std::string vcpu_state_of(std::string_view text) {
+  std::string out;
+  for (const char* field : {"RIP=", "HLT="}) {
+    size_t at = text.find(field);
+    // A field name starts a line or follows a space (RIP= is not inside another name).
+    while (at != std::string_view::npos && at > 0 && text[at - 1] != ' ' && text[at - 1] != '\n')
+      at = text.find(field, at + 1);
+    if (at == std::string_view::npos) continue;
+    const size_t end = text.find_first_of(" \r\n", at);
+    if (!out.empty()) out += ' ';
+    out += text.substr(at, (end == std::string_view::npos ? text.size() : end) - at);
+  }
+  return out;
+}
+
+net::awaitable<Result<std::string>> qmp_vcpu_states(net::any_io_executor ex,
+                                                    std::filesystem::path dir,
+                                                    std::string socket_name, int vcpus,
+                                                    std::chrono::milliseconds timeout) {
+  QmpSession qmp(ex, timeout);
+  CABIN_CO_TRY(co_await qmp.open(dir, socket_name));
+  std::string report;
+  for (int cpu = 0; cpu < std::min(vcpus, kMaxReportedVcpus); ++cpu) {
+    json args = {{"command-line", "info registers"}, {"cpu-index", cpu}};
+    auto text = co_await qmp.execute("human-monitor-command", std::move(args), -1);
+    if (!text) co_return text.error();
+    if (!report.empty()) report += '\n';
+    report += "CPU#" + std::to_string(cpu) + ' ' +
+              vcpu_state_of(text->is_string() ? text->get_ref<const std::string&>() : "");
+  }
+  co_return report;
 }
 
 net::awaitable<Result<void>> qmp_execute(net::any_io_executor ex, std::filesystem::path dir,

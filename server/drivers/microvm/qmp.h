@@ -37,6 +37,17 @@ net::awaitable<Result<void>> qmp_execute(net::any_io_executor ex, std::filesyste
                                          std::string socket_name, std::string command,
                                          std::chrono::milliseconds timeout);
 
+// Where each vCPU (the first kMaxReportedVcpus) stands, from the monitor's register dump: one
+// line per CPU, "CPU#<n> RIP=<hex> HLT=<0|1>". For a guest that stopped making progress: a halted
+// CPU waits for an interrupt, one with HLT=0 runs (or spins) at RIP.
+constexpr int kMaxReportedVcpus = 8;
+net::awaitable<Result<std::string>> qmp_vcpu_states(net::any_io_executor ex,
+                                                    std::filesystem::path dir,
+                                                    std::string socket_name, int vcpus,
+                                                    std::chrono::milliseconds timeout);
+// The RIP= and HLT= fields of one CPU's `info registers` text ("" when it has none).
+std::string vcpu_state_of(std::string_view info_registers);
+
 // A VM's device state saved for copy-on-write restores: the VM is stopped, and with
 // x-ignore-shared only what is not in its shared RAM file goes into the stream, written to
 // `state_fd` (handed to QEMU over the socket: its sandbox forbids the exec: URIs). Answers once

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -70,8 +71,9 @@ net::awaitable<cabin::Result<cabin::sessions::AgentHealth>> wait_ready(
   co_return h;
 }
 
+// `vcpus`: how many lines the driver's stall report has (0: it has none).
 void check_lifecycle(net::io_context& io, cabin::drivers::SandboxDriver& driver,
-                     const fs::path& run_dir, std::chrono::seconds boot) {
+                     const fs::path& run_dir, std::chrono::seconds boot, int vcpus) {
   INFO(driver.info().unavailable_reason);
   REQUIRE(driver.info().available);
   cabin::drivers::SandboxSpec spec;
@@ -92,9 +94,26 @@ void check_lifecycle(net::io_context& io, cabin::drivers::SandboxDriver& driver,
 
   cabin::sessions::AgentClient agent(*sandbox, spec.agent_secret);
   auto health = run_sync(io, wait_ready(agent, boot), boot + 10s);
+  if (!health.ok()) {
+    // Where a machine that never became ready stands, for whoever reads the failure.
+    const std::string report = run_sync(io, sandbox->stall_report(), 10s);
+    UNSCOPED_INFO("machine: " << report);
+  }
   REQUIRE(health.ok());
   REQUIRE(health->state == "ready");
   CHECK(health->devtools_port > 0);
+
+  // A running machine reports where each vCPU stands.
+  const std::string report = run_sync(io, sandbox->stall_report(), 10s);
+  if (vcpus == 0) {
+    CHECK(report.empty());
+  } else {
+    INFO(report);
+    CHECK(std::count(report.begin(), report.end(), '\n') == vcpus - 1);
+    CHECK(report.rfind("CPU#0 RIP=", 0) == 0);
+    CHECK(report.find("CPU#" + std::to_string(vcpus - 1) + " RIP=") != std::string::npos);
+    CHECK(report.find(" HLT=") != std::string::npos);
+  }
 
   // Every process of the sandbox user goes, the agent with them: the sandbox ends by itself.
   bool ended = false;
@@ -149,7 +168,7 @@ TEST_CASE("namespace driver: create, health, the agent dies, the end is reported
     }
   } remove_parents{c};
   cabin::drivers::NamespaceDriver driver(c, io.get_executor());
-  check_lifecycle(io, driver, c.run_dir, 30s);
+  check_lifecycle(io, driver, c.run_dir, 30s, 0);
 }
 
 TEST_CASE("microvm driver: create, health, the agent dies, the end is reported, destroy "
@@ -163,5 +182,5 @@ TEST_CASE("microvm driver: create, health, the agent dies, the end is reported, 
   c.image_dir = image_env && *image_env ? image_env : CABIN_VM_IMAGE_DIR;
   c.wrap_path = CABIN_VMM_WRAP_PATH;
   cabin::drivers::MicrovmDriver driver(c, io.get_executor());
-  check_lifecycle(io, driver, c.run_dir, 180s);
+  check_lifecycle(io, driver, c.run_dir, 180s, c.vcpus);
 }

@@ -333,6 +333,19 @@ TEST_CASE("the wrapper's argv puts QEMU's after --", "[microvm]") {
                                  "qemu"});
 }
 
+TEST_CASE("a vCPU's state from its register dump", "[microvm]") {
+  const std::string dump =
+      "RAX=0000000000000000 RBX=ffffffff82a1a940 RCX=0000000000000001 RDX=0000000000000000\r\n"
+      "R8 =0000000000000000 R9 =0000000000000000 R10=0000000000000000 R11=0000000000000000\r\n"
+      "RIP=ffffffff81c6f6a4 RFL=00000246 [---Z-P-] CPL=0 II=0 A20=1 SMM=0 HLT=1\r\n"
+      "ES =0000 0000000000000000 00000000 00000000\r\n";
+  CHECK(vcpu_state_of(dump) == "RIP=ffffffff81c6f6a4 HLT=1");
+  // A name that merely ends in RIP= is not the field.
+  CHECK(vcpu_state_of("XRIP=1 RIP=2 HLT=0") == "RIP=2 HLT=0");
+  CHECK(vcpu_state_of("RIP=ffffffff81000000") == "RIP=ffffffff81000000");
+  CHECK(vcpu_state_of("") == "");
+}
+
 TEST_CASE("QMP lines", "[microvm]") {
   CHECK(parse_qmp_line(R"({"QMP": {"version": {}, "capabilities": []}})").kind ==
         QmpKind::kGreeting);
