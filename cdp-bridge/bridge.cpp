@@ -6,6 +6,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "common/deadline.h"
 #include "common/pump.h"
 
 namespace cabin::cdp {
@@ -63,7 +64,10 @@ Result<http::response<http::empty_body>> make_client_answer(const http::response
 
 net::awaitable<Result<http::response<http::empty_body>>> upstream_handshake(
     TunnelSocket& tunnel, beast::flat_buffer& tunnel_buffer,
-    const http::request_header<>& client_request, const std::string& path, int port) {
+    const http::request_header<>& client_request, const std::string& path, int port,
+    std::chrono::milliseconds timeout) {
+  // A client that gave up leaves nothing waiting here for good.
+  Deadline deadline(tunnel, timeout);
   boost::system::error_code ec;
   auto upgrade = make_upstream_upgrade(client_request, path, port);
   co_await http::async_write(tunnel, upgrade, net::redirect_error(net::use_awaitable, ec));
@@ -72,6 +76,10 @@ net::awaitable<Result<http::response<http::empty_body>>> upstream_handshake(
   parser.header_limit(kMaxUpstreamHeader);
   co_await http::async_read_header(tunnel, tunnel_buffer, parser,
                                    net::redirect_error(net::use_awaitable, ec));
+  if (ec && deadline.expired()) {
+    co_return bad_upstream("the browser did not answer the upgrade within " +
+                           std::to_string(timeout.count() / 1000) + " s");
+  }
   if (ec) co_return bad_upstream("reading upgrade answer: " + ec.message());
   co_return make_client_answer(parser.get());
 }

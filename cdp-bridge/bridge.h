@@ -18,6 +18,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
+#include <chrono>
 #include <string>
 
 #include "common/pump.h"
@@ -41,10 +42,12 @@ http::request<http::empty_body> make_upstream_upgrade(const http::request_header
 Result<http::response<http::empty_body>> make_client_answer(const http::response_header<>& upstream);
 
 // Sends the client's upgrade to the browser over the tunnel and reads its answer; returns the
-// answer to give the client. Nothing is written to the client here.
+// answer to give the client. Nothing is written to the client here. A browser that has not
+// answered within `timeout` gets its tunnel closed (the answer is then an error).
 net::awaitable<Result<http::response<http::empty_body>>> upstream_handshake(
     TunnelSocket& tunnel, beast::flat_buffer& tunnel_buffer,
-    const http::request_header<>& client_request, const std::string& path, int port);
+    const http::request_header<>& client_request, const std::string& path, int port,
+    std::chrono::milliseconds timeout);
 
 // Gives the client its answer, forwards bytes either side sent early, then pumps until both
 // directions end, counting the bytes relayed in `counts`. Client: any stream the byte pump takes

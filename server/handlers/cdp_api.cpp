@@ -8,6 +8,14 @@
 #include "server/metrics/metrics.h"
 
 namespace cabin::http_api {
+namespace {
+
+// A browser under TCG can take seconds to answer; one that takes this long is not coming, and a
+// client that gave up must not leave the tunnel waiting.
+constexpr std::chrono::seconds kBrowserUpgradeTimeout{60};
+
+}  // namespace
+
 net::awaitable<Response> Api::discovery(const api::Route& route, const Authn& authn,
                                         const Request& req) {
   auto s = sessions_.find(route.session_id);
@@ -51,7 +59,7 @@ net::awaitable<void> Api::cdp(const api::Route& route, const Authn& authn, Reque
   const std::string& path = upstream->path;
   std::string id = s->id();
   auto answer = co_await cdp::upstream_handshake(tunnel->stream, tunnel->buffer, req.base(), path,
-                                                 upstream->port);
+                                                 upstream->port, kBrowserUpgradeTimeout);
   s.reset();  // a bridged connection must not keep an ended session alive
   if (!answer) {
     api_log().warn("session {}: CDP handshake failed: {}", id, answer.error().message);

@@ -21,6 +21,9 @@ const SPEC = {
   resolution: { width: 1024, height: 768 },
   resources: { vcpus: 2, memory_mb: 2048 },
 };
+// A copy's browser under TCG on a busy two-core host can take more than the default 10 s to
+// answer its first DevTools connection; what these tests check is not how fast.
+const CDP = { timeoutMs: 60000 };
 const RANDOM = "Array.from(crypto.getRandomValues(new Uint8Array(16))).join(',')";
 
 async function exec(id, argv) {
@@ -32,7 +35,7 @@ async function exec(id, argv) {
 
 // Runs `expression` in the session's first page, over the CDP bridge.
 async function inPage(s, expression) {
-  const cdp = await Cdp.connect(s.cdp_url);
+  const cdp = await Cdp.connect(s.cdp_url, CDP);
   try {
     const { targetInfos } = await cdp.send('Target.getTargets');
     const page = targetInfos.find((t) => t.type === 'page');
@@ -69,7 +72,7 @@ describe('microVMs restored from a template', { timeout: BOOT_MS + 240000 }, () 
   });
 
   test('the start page of a copy is its own', async () => {
-    const cdp = await Cdp.connect(sessions[0].cdp_url);
+    const cdp = await Cdp.connect(sessions[0].cdp_url, CDP);
     try {
       const { targetInfos } = await cdp.send('Target.getTargets');
       assert.ok(targetInfos.some((t) => t.type === 'page' && t.title === 'first'),
@@ -112,7 +115,7 @@ describe('microVMs restored from a template', { timeout: BOOT_MS + 240000 }, () 
   test('a copy runs its browser and commands as a cold one does', async () => {
     const s = sessions[1];
     assert.equal(await exec(s.id, ['id', '-u']), '1000');
-    const cdp = await Cdp.connect(s.cdp_url);
+    const cdp = await Cdp.connect(s.cdp_url, CDP);
     try {
       const { targetId } = await cdp.send('Target.createTarget', {
         url: 'data:text/html,<title>mine</title>',

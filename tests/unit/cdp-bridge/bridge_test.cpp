@@ -1,11 +1,20 @@
-#include <catch2/catch.hpp>
+// clang-format off
+#include "common/asio.h"  // first: see there
+// clang-format on
 
+#include <sys/socket.h>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "cdp-bridge/bridge.h"
 #include "cdp-bridge/discovery.h"
+#include "tests/unit/run_sync.h"
 
 using namespace cabin;
+using namespace std::chrono_literals;
 using namespace cabin::cdp;
 using nlohmann::json;
 
@@ -89,4 +98,24 @@ TEST_CASE("the browser's answer is checked before the client sees it") {
   http::response_header<> no_accept;
   no_accept.result(http::status::switching_protocols);
   CHECK_FALSE(make_client_answer(no_accept));
+}
+
+TEST_CASE("a browser that never answers the upgrade is given up on") {
+  net::io_context io;
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0);
+  const net::generic::stream_protocol unix_stream(AF_UNIX, 0);
+  TunnelSocket tunnel(io, unix_stream, fds[0]);
+  TunnelSocket browser(io, unix_stream, fds[1]);  // reads nothing, answers nothing
+  beast::flat_buffer buffer;
+  http::request_header<> client;
+  client.method(http::verb::get);
+  client.set(http::field::sec_websocket_key, "dGhlIHNhbXBsZSBub25jZQ==");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto answer = cabin::testing::run_sync(
+      io, upstream_handshake(tunnel, buffer, client, "/devtools/browser/abc", 9222, 300ms), 10s);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  REQUIRE_FALSE(answer);
+  CHECK(answer.error().code == "browser_handshake");
+  CHECK(answer.error().message.find("did not answer") != std::string::npos);
 }
