@@ -8,6 +8,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "tests/unit/agent/test_util.h"
@@ -23,39 +24,40 @@ namespace net = boost::asio;
 
 namespace {
 
-// An "ffmpeg" that never reads its input: the frame pipe fills and every write waits.
-RecorderOptions stalled_encoder(const TempDir& dir) {
-  RecorderOptions o;
-  o.ffmpeg = write_script(dir.path() + "/ffmpeg", "exec sleep 600\n");
-  o.dir = dir.path() + "/recordings";
-  o.stall_grace = 200ms;
-  o.finish_wait = 500ms;
-  return o;
-}
+// A recording of an Xvfb into an "ffmpeg" that never reads its input: the frame pipe fills and
+// every write waits.
+struct StalledRecording {
+  StalledRecording(int width, int height, int64_t max_seconds) : x(width, height) {
+    RecorderOptions o;
+    o.ffmpeg = write_script(dir.path() + "/ffmpeg", "exec sleep 600\n");
+    o.dir = dir.path() + "/recordings";
+    o.stall_grace = 200ms;
+    o.finish_wait = 500ms;
+    recorder.emplace(io.get_executor(), o);
+    agent_protocol::RecordingRequest r;
+    r.id = "r1";
+    r.fps = 30;
+    r.max_seconds = max_seconds;
+    REQUIRE(recorder->start(x.name(), r).ok());
+  }
 
-agent_protocol::RecordingRequest request(int64_t max_seconds) {
-  agent_protocol::RecordingRequest r;
-  r.id = "r1";
-  r.fps = 30;
-  r.max_seconds = max_seconds;
-  return r;
-}
+  vnc::testing::Xvfb x;
+  TempDir dir;
+  net::io_context io;
+  std::optional<Recorder> recorder;
+};
 
 }  // namespace
 
 TEST_CASE("a stop ends a recording whose encoder takes no frames", "[recorder]") {
   // A frame of 5 MiB cannot fit the 1 MiB pipe: the first write waits for good.
-  vnc::testing::Xvfb x(1280, 1024);
-  TempDir dir;
-  net::io_context io;
-  Recorder recorder(io.get_executor(), stalled_encoder(dir));
-  REQUIRE(recorder.start(x.name(), request(3600)).ok());
+  StalledRecording r(1280, 1024, 3600);
   // Until nothing is ready to run: the recording has grabbed its first frame and waits on it.
-  do io.restart();
-  while (io.poll() > 0);
-  CHECK(recorder.status("r1")->frames == 0);
+  do r.io.restart();
+  while (r.io.poll() > 0);
+  CHECK(r.recorder->status("r1")->frames == 0);
   const auto t0 = std::chrono::steady_clock::now();
-  auto stopped = run_sync(io, recorder.stop("r1"), 10s);
+  auto stopped = run_sync(r.io, r.recorder->stop("r1"), 10s);
   REQUIRE(stopped.ok());
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
   // The encoder was killed: the file is not a finished one.
@@ -63,14 +65,10 @@ TEST_CASE("a stop ends a recording whose encoder takes no frames", "[recorder]")
 }
 
 TEST_CASE("the duration limit ends a recording whose encoder takes no frames", "[recorder]") {
-  vnc::testing::Xvfb x(320, 240);
-  TempDir dir;
-  net::io_context io;
-  Recorder recorder(io.get_executor(), stalled_encoder(dir));
-  REQUIRE(recorder.start(x.name(), request(1)).ok());
+  StalledRecording r(320, 240, 1);
   cabin::testing::run_until(
-      io, [&] { return recorder.status("r1")->state != "recording"; }, 10s);
-  auto s = recorder.status("r1");
+      r.io, [&] { return r.recorder->status("r1")->state != "recording"; }, 10s);
+  auto s = r.recorder->status("r1");
   REQUIRE(s.ok());
   // Cut at its limit, with an encoder that had to be killed.
   CHECK(s->state == "failed");
