@@ -117,10 +117,12 @@ std::string encode(std::string_view data, const char* alphabet, bool pad) {
 std::string base64url_encode(std::string_view data) { return encode(data, kB64Url, false); }
 std::string base64_encode(std::string_view data) { return encode(data, kB64, true); }
 
-std::optional<std::string> base64url_decode(std::string_view text) {
+namespace {
+
+std::optional<std::string> decode(std::string_view text, const char* alphabet) {
   std::array<int, 256> rev;
   rev.fill(-1);
-  for (int i = 0; i < 64; ++i) rev[static_cast<unsigned char>(kB64Url[i])] = i;
+  for (int i = 0; i < 64; ++i) rev[static_cast<unsigned char>(alphabet[i])] = i;
   if (text.size() % 4 == 1) return std::nullopt;
   std::string out;
   out.reserve(text.size() * 3 / 4);
@@ -139,6 +141,18 @@ std::optional<std::string> base64url_decode(std::string_view text) {
   // Non-canonical encodings (stray low bits) are rejected so one token has one spelling.
   if (bits > 0 && (acc & ((1u << bits) - 1)) != 0) return std::nullopt;
   return out;
+}
+
+}  // namespace
+
+std::optional<std::string> base64url_decode(std::string_view text) { return decode(text, kB64Url); }
+
+std::optional<std::string> base64_decode(std::string_view text) {
+  // Padded to a multiple of 4, or not padded at all.
+  const size_t end = text.find_last_not_of('=') + 1;
+  const size_t pad = text.size() - end;
+  if (pad > 2 || (pad > 0 && text.size() % 4 != 0)) return std::nullopt;
+  return decode(text.substr(0, end), kB64);
 }
 
 bool constant_time_equal(std::string_view a, std::string_view b) {

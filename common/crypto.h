@@ -37,6 +37,8 @@ std::string base64url_encode(std::string_view data);
 // Rejects padding, whitespace and characters outside the URL-safe alphabet.
 std::optional<std::string> base64url_decode(std::string_view text);
 std::string base64_encode(std::string_view data);
+// Standard base64 (RFC 4648 section 4), with or without its padding; rejects anything else.
+std::optional<std::string> base64_decode(std::string_view text);
 
 // Compares without leaking where the inputs differ; lengths may leak.
 bool constant_time_equal(std::string_view a, std::string_view b);

@@ -39,6 +39,7 @@ constexpr std::array kCatalogue{
     ErrorKind{"upload_incomplete", Errc::kInvalidArgument},
     ErrorKind{"upload_too_large", Errc::kTooLarge},
     ErrorKind{"disk_full", Errc::kTooLarge},
+    ErrorKind{"file_too_large", Errc::kTooLarge},
     ErrorKind{"transfer_failed", Errc::kBadGateway},
     ErrorKind{"session_not_found", Errc::kNotFound},
     ErrorKind{"session_ended", Errc::kNotFound},

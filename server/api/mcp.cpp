@@ -137,6 +137,13 @@ constexpr ToolDef kTools[] = {
     {"live_view_url", "Live view URL",
      "A URL where a person can watch the session's screen (scope view) or take control "
      "(control), for ttl_s seconds."},
+    {"file_read", "Read a file",
+     "A file of the sandbox (under its user's home or /tmp; the browser's downloads are in "
+     "~/Downloads), at most 4 MiB: as text when it is UTF-8, else as base64."},
+    {"file_write", "Write a file",
+     "Writes a file into the sandbox (under its user's home or /tmp), from text or base64, "
+     "replacing one that is there; a page's file chooser can then take it."},
+    {"file_list", "List a directory", "The entries of a directory of the sandbox."},
 };
 
 json input_schema(std::string_view name, const json& doc) {
@@ -186,6 +193,31 @@ json input_schema(std::string_view name, const json& doc) {
       ttl = tokens["properties"]["ttl_s"];
     }
     s["properties"]["ttl_s"] = std::move(ttl);
+    return s;
+  }
+  if (name == "file_read" || name == "file_write" || name == "file_list") {
+    json s = session_only();
+    const std::string field = name == "file_list" ? "dir" : "path";
+    s["properties"][field] = {
+        {"type", "string"},
+        {"maxLength", 4096},
+        {"description", name == "file_list" ? "An absolute directory path, e.g. /home/cabin."
+                                             : "An absolute path, e.g. /home/cabin/report.pdf."}};
+    s["required"].push_back(field);
+    if (name == "file_read") {
+      s["properties"]["encoding"] = {
+          {"type", "string"},
+          {"enum", {"auto", "text", "base64"}},
+          {"default", "auto"},
+          {"description", "auto: text when the file is UTF-8, else base64."}};
+    }
+    if (name == "file_write") {
+      // One of the two; not said with oneOf, which some clients refuse at a schema's top.
+      s["properties"]["text"] = {{"type", "string"},
+                                 {"description", "The file's text (UTF-8); or give base64."}};
+      s["properties"]["base64"] = {{"type", "string"},
+                                   {"description", "The file's bytes, base64-encoded; or text."}};
+    }
     return s;
   }
   return {{"type", "object"}};
@@ -317,6 +349,42 @@ std::variant<ToolCall, RpcError> parse_tool_call(const json& id, const json& par
     call.arguments = *a;
   }
   return call;
+}
+
+bool is_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;  // the sequence is cut short
+    for (size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if ((b & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return false;
+    i += n + 1;
+  }
+  return true;
 }
 
 bool known_tool(std::string_view name) {

@@ -69,6 +69,8 @@ std::variant<ToolCall, RpcError> parse_tool_call(const nlohmann::json& id,
 // a tool that stands for an endpoint takes that endpoint's body, plus `session_id`.
 nlohmann::json tools(const nlohmann::json& openapi);
 bool known_tool(std::string_view name);
+// Whether `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+bool is_utf8(std::string_view s);
 
 // A schema from the OpenAPI document with every local $ref replaced by what it names (at most
 // 32 deep), so that it stands alone.

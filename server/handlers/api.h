@@ -13,7 +13,9 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <string>
+#include <vector>
 
+#include "common/agent_protocol.h"
 #include "common/log.h"
 #include "server/api/router.h"
 #include "server/audit/audit_log.h"
@@ -54,6 +56,10 @@ spdlog::logger& api_log();
 net::awaitable<Result<void>> send_agent_file(ClientStream& socket, sessions::Tunnel& file,
                                              std::string_view content_type,
                                              std::string_view more_fields = {});
+
+// GET /files?dir='s answer: {"dir", "entries": [{name, path, type, size, modified_at}]}.
+nlohmann::json file_listing(const std::string& dir,
+                            const std::vector<agent_protocol::FileEntry>& entries);
 
 // 404 session_ended, with the session's end reason (or its status).
 Error session_ended_error(const store::SessionRecord& r);
@@ -183,6 +189,12 @@ class Api {
   net::awaitable<Response> mcp(const Authn& authn, const Request& req);
   net::awaitable<nlohmann::json> mcp_tool(const Authn& authn, const Request& outer,
                                           const std::string& name, const nlohmann::json& args);
+  // file_read, file_write and file_list: the files endpoint each stands for, with the bytes in
+  // the message.
+  net::awaitable<nlohmann::json> mcp_file_tool(const Authn& authn, const std::string& name,
+                                               const std::string& base, const nlohmann::json& args);
+  net::awaitable<Response> file_tool_answer(const api::Route& route, const std::string& name,
+                                            const nlohmann::json& args);
   // One request made on the caller's behalf, routed, checked and answered as if it had come in.
   net::awaitable<Response> on_behalf(const Authn& authn, const Request& outer, http::verb verb,
                                      const std::string& target, std::string body);

@@ -96,6 +96,18 @@ net::awaitable<Result<void>> copy_bytes(From& from, To& to, uint64_t n, std::str
 
 }  // namespace
 
+json file_listing(const std::string& dir, const std::vector<agent_protocol::FileEntry>& entries) {
+  json list = json::array();
+  for (const auto& e : entries) {
+    list.push_back({{"name", e.name},
+                    {"path", (dir == "/" ? "" : dir) + "/" + e.name},
+                    {"type", e.type},
+                    {"size", e.size},
+                    {"modified_at", format_rfc3339(e.mtime)}});
+  }
+  return {{"dir", dir}, {"entries", std::move(list)}};
+}
+
 net::awaitable<Result<void>> send_agent_file(ClientStream& socket, sessions::Tunnel& file,
                                              std::string_view content_type,
                                              std::string_view more_fields) {
@@ -137,15 +149,7 @@ net::awaitable<void> Api::get_files(const api::Route& route, ClientStream socket
       co_await refuse_connection(socket, error_response(entries.error()));
       co_return;
     }
-    json list = json::array();
-    for (const auto& e : *entries) {
-      list.push_back({{"name", e.name},
-                      {"path", (q->second == "/" ? "" : q->second) + "/" + e.name},
-                      {"type", e.type},
-                      {"size", e.size},
-                      {"modified_at", format_rfc3339(e.mtime)}});
-    }
-    Response res = json_response(http::status::ok, {{"dir", q->second}, {"entries", list}});
+    Response res = json_response(http::status::ok, file_listing(q->second, *entries));
     res.keep_alive(false);
     socket.tcp().expires_after(kTransferStall);
     co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));

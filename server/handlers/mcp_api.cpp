@@ -5,10 +5,17 @@
 #include "common/asio.h"  // first: see there
 // clang-format on
 
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <algorithm>
 #include <chrono>
 #include <string>
 
+#include "common/agent_protocol.h"
 #include "common/crypto.h"
+#include "common/deadline.h"
 #include "server/api/errors.h"
 #include "server/api/ids.h"
 #include "server/api/mcp.h"
@@ -25,6 +32,10 @@ namespace mcp = api::mcp;
 namespace {
 
 constexpr auto kNavigateTimeout = std::chrono::seconds(60);
+// file_read's bytes travel in its answer: larger files are for GET /files, which streams them.
+constexpr uint64_t kMaxReadBytes = 4 << 20;
+// A file's bytes may stop moving between cabind and the agent for this long.
+constexpr auto kFileStall = std::chrono::seconds(60);
 
 const json& openapi() {
   static const json doc = json::parse(api::openapi_document());
@@ -176,7 +187,130 @@ net::awaitable<json> Api::mcp_tool(const Authn& authn, const Request& outer,
     const json out = {{"session_id", s->id()}, {"url", url}, {"wait_until", wait}};
     co_return mcp::text_result(mcp::dump(out), out);
   }
+  if (name == "file_read" || name == "file_write" || name == "file_list") {
+    co_return co_await mcp_file_tool(authn, name, base, body);
+  }
   co_return mcp::error_result("unknown_tool", name);
+}
+
+net::awaitable<json> Api::mcp_file_tool(const Authn& authn, const std::string& name,
+                                        const std::string& base, const json& args) {
+  const bool list = name == "file_list", write = name == "file_write";
+  const std::string field = list ? "dir" : "path";
+  for (const auto& [k, v] : args.items()) {
+    if (k != field && !(write && (k == "text" || k == "base64")) &&
+        !(name == "file_read" && k == "encoding")) {
+      co_return mcp::error_result("unknown_field", k + ": not an argument of " + name);
+    }
+  }
+  const auto at = args.find(field);
+  if (at == args.end() || !at->is_string()) {
+    co_return mcp::error_result("invalid_request", field + ": must be a string");
+  }
+  // The endpoint the tool stands for: its tenant check, pause check and audit entry.
+  const http::verb verb = write ? http::verb::put : http::verb::get;
+  const std::string target =
+      base + "/files?" + field + "=" + api::percent_encode(at->get<std::string>());
+  auto route = api::route(http::to_string(verb), target);
+  if (!route) co_return mcp::error_result(route.error().code, route.error().message);
+  if (authn.key) {
+    if (auto r = tenant_may(*route, *authn.key); !r) {
+      co_return mcp::error_result(r.error().code, r.error().message);
+    }
+  }
+  const auto present = presence(*route);
+  Response res = co_await file_tool_answer(*route, name, args);
+  if (write && audit_) {
+    Request req{verb, target, 11};
+    if (auto entry = audit_entry(*route, authn, req, res)) audit_->record(std::move(*entry));
+  }
+  co_return tool_result(res);
+}
+
+net::awaitable<Response> Api::file_tool_answer(const api::Route& route, const std::string& name,
+                                               const json& args) {
+  if (auto r = not_paused(route); !r) co_return error_response(r.error());
+  auto s = sessions_.find(route.session_id);
+  if (!s) co_return error_response(api::errors::session_not_found());
+  const bool list = name == "file_list";
+  auto path = agent_protocol::check_file_path(args.at(list ? "dir" : "path").get<std::string>());
+  if (!path) co_return error_response(path.error());
+  if (list) {
+    auto entries = co_await s->agent().list_files(*path);
+    if (!entries) co_return error_response(entries.error());
+    co_return json_response(http::status::ok, file_listing(*path, *entries));
+  }
+  boost::system::error_code ec;
+  if (name == "file_write") {
+    const auto text = args.find("text"), b64 = args.find("base64");
+    if ((text == args.end()) == (b64 == args.end()) ||
+        (text != args.end() && !text->is_string()) || (b64 != args.end() && !b64->is_string())) {
+      co_return error_response(make_error(Errc::kInvalidArgument, "invalid_request",
+                                          "give the file's bytes as text or as base64"));
+    }
+    std::string bytes;
+    if (text != args.end()) {
+      bytes = text->get<std::string>();
+    } else {
+      auto decoded = base64_decode(b64->get_ref<const std::string&>());
+      if (!decoded) {
+        co_return error_response(
+            make_error(Errc::kInvalidArgument, "invalid_request", "base64: not base64"));
+      }
+      bytes = std::move(*decoded);
+    }
+    auto upload = co_await s->agent().start_upload(*path, bytes.size());
+    if (!upload) co_return error_response(upload.error());
+    {
+      Deadline stall(upload->stream, kFileStall);
+      co_await net::async_write(upload->stream, net::buffer(bytes),
+                                net::redirect_error(net::use_awaitable, ec));
+    }
+    if (ec) co_return error_response(make_error(Errc::kBadGateway, "transfer_failed", ec.message()));
+    auto stored = co_await sessions::AgentClient::upload_answer(*upload);
+    if (!stored) co_return error_response(stored.error());
+    co_return json_response(http::status::ok,
+                            {{"path", *path}, {"size", stored->size}, {"sha256", stored->sha256}});
+  }
+  // file_read
+  std::string encoding = "auto";
+  if (const auto e = args.find("encoding"); e != args.end()) {
+    encoding = e->is_string() ? e->get<std::string>() : "";
+  }
+  if (encoding != "auto" && encoding != "text" && encoding != "base64") {
+    co_return error_response(make_error(Errc::kInvalidArgument, "invalid_request",
+                                        "encoding: must be auto, text or base64"));
+  }
+  auto file = co_await s->agent().read_file(*path);
+  s.reset();
+  if (!file) co_return error_response(file.error());
+  const uint64_t size = file->length.value_or(0);
+  if (size > kMaxReadBytes) {
+    co_return error_response(make_error(
+        Errc::kTooLarge, "file_too_large",
+        "file_read answers files of at most 4 MiB; GET /v1/sessions/{id}/files streams any"));
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  const size_t ahead = std::min<size_t>(file->buffer.size(), bytes.size());
+  net::buffer_copy(net::buffer(bytes.data(), ahead), file->buffer.data(), ahead);
+  if (ahead < bytes.size()) {
+    Deadline stall(file->stream, kFileStall);
+    co_await net::async_read(file->stream, net::buffer(bytes.data() + ahead, bytes.size() - ahead),
+                             net::redirect_error(net::use_awaitable, ec));
+  }
+  if (ec) co_return error_response(make_error(Errc::kBadGateway, "transfer_failed", ec.message()));
+  const bool utf8 = encoding != "base64" && mcp::is_utf8(bytes);
+  if (encoding == "text" && !utf8) {
+    co_return error_response(make_error(Errc::kInvalidArgument, "invalid_request",
+                                        "the file is not UTF-8 text: ask for base64"));
+  }
+  json out = {{"path", *path}, {"size", size}, {"sha256", sha256_hex(bytes)}};
+  if (utf8) {
+    out["text"] = std::move(bytes);
+  } else {
+    out["base64"] = base64_encode(bytes);
+  }
+  co_return json_response(http::status::ok, out);
 }
 
 net::awaitable<Response> Api::mcp(const Authn& authn, const Request& req) {

@@ -1,13 +1,28 @@
 // Fuzz target: what POST /mcp parses from a client: one JSON-RPC message, then a tool call's
-// params, and a computer answer as the tool hands it on.
+// params, and a computer answer as the tool hands it on; file_write's base64, and file_read's
+// test of a sandbox's bytes for UTF-8.
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
+#include "common/crypto.h"
 #include "server/api/mcp.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace mcp = cabin::api::mcp;
   std::string_view in(reinterpret_cast<const char*>(data), size);
+  // Bytes called UTF-8 must be text a JSON answer can carry as it is.
+  if (mcp::is_utf8(in)) (void)nlohmann::json(std::string(in)).dump();
+  // Decoded base64 encodes back to what came in, but for its padding.
+  if (auto bytes = cabin::base64_decode(in)) {
+    std::string again = cabin::base64_encode(*bytes);
+    std::string_view unpadded(again);
+    while (!unpadded.empty() && unpadded.back() == '=') unpadded.remove_suffix(1);
+    std::string_view given(in);
+    while (!given.empty() && given.back() == '=') given.remove_suffix(1);
+    if (unpadded != given) __builtin_trap();
+  }
   auto m = mcp::parse_message(in);
   if (auto* e = std::get_if<mcp::RpcError>(&m)) {
     // A refusal names a request only by a valid id.

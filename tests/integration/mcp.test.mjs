@@ -2,6 +2,7 @@
 // listed, a session created, a loopback page opened, seen in a screenshot and changed by a
 // click, a command run, and each refusal as MCP clients expect it.
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
 
@@ -73,8 +74,9 @@ describe('MCP', () => {
   test('the tools are listed, each with an object input schema', async () => {
     const { tools } = await client.listTools();
     const names = tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ['computer', 'exec', 'live_view_url', 'navigate', 'preview_open',
-      'screenshot', 'session_create', 'session_delete', 'session_list']);
+    assert.deepEqual(names, ['computer', 'exec', 'file_list', 'file_read', 'file_write',
+      'live_view_url', 'navigate', 'preview_open', 'screenshot', 'session_create',
+      'session_delete', 'session_list']);
     for (const t of tools) assert.equal(t.inputSchema.type, 'object', t.name);
     const create = tools.find((t) => t.name === 'session_create');
     assert.ok(create.inputSchema.properties.resolution, 'session_create takes the create spec');
@@ -166,6 +168,57 @@ describe('MCP', () => {
     assert.equal(bad.isError, true);
   });
 
+  test('files go in and out as text and as base64, and stay inside the sandbox\'s roots', async () => {
+    const call = (name, args) => client.callTool({ name, arguments: { session_id: sessionId, ...args } });
+    const sh = async (script) => {
+      const r = await call('exec', { argv: ['sh', '-c', script] });
+      assert.equal(r.structuredContent.exit_code, 0, JSON.stringify(r.content));
+    };
+    await sh('mkdir /tmp/mcp');
+    const text = 'Grüße 🙂\nline two\n';
+    const w = await call('file_write', { path: '/tmp/mcp/notes.txt', text });
+    assert.equal(w.isError, false, JSON.stringify(w.content));
+    assert.equal(w.structuredContent.size, Buffer.byteLength(text));
+    assert.equal(w.structuredContent.sha256, crypto.createHash('sha256').update(text).digest('hex'));
+    const r = await call('file_read', { path: '/tmp/mcp/notes.txt' });
+    assert.equal(r.isError, false, JSON.stringify(r.content));
+    assert.equal(r.structuredContent.text, text);
+
+    const bytes = Buffer.from([0, 1, 2, 0xff, 0xfe, 0x80, 10]);
+    const wb = await call('file_write', { path: '/tmp/mcp/blob.bin', base64: bytes.toString('base64') });
+    assert.equal(wb.isError, false, JSON.stringify(wb.content));
+    const rb = await call('file_read', { path: '/tmp/mcp/blob.bin' });
+    assert.equal(rb.structuredContent.base64, bytes.toString('base64'), 'not UTF-8: base64');
+    const asText = await call('file_read', { path: '/tmp/mcp/blob.bin', encoding: 'text' });
+    assert.equal(asText.isError, true);
+    // What the API sees is what MCP wrote.
+    const viaApi = await fetch(`${server.base}/v1/sessions/${sessionId}/files?path=/tmp/mcp/blob.bin`,
+      { headers: { authorization: `Bearer ${server.key}` } });
+    assert.equal(viaApi.status, 200);
+    assert.deepEqual(Buffer.from(await viaApi.arrayBuffer()), bytes);
+
+    const list = await call('file_list', { dir: '/tmp/mcp' });
+    assert.equal(list.isError, false, JSON.stringify(list.content));
+    assert.deepEqual(list.structuredContent.entries.map((e) => e.name).sort(), ['blob.bin', 'notes.txt']);
+
+    for (const [name, args] of [
+      ['file_read', { path: '/etc/passwd' }],
+      ['file_read', { path: '/tmp/../etc/passwd' }],
+      ['file_write', { path: '/usr/bin/evil', text: 'x' }],
+      ['file_write', { path: '/tmp/x', text: 'a', base64: 'YQ==' }],
+      ['file_write', { path: '/tmp/x', base64: 'not base64!' }],
+      ['file_list', { dir: '/' }],
+    ]) {
+      const bad = await call(name, args);
+      assert.equal(bad.isError, true, `${name} ${JSON.stringify(args)}`);
+      assert.match(bad.content[0].text, /^[a-z_]+: /);
+    }
+    await sh('head -c 5000000 /dev/zero > /tmp/mcp/big');
+    const big = await call('file_read', { path: '/tmp/mcp/big' });
+    assert.equal(big.isError, true);
+    assert.match(big.content[0].text, /^file_too_large: /);
+  });
+
   test('errors are tool errors: bad arguments, and a deleted session', async () => {
     const bad = await client.callTool({ name: 'exec', arguments: { session_id: sessionId, argv: 'ls' } });
     assert.equal(bad.isError, true);
@@ -240,6 +293,11 @@ describe('MCP', () => {
       assert.match(r.content[0].text, /^session_not_found: /);
       const nav = await tenant.callTool({ name: 'navigate', arguments: { session_id: owner.id, url: 'about:blank' } });
       assert.match(nav.content[0].text, /^session_not_found: /);
+      for (const [name, args] of [['file_read', { path: '/etc/hostname' }],
+        ['file_write', { path: '/tmp/x', text: 'x' }], ['file_list', { dir: '/tmp' }]]) {
+        const f = await tenant.callTool({ name, arguments: { session_id: owner.id, ...args } });
+        assert.match(f.content[0].text, /^session_not_found: /, name);
+      }
       const list = await tenant.callTool({ name: 'session_list', arguments: {} });
       assert.ok(!list.structuredContent.sessions.some((s) => s.id === owner.id));
     } finally {

@@ -25,6 +25,22 @@ TEST_CASE("base64url rejects what it never produces") {
   CHECK(base64url_decode("QQ") == std::string("A"));
 }
 
+TEST_CASE("base64 decodes the standard alphabet, padded or not") {
+  CHECK(base64_decode("") == std::string());
+  CHECK(base64_decode("YQ==") == std::string("a"));
+  CHECK(base64_decode("YQ") == std::string("a"));
+  CHECK(base64_decode("YWI=") == std::string("ab"));
+  CHECK(base64_decode("+/8=") == std::string("\xfb\xff", 2));
+  CHECK(base64_decode(base64_encode(std::string("\0\x01\xff\xfe", 4))) ==
+        std::string("\0\x01\xff\xfe", 4));
+  CHECK_FALSE(base64_decode("YQ="));    // padding that does not make a multiple of 4
+  CHECK_FALSE(base64_decode("Y==="));   // too much padding
+  CHECK_FALSE(base64_decode("Y=Q="));   // padding inside
+  CHECK_FALSE(base64_decode("-_8="));   // the URL alphabet
+  CHECK_FALSE(base64_decode("YQ ="));   // whitespace
+  CHECK_FALSE(base64_decode("not base64!"));
+}
+
 TEST_CASE("hmac_sha256 matches RFC 4231 test case 2") {
   auto mac = hmac_sha256("Jefe", "what do ya want for nothing?");
   std::string hex;

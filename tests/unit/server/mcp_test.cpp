@@ -131,7 +131,7 @@ TEST_CASE("MCP tools take their input schemas from the OpenAPI document") {
   }
   CHECK(names == std::set<std::string>{"session_create", "session_list", "session_delete",
                                        "computer", "screenshot", "navigate", "exec", "preview_open",
-                                       "live_view_url"});
+                                       "live_view_url", "file_read", "file_write", "file_list"});
   // The bodies came from the document, not a stand-in.
   auto find = [&](std::string_view n) {
     for (const auto& t : list) {
@@ -143,6 +143,19 @@ TEST_CASE("MCP tools take their input schemas from the OpenAPI document") {
   CHECK(find("exec").at("properties").contains("argv"));
   CHECK(find("preview_open").at("properties").contains("port"));
   CHECK(find("computer").dump().find("\"click\"") != std::string::npos);
+}
+
+TEST_CASE("UTF-8 as file_read tells text from bytes") {
+  CHECK(mcp::is_utf8(""));
+  CHECK(mcp::is_utf8("plain ascii\n"));
+  CHECK(mcp::is_utf8("Gr\xc3\xbc\xc3\x9f" "e \xe4\xb8\xad \xf0\x9f\x99\x82"));  // Grüße 中 🙂
+  CHECK_FALSE(mcp::is_utf8("\xff"));
+  CHECK_FALSE(mcp::is_utf8("\xc3"));              // cut short
+  CHECK_FALSE(mcp::is_utf8("\xe4\xb8"));          // cut short
+  CHECK_FALSE(mcp::is_utf8("\xc0\xaf"));          // overlong '/'
+  CHECK_FALSE(mcp::is_utf8("\xed\xa0\x80"));      // a surrogate
+  CHECK_FALSE(mcp::is_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  CHECK_FALSE(mcp::is_utf8("a\x80" "b"));        // a lone continuation byte
 }
 
 TEST_CASE("inline_refs replaces local $refs and stops at a cycle") {
