@@ -12,6 +12,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,10 @@ spdlog::logger& api_log();
 net::awaitable<Result<void>> send_agent_file(ClientStream& socket, sessions::Tunnel& file,
                                              std::string_view content_type,
                                              std::string_view more_fields = {});
+
+// One read or write of a file's bytes between cabind and the agent (or a client) may take this
+// long before the transfer is given up.
+inline constexpr std::chrono::seconds kFileTransferStall{60};
 
 // GET /files?dir='s answer: {"dir", "entries": [{name, path, type, size, modified_at}]}.
 nlohmann::json file_listing(const std::string& dir,

@@ -23,8 +23,6 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kChunk = 256 * 1024;
-// One read or write of a file's bytes may take this long before the transfer is given up.
-constexpr auto kTransferStall = std::chrono::seconds(60);
 
 // The path or dir of the query, checked: exactly one of them.
 Result<std::pair<std::string, std::string>> file_query(const api::Route& route, bool dir_allowed) {
@@ -52,13 +50,13 @@ std::string attachment(std::string_view name) {
   return "attachment; filename=\"" + ascii + "\"; filename*=UTF-8''" + percent_encode(name);
 }
 
-// Each read or write of a transfer gets kTransferStall: a peer that stops is cut off then.
+// Each read or write of a transfer gets kFileTransferStall: a peer that stops is cut off then.
 int arm(ClientStream& s) {
-  s.tcp().expires_after(kTransferStall);
+  s.tcp().expires_after(kFileTransferStall);
   return 0;
 }
 std::unique_ptr<Deadline<drivers::AgentStream>> arm(drivers::AgentStream& s) {
-  return std::make_unique<Deadline<drivers::AgentStream>>(s, kTransferStall);
+  return std::make_unique<Deadline<drivers::AgentStream>>(s, kFileTransferStall);
 }
 
 // Writes `early` (bytes already read), then moves `n` more bytes from `from` to `to`.
@@ -119,7 +117,7 @@ net::awaitable<Result<void>> send_agent_file(ClientStream& socket, sessions::Tun
       .append("\r\n")
       .append(more_fields)
       .append("Cache-Control: no-store\r\nConnection: close\r\n\r\n");
-  socket.tcp().expires_after(kTransferStall);
+  socket.tcp().expires_after(kFileTransferStall);
   co_await net::async_write(socket, net::buffer(head), net::redirect_error(net::use_awaitable, ec));
   if (ec) co_return make_error(Errc::kBadGateway, "transfer_failed", ec.message());
   const std::string_view ahead(
@@ -151,7 +149,7 @@ net::awaitable<void> Api::get_files(const api::Route& route, ClientStream socket
     }
     Response res = json_response(http::status::ok, file_listing(q->second, *entries));
     res.keep_alive(false);
-    socket.tcp().expires_after(kTransferStall);
+    socket.tcp().expires_after(kFileTransferStall);
     co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
     socket.shutdown(net::socket_base::shutdown_send, ec);
     co_return;
@@ -201,7 +199,7 @@ net::awaitable<void> Api::put_file(const api::Route& route, const Authn& authn, 
   // The client may wait for this before it sends the body (curl does, for large files).
   if (iequals(req[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-    socket.tcp().expires_after(kTransferStall);
+    socket.tcp().expires_after(kFileTransferStall);
     co_await net::async_write(socket, net::buffer(kContinue),
                               net::redirect_error(net::use_awaitable, ec));
     if (ec) co_return;
@@ -219,7 +217,7 @@ net::awaitable<void> Api::put_file(const api::Route& route, const Authn& authn, 
   if (audit_) {
     if (auto entry = audit_entry(route, authn, req, res)) audit_->record(std::move(*entry));
   }
-  socket.tcp().expires_after(kTransferStall);
+  socket.tcp().expires_after(kFileTransferStall);
   co_await http::async_write(socket, res, net::redirect_error(net::use_awaitable, ec));
   socket.shutdown(net::socket_base::shutdown_send, ec);
 }

@@ -34,8 +34,6 @@ namespace {
 constexpr auto kNavigateTimeout = std::chrono::seconds(60);
 // file_read's bytes travel in its answer: larger files are for GET /files, which streams them.
 constexpr uint64_t kMaxReadBytes = 4 << 20;
-// A file's bytes may stop moving between cabind and the agent for this long.
-constexpr auto kFileStall = std::chrono::seconds(60);
 
 const json& openapi() {
   static const json doc = json::parse(api::openapi_document());
@@ -262,7 +260,7 @@ net::awaitable<Response> Api::file_tool_answer(const api::Route& route, const st
     auto upload = co_await s->agent().start_upload(*path, bytes.size());
     if (!upload) co_return error_response(upload.error());
     {
-      Deadline stall(upload->stream, kFileStall);
+      Deadline stall(upload->stream, kFileTransferStall);
       co_await net::async_write(upload->stream, net::buffer(bytes),
                                 net::redirect_error(net::use_awaitable, ec));
     }
@@ -294,7 +292,7 @@ net::awaitable<Response> Api::file_tool_answer(const api::Route& route, const st
   const size_t ahead = std::min<size_t>(file->buffer.size(), bytes.size());
   net::buffer_copy(net::buffer(bytes.data(), ahead), file->buffer.data(), ahead);
   if (ahead < bytes.size()) {
-    Deadline stall(file->stream, kFileStall);
+    Deadline stall(file->stream, kFileTransferStall);
     co_await net::async_read(file->stream, net::buffer(bytes.data() + ahead, bytes.size() - ahead),
                              net::redirect_error(net::use_awaitable, ec));
   }
