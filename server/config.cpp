@@ -148,6 +148,12 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "directory for per-session sockets, owned by cabind's uid with mode 0700 "
                  "(default: /run/cabin as root, else $XDG_RUNTIME_DIR/cabin or <state-dir>/run)")
       ->envname("CABIN_RUN_DIR");
+  std::string cgroup_root;
+  app.add_option("--cgroup-root", cgroup_root,
+                 "the cgroup file system sandboxes and QEMUs get their cgroups in, out of "
+                 "cabind's own; in a container, the host's /sys/fs/cgroup mounted somewhere, so "
+                 "that sessions outlive the container (default: /sys/fs/cgroup)")
+      ->envname("CABIN_CGROUP_ROOT");
   app.add_option("--public-url", c.public_url, "base URL clients reach cabind by")
       ->envname("CABIN_PUBLIC_URL");
   app.add_option("--node-id", c.node_id,
@@ -370,6 +376,10 @@ ParsedConfig parse_config(int argc, char** argv) {
   if (!c.node_id.empty() && !api::valid_node_id(c.node_id))
     return usage("--node-id: 1 to 16 of [a-z0-9], got \"" + c.node_id + "\"");
   if (!token_key_dir.empty()) c.token_key_dir = std::filesystem::absolute(token_key_dir);
+  if (!cgroup_root.empty()) {
+    if (cgroup_root.front() != '/') return usage("--cgroup-root needs an absolute path");
+    c.cgroup_root = cgroup_root;
+  }
   if (!tenant_keys_file.empty()) c.tenant_keys_file = std::filesystem::absolute(tenant_keys_file);
   for (char& ch : c.preview_domain) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (!c.preview_domain.empty()) {

@@ -20,6 +20,8 @@ struct ServerConfig {
   uint16_t metrics_port = 0;
   std::filesystem::path state_dir;
   std::filesystem::path run_dir;
+  // The cgroup hierarchy sandboxes and QEMUs are placed in (a container mounts the host's here).
+  std::filesystem::path cgroup_root = "/sys/fs/cgroup";
   std::string public_url;  // e.g. "https://cabin.example.com"; empty: from the Host header
   // One node of several behind cabin-gateway: its id is in every session id (docs/scale-out.md).
   std::string node_id;

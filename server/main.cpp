@@ -30,6 +30,7 @@
 #include "server/auth/tokens.h"
 #include "server/config.h"
 #include "server/drivers/microvm/microvm_driver.h"
+#include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/namespace_driver.h"
 #include "server/drivers/sim/sim_driver.h"
 #include "server/egress/dns.h"
@@ -136,6 +137,11 @@ int main(int argc, char** argv) {
   net::io_context ioc(1);
   std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
   {
+    // In a container that shares the host's pids, the host's cgroup namespace, where the
+    // sandboxes' cgroups are (docs/scale-out.md).
+    const std::string host_cgroup_ns = cabin::nsbox::foreign_cgroup_ns();
+    if (!host_cgroup_ns.empty())
+      log->info("sandboxes join their cgroups from the cgroup namespace of {}", host_cgroup_ns);
     drivers::NamespaceDriverConfig nc;
     nc.run_dir = cfg.run_dir;
     nc.agent_path = cfg.bin_dir / "cabin-agent";
@@ -145,6 +151,8 @@ int main(int argc, char** argv) {
     }
     nc.chromium_sandbox = cfg.chromium_sandbox;
     nc.cpus = cfg.sandbox_cpus;
+    nc.cgroup_root = cfg.cgroup_root;
+    nc.cgroup_ns = host_cgroup_ns;
     drivers["namespace"] = std::make_unique<drivers::NamespaceDriver>(nc, ioc.get_executor());
 
     drivers::MicrovmDriverConfig mv;
@@ -155,6 +163,8 @@ int main(int argc, char** argv) {
     mv.accel = cfg.microvm_accel;
     mv.vcpus = cfg.microvm_vcpus;
     mv.hibernate_dir = cfg.state_dir / "hibernated";
+    mv.cgroup_root = cfg.cgroup_root;
+    mv.cgroup_ns = host_cgroup_ns;
     drivers["microvm"] = std::make_unique<drivers::MicrovmDriver>(mv, ioc.get_executor());
     if (cfg.sim_driver) {
       drivers["sim"] = std::make_unique<drivers::SimDriver>(ioc.get_executor());

@@ -99,6 +99,17 @@ test('the Kubernetes manifests render with kustomize and validate against the Ku
     const cabind = nodes.containers[0];
     assert.ok(cabind.args.includes('--node-id=n$(POD_INDEX)'));
     assert.ok(cabind.args.includes('--on-shutdown=keep'));
+    // Sessions outlive the node's container (restart adoption): its sandboxes are processes of
+    // the host's pid namespace, in cgroups of the host's hierarchy, their state on the host.
+    assert.equal(nodes.hostPID, true);
+    const hostPathOf = (mountPath) => {
+      const m = cabind.volumeMounts.find((v) => v.mountPath === mountPath);
+      return m && nodes.volumes.find((v) => v.name === m.name).hostPath?.path;
+    };
+    const cgroupRoot = cabind.args.find((a) => a.startsWith('--cgroup-root=')).split('=')[1];
+    assert.equal(hostPathOf(cgroupRoot), '/sys/fs/cgroup');
+    assert.equal(hostPathOf('/var/lib/cabin'), '/var/lib/cabin');
+    assert.equal(hostPathOf('/run/cabin'), '/run/cabin');
     assert.ok(cabind.args.includes('--tenant-keys-file=/etc/cabin/tenants/tenants.json'));
     assert.ok(nodes.volumes.find((v) => v.name === 'tenant-keys').secret.secretName
       .startsWith('cabin-tenant-keys'));

@@ -551,6 +551,50 @@ export function findDirs(dir, needle, depth, out = []) {
   return out;
 }
 
+// A cgroup standing for a container's, as a container runtime makes one: join(pid) puts a
+// process in it (its children are born there), and stop() kills every process in it, as the
+// runtime does when it stops the container (runc kills the cgroup whole), then removes it.
+// v2: a dir of the unified hierarchy; v1: one of the pids controller's.
+export function containerCgroup() {
+  const v2 = fs.existsSync('/sys/fs/cgroup/cgroup.controllers');
+  const dir = path.join(v2 ? '/sys/fs/cgroup' : '/sys/fs/cgroup/pids',
+                        `cabin-test-container-${randomBytes(4).toString('hex')}`);
+  fs.mkdirSync(dir);
+  const pids = () => {
+    try {
+      return fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)
+        .map(Number);
+    } catch (err) {
+      if (err.code === 'ENOENT') return [];  // stopped already
+      throw err;
+    }
+  };
+  return {
+    dir,
+    pids,
+    join: (pid) => fs.writeFileSync(path.join(dir, 'cgroup.procs'), String(pid)),
+    stop: async () => {
+      await waitFor(() => {
+        const left = pids();
+        for (const pid of left) {
+          try { process.kill(pid, 'SIGKILL'); } catch { /* gone meanwhile */ }
+        }
+        return left.length === 0;
+      }, { timeoutMs: 10000, intervalMs: 50, what: `every process of ${dir} to die` });
+      await waitFor(() => {
+        try {
+          fs.rmdirSync(dir);
+          return true;
+        } catch (err) {
+          if (err.code === 'ENOENT') return true;
+          if (err.code === 'EBUSY') return false;
+          throw err;
+        }
+      }, { timeoutMs: 10000, intervalMs: 50, what: `${dir} to be removed` });
+    },
+  };
+}
+
 // Everything on this host that still carries the session id: processes (by command line or
 // cgroup), cgroup directories (v1 controllers and the v2 hierarchy), entries in the run dir,
 // and mounts. Returns a list of human-readable strings; empty means nothing was left.

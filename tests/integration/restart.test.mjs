@@ -8,7 +8,8 @@ import { execFileSync } from 'node:child_process';
 import { after, test } from 'node:test';
 
 import {
-  Cdp, api, leftovers, removeServerDirs, startCabind, waitFor, waitForNoLeftovers, withDeadline,
+  Cdp, api, containerCgroup, leftovers, removeServerDirs, startCabind, waitFor, waitForNoLeftovers,
+  withDeadline,
 } from './helpers.mjs';
 import { startEgressWorld } from './egress_world.mjs';
 import { exec, openPreview } from './preview_helpers.mjs';
@@ -84,6 +85,31 @@ test('kill -9 of cabind ends no session: the next cabind adopts it as it was', a
   assert.equal(await file.text(), 'kept\n');
 
   // Its end leaves nothing, as any session's does.
+  await next.deleteSession(s.id);
+  await waitForNoLeftovers(s.id, first.runDir);
+});
+
+test('a container runtime\'s stop of cabind\'s container ends no session: its sandboxes live in cgroups of their own',
+     async () => {
+  // What Kubernetes does to a node's pod: every process in the container's cgroup killed.
+  const container = containerCgroup();
+  cleanup.push(() => container.stop());
+  const first = await startCabind();
+  cleanup.push(() => removeServerDirs(first));
+  container.join(first.pid);
+  const s = await first.createSession({});
+  await markPage(s.cdp_url);
+  const before = sandboxPids(s.id);
+  assert.ok(before.length >= 3, `the sandbox's processes: ${before}`);
+  assert.deepEqual(container.pids(), [first.pid], 'only cabind is in the container\'s cgroup');
+
+  await container.stop();
+  await first.exited;
+  assert.deepEqual(sandboxPids(s.id).sort(), before.sort(), 'the sandbox outlived its container');
+  const next = await restart(first);
+  assert.equal((await next.api('GET', `/v1/sessions/${s.id}`)).json.status, 'running');
+  assert.deepEqual(await readPage(on(next, s.cdp_url)),
+                   { title: 'before restart', counter: 42, cookies: ['who=kept'] });
   await next.deleteSession(s.id);
   await waitForNoLeftovers(s.id, first.runDir);
 });

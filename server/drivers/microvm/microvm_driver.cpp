@@ -33,6 +33,7 @@
 #include "server/drivers/microvm/kvm_probe.h"
 #include "server/drivers/microvm/qmp.h"
 #include "server/drivers/microvm/vmm_process.h"
+#include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/netns.h"
 #include "server/drivers/namespace/sys_util.h"
 
@@ -598,7 +599,7 @@ net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::start_vm(const
   // A jailed QEMU reads the config and makes its QMP socket here as its own uid.
   std::optional<VmmJail> jail;
   if (::geteuid() == 0) {
-    jail = VmmJail{config_.vmm_uid, config_.vmm_gid, std::nullopt, config_.image_dir, dir};
+    jail = VmmJail{config_.vmm_uid, config_.vmm_gid, std::nullopt, config_.image_dir, dir, {}, {}};
     if (accel_ == Accel::kKvm) {
       // The jailed QEMU opens /dev/kvm through a group: udev's default is 0660 root:kvm.
       struct stat kvm {};
@@ -609,6 +610,16 @@ net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::start_vm(const
                                   "(udev's default is 0660 root:kvm) for the jailed QEMU"));
       }
       jail->kvm_gid = kvm.st_gid;
+    }
+    const auto layout = nsbox::detect_cgroup_layout(config_.cgroup_root);
+    if (layout != nsbox::CgroupLayout::kNone) {
+      auto parents = nsbox::create_cgroup_parents(layout, config_.cgroup_root,
+                                                  config_.cgroup_name, false);
+      if (!parents)
+        co_return fail(make_error(Errc::kUnavailable, "cgroups_failed",
+                                  "cannot create QEMU's cgroup: " + parents.error().message));
+      for (const auto& d : *parents) jail->cgroup_procs.push_back((d / "cgroup.procs").string());
+      jail->cgroup_ns = config_.cgroup_ns;
     }
     for (const fs::path& p : {dir, dir / kGuestConfigName, dir / kProfileDiskName}) {
       if (::chown(p.c_str(), config_.vmm_uid, config_.vmm_gid) != 0)

@@ -39,6 +39,11 @@ struct MicrovmDriverConfig {
   // host, like the namespace driver's sandbox ids).
   uint32_t vmm_uid = 602000;
   uint32_t vmm_gid = 602000;
+  // Jailed QEMUs join <cgroup_root>/[controller/]<cgroup_name>: out of cabind's cgroup, they
+  // outlive a container runtime's stop of cabind's container, as they outlive cabind.
+  std::filesystem::path cgroup_root = "/sys/fs/cgroup";
+  std::string cgroup_name = "cabin-vm";
+  std::string cgroup_ns;  // entered before joining it, as the namespace driver's launcher does
 };
 
 class VmProcess;

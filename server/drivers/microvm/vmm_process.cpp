@@ -13,6 +13,8 @@ std::vector<std::string> vmm_wrap_argv(const std::filesystem::path& wrap,
     argv.insert(argv.end(), {"--jail", std::to_string(jail->uid) + ":" + std::to_string(jail->gid),
                              "--image", jail->image_dir.string(), "--run", jail->run_dir.string()});
     if (jail->kvm_gid) argv.insert(argv.end(), {"--kvm-gid", std::to_string(*jail->kvm_gid)});
+    if (!jail->cgroup_ns.empty()) argv.insert(argv.end(), {"--cgroup-ns", jail->cgroup_ns});
+    for (const auto& f : jail->cgroup_procs) argv.insert(argv.end(), {"--cgroup-procs", f});
   }
   argv.push_back("--");
   argv.insert(argv.end(), qemu_argv.begin(), qemu_argv.end());

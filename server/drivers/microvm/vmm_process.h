@@ -27,6 +27,10 @@ struct VmmJail {
   std::optional<uint32_t> kvm_gid;  // a group that may open /dev/kvm; unset: no /dev/kvm
   std::filesystem::path image_dir;
   std::filesystem::path run_dir;
+  // cgroup.procs files the wrap joins first, so that QEMU lives in cgroups of its own and not
+  // in cabind's (which a container runtime kills whole when it stops cabind's container).
+  std::vector<std::string> cgroup_procs;
+  std::string cgroup_ns;  // entered first (an nsfs file); empty: cabind's
 };
 
 struct VmmSpawn {

@@ -1,7 +1,13 @@
 // cabin-vmm-wrap: jails QEMU, then becomes (or, jailed, runs) QEMU.
 //
 //   cabin-vmm-wrap [--jail UID:GID --image DIR --run DIR [--kvm-gid GID]] [--keep-fd 3]
+//                  [--cgroup-ns FILE] [--cgroup-procs FILE]...
 //                  -- /usr/bin/qemu-system-x86_64 ARGS...
+//
+// --cgroup-procs: the wrap (and so QEMU) joins these cgroups before anything else, out of
+// cabind's: a container runtime that stops cabind's container kills every process in its
+// cgroup, and QEMU is to outlive cabind there too. --cgroup-ns: the cgroup namespace (an nsfs
+// file) to enter first, where cabind's is a container's and those cgroups lie outside its root.
 //
 // --keep-fd 3: QEMU gets descriptor 3 (guest RAM cabind made, which QEMU opens as
 // /proc/self/fd/3); jailed, QEMU then gets a procfs that shows only its own pid namespace.
@@ -40,6 +46,7 @@
 #include <vector>
 
 #include "server/drivers/microvm/wrap_line.h"
+#include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/mounts.h"
 #include "server/drivers/namespace/netns.h"
 #include "server/drivers/namespace/sys_util.h"
@@ -62,7 +69,8 @@ int usage(const char* why) {
   std::fprintf(stderr,
                "cabin-vmm-wrap: %s\n"
                "usage: cabin-vmm-wrap [--jail UID:GID --image DIR --run DIR "
-               "[--kvm-gid GID]] [--keep-fd 3] -- QEMU [ARGS...]\n",
+               "[--kvm-gid GID]] [--keep-fd 3] [--cgroup-ns FILE] [--cgroup-procs FILE]... "
+               "-- QEMU [ARGS...]\n",
                why);
   return 125;
 }
@@ -200,6 +208,8 @@ int run_in_pid_namespace(const Jail& j, char** qemu_argv) {
 int main(int argc, char** argv) {
   std::optional<Jail> jail;
   bool keep_fd3 = false;
+  std::vector<const char*> cgroup_procs;
+  const char* cgroup_ns = nullptr;
   int i = 1;
   for (; i + 1 < argc && std::strcmp(argv[i], "--") != 0; i += 2) {
     const char* flag = argv[i];
@@ -220,6 +230,14 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(flag, "--keep-fd") == 0) {
       if (std::strcmp(v, "3") != 0) return usage("--keep-fd takes 3 only");
       keep_fd3 = true;
+    } else if (std::strcmp(flag, "--cgroup-procs") == 0) {
+      const size_t len = std::strlen(v);
+      if (v[0] != '/' || len < 13 || std::strcmp(v + len - 13, "/cgroup.procs") != 0)
+        return usage("--cgroup-procs needs an absolute path to a cgroup.procs file");
+      cgroup_procs.push_back(v);
+    } else if (std::strcmp(flag, "--cgroup-ns") == 0) {
+      if (v[0] != '/') return usage("--cgroup-ns needs an absolute path");
+      cgroup_ns = v;
     } else if (std::strcmp(flag, "--kvm-gid") == 0) {
       if (!parse_id(v, n)) return usage("bad --kvm-gid");
       if (!jail) jail.emplace();
@@ -237,6 +255,18 @@ int main(int argc, char** argv) {
     return usage("-- QEMU is required");
   if (jail && (jail->uid == 0 || jail->image_dir.empty() || jail->run_dir.empty()))
     return usage("--jail needs --image and --run");
+  if (cgroup_ns) {
+    if (auto r = cabin::nsbox::enter_cgroup_namespace(cgroup_ns); !r) {
+      std::fprintf(stderr, "cabin-vmm-wrap: %s\n", r.error().message.c_str());
+      return 125;
+    }
+  }
+  for (const char* procs : cgroup_procs) {
+    // "0": the writer itself; QEMU, its child or itself after the exec, is born in it.
+    const int fd = ::open(procs, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, "0", 1) != 1) return fail(std::string("join ") + procs);
+    ::close(fd);
+  }
   if (jail) {
     jail->proc = keep_fd3;
     if (int rc = enter_jail(*jail); rc != 0) return rc;

@@ -1,5 +1,7 @@
 #include "server/drivers/namespace/cgroups.h"
 
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -112,31 +114,43 @@ std::vector<CgroupWrite> cgroup_parent_writes(CgroupLayout layout, const fs::pat
   return {};
 }
 
-Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const fs::path& root,
-                                                     const std::string& name, const std::string& id,
-                                                     const CgroupLimits& limits) {
+Result<std::vector<fs::path>> create_cgroup_parents(CgroupLayout layout, const fs::path& root,
+                                                    const std::string& name, bool with_children) {
   if (layout == CgroupLayout::kNone)
     return make_error(Errc::kUnavailable, "no_cgroups", "no usable cgroup controllers");
-  std::vector<fs::path> made;
-  auto fail = [&](Error e) -> Result<std::vector<fs::path>> {
-    for (auto it = made.rbegin(); it != made.rend(); ++it) (void)remove_cgroup(*it);
-    return e;
-  };
-  for (const auto& parent : cgroup_parents(layout, root, name)) {
-    if (auto r = make_dir(parent); !r) return fail(r.error());
+  auto parents = cgroup_parents(layout, root, name);
+  for (const auto& parent : parents) {
+    if (auto r = make_dir(parent); !r) return r.error();
     if (layout == CgroupLayout::kV2) {
       // Children only get a controller the parent enables; each one separately so a missing
-      // controller (cpu) does not block the others.
+      // controller (cpu) does not block the others. A v2 cgroup that hands controllers on may
+      // hold no process itself, so one that holds them enables none.
       for (const char* c : kV2Controllers) {
         (void)write_file((parent.parent_path() / "cgroup.subtree_control").string(),
                          std::string("+") + c);
-        (void)write_file((parent / "cgroup.subtree_control").string(), std::string("+") + c);
+        if (with_children)
+          (void)write_file((parent / "cgroup.subtree_control").string(), std::string("+") + c);
       }
     }
     for (const auto& w : cgroup_parent_writes(layout, root, name)) {
       if (w.file.parent_path() == parent && path_exists(w.file))
         (void)write_file(w.file.string(), w.value);
     }
+  }
+  return parents;
+}
+
+Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const fs::path& root,
+                                                     const std::string& name, const std::string& id,
+                                                     const CgroupLimits& limits) {
+  auto parents = create_cgroup_parents(layout, root, name, true);
+  if (!parents) return parents.error();
+  std::vector<fs::path> made;
+  auto fail = [&](Error e) -> Result<std::vector<fs::path>> {
+    for (auto it = made.rbegin(); it != made.rend(); ++it) (void)remove_cgroup(*it);
+    return e;
+  };
+  for (const auto& parent : *parents) {
     fs::path dir = parent / id;
     if (::mkdir(dir.c_str(), 0755) != 0) return fail(sys_error("mkdir " + dir.string()));
     made.push_back(dir);
@@ -147,6 +161,27 @@ Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const 
     if (!r && w.required) return fail(r.error());
   }
   return made;
+}
+
+std::string foreign_cgroup_ns(const fs::path& init_ns) {
+  struct stat theirs {}, ours {};
+  if (::stat(init_ns.c_str(), &theirs) != 0 || ::stat("/proc/self/ns/cgroup", &ours) != 0)
+    return {};
+  if (theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino) return {};
+  const int fd = ::open(init_ns.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  ::close(fd);
+  return init_ns.string();
+}
+
+Result<void> enter_cgroup_namespace(const std::string& ns_file) {
+  const int fd = ::open(ns_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return sys_error("open " + ns_file);
+  const int rc = ::setns(fd, CLONE_NEWCGROUP);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return sys_error("setns " + ns_file, err);
+  return {};
 }
 
 std::vector<int> cgroup_pids(const fs::path& dir) {

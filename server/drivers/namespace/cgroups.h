@@ -54,10 +54,23 @@ std::vector<CgroupWrite> cgroup_parent_writes(CgroupLayout layout, const fs::pat
 inline constexpr int kParentCpuWeight = 50;    // v2 cpu.weight; the kernel's default is 100
 inline constexpr int kParentCpuShares = 512;   // v1 cpu.shares; the default is 1024
 
+// Creates the parent dirs of `name` (cgroup_parents) with their CPU weight and returns them.
+// with_children: v2 hands the controllers on to child dirs (then the parent holds no process).
+Result<std::vector<fs::path>> create_cgroup_parents(CgroupLayout layout, const fs::path& root,
+                                                    const std::string& name, bool with_children);
 // Creates the parents and the sandbox's dirs and writes the limits; on error removes what it made.
 Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const fs::path& root,
                                                      const std::string& name, const std::string& id,
                                                      const CgroupLimits& limits);
+
+// The host's cgroup namespace when this process is in another one (a container's, whose root
+// cgroup is the container's): `init_ns` (/proc/1/ns/cgroup, the host's init when the container
+// shares the host's pids) if it differs from ours and can be opened; else empty. Joining a cgroup
+// outside our namespace's root is refused where the hierarchy delegates by namespace (cgroup v2
+// mounted with nsdelegate, as systemd does), so sandboxes enter that namespace first.
+std::string foreign_cgroup_ns(const fs::path& init_ns = "/proc/1/ns/cgroup");
+// setns into the cgroup namespace of an nsfs file.
+Result<void> enter_cgroup_namespace(const std::string& ns_file);
 
 // Pids listed in dir/cgroup.procs.
 std::vector<int> cgroup_pids(const fs::path& dir);

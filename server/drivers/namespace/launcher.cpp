@@ -15,6 +15,7 @@
 
 #include "common/agent_protocol.h"
 #include "common/unique_fd.h"
+#include "server/drivers/namespace/cgroups.h"
 #include "server/drivers/namespace/sandbox_init.h"
 #include "server/drivers/namespace/sys_util.h"
 #include "server/drivers/namespace/userns.h"
@@ -49,6 +50,10 @@ int run_launcher(const LauncherArgs& args) {
     // Without root they cannot be dropped, so the sandbox is refused.
     auto kept = groups_beyond(::getegid(), own_groups());
     if (!kept.empty()) return fail(args, "supplementary groups", kept_groups_problem(kept));
+  }
+  if (!args.cgroup_ns.empty()) {
+    if (auto r = enter_cgroup_namespace(args.cgroup_ns); !r)
+      return fail(args, "cgroup namespace", r.error().message);
   }
   for (const auto& procs : args.cgroup_procs) {
     if (auto r = write_file(procs, std::to_string(::getpid())); !r)

@@ -46,6 +46,7 @@ std::vector<std::string> build_launcher_argv(const std::string& launcher_path,
   if (!args.profile.empty()) argv.insert(argv.end(), {"--profile", args.profile});
   if (args.map_root) argv.insert(argv.end(), {"--map-root", ids_text(*args.map_root)});
   if (args.map_user) argv.insert(argv.end(), {"--map-user", ids_text(*args.map_user)});
+  if (!args.cgroup_ns.empty()) argv.insert(argv.end(), {"--cgroup-ns", args.cgroup_ns});
   for (const auto& f : args.cgroup_procs) argv.insert(argv.end(), {"--cgroup-procs", f});
   argv.insert(argv.end(), {"--tmpfs-size", std::to_string(args.tmpfs_bytes)});
   if (args.probe) argv.push_back("--probe");
@@ -77,10 +78,12 @@ Result<LauncherArgs> parse_launcher_args(const std::vector<std::string>& argv) {
       if (!fd || *fd < 3) return usage("--agent-fd needs a descriptor number, at least 3");
       a.agent_fd = *fd;
     } else if (flag == "--agent" || flag == "--cgroup-procs" || flag == "--chromium-policy" ||
-               flag == "--profile") {
+               flag == "--profile" || flag == "--cgroup-ns") {
       if (v.empty() || v[0] != '/') return usage(flag + " needs an absolute path");
       if (flag == "--agent")
         a.agent = v;
+      else if (flag == "--cgroup-ns")
+        a.cgroup_ns = v;
       else if (flag == "--chromium-policy")
         a.chromium_policy = v;
       else if (flag == "--profile")

@@ -50,6 +50,9 @@ struct LauncherArgs {
   std::optional<HostIds> map_root;
   std::optional<HostIds> map_user;
   std::vector<std::string> cgroup_procs;  // cgroup.procs files the launcher joins first
+  // A cgroup namespace (an nsfs file) entered before joining them: the host's, when cabind's
+  // own is a container's, whose root the cgroups lie outside of. Empty: cabind's.
+  std::string cgroup_ns;
   uint64_t tmpfs_bytes = 512ull << 20;    // size of each of /tmp, /home/cabin and /dev/shm
   bool probe = false;                     // build the sandbox, then exit 0 instead of the payload
   std::vector<std::string> payload;       // argv run inside the sandbox as uid 1000

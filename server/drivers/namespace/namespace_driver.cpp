@@ -376,6 +376,7 @@ std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& co
   }
   if (!spec.profile_dir.empty()) a.profile = spec.profile_dir.string();
   a.cgroup_procs = cgroup_procs;
+  if (!cgroup_procs.empty()) a.cgroup_ns = config.cgroup_ns;
   a.tmpfs_bytes = sandbox_tmpfs_bytes(spec.memory_bytes);
   a.payload = agent_argv(config, spec);
   return nsbox::build_launcher_argv(config.launcher_path.string(), a);

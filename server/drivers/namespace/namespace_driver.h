@@ -35,6 +35,9 @@ struct NamespaceDriverConfig {
   uint32_t sandbox_root_gid = 600000;
   std::string cgroup_name = "cabin";  // sandboxes live in <cgroup_root>/[controller/]<name>/<id>
   std::filesystem::path cgroup_root = "/sys/fs/cgroup";
+  // The cgroup namespace the launcher enters before joining its cgroups (nsbox::foreign_cgroup_ns);
+  // empty: cabind's.
+  std::string cgroup_ns;
   // Passed to cabin-agent --chromium-sandbox. Chromium's own (user namespace) sandbox was checked
   // to work nested inside this one, so it stays on.
   std::string chromium_sandbox = "on";

@@ -326,11 +326,19 @@ TEST_CASE("the wrapper's argv puts QEMU's after --", "[microvm]") {
   auto argv = vmm_wrap_argv("/bin/cabin-vmm-wrap", {"qemu", "-M", "microvm"});
   CHECK(argv == std::vector<std::string>{"/bin/cabin-vmm-wrap", "--", "qemu",
                                          "-M", "microvm"});
-  VmmJail jail{602000, 602001, 108, "/img", "/run/cabin-vm/s_1"};
+  VmmJail jail{602000, 602001, 108, "/img", "/run/cabin-vm/s_1", {}, {}};
   CHECK(vmm_wrap_argv("/w", {"qemu"}, jail) ==
         std::vector<std::string>{"/w", "--jail", "602000:602001", "--image",
                                  "/img", "--run", "/run/cabin-vm/s_1", "--kvm-gid", "108", "--",
                                  "qemu"});
+  jail.cgroup_procs = {"/cg/pids/cabin-vm/cgroup.procs", "/cg/memory/cabin-vm/cgroup.procs"};
+  CHECK(vmm_wrap_argv("/w", {"qemu"}, jail) ==
+        std::vector<std::string>{"/w", "--jail", "602000:602001", "--image", "/img", "--run",
+                                 "/run/cabin-vm/s_1", "--kvm-gid", "108", "--cgroup-procs",
+                                 "/cg/pids/cabin-vm/cgroup.procs", "--cgroup-procs",
+                                 "/cg/memory/cabin-vm/cgroup.procs", "--", "qemu"});
+  jail.cgroup_ns = "/proc/1/ns/cgroup";
+  CHECK(vmm_wrap_argv("/w", {"qemu"}, jail)[9] == "--cgroup-ns");
 }
 
 TEST_CASE("a vCPU's state from its register dump", "[microvm]") {

@@ -42,6 +42,7 @@ TEST_CASE("launcher argv round-trips through the parser") {
   a.map_user = HostIds{601000, 601001};
   a.cgroup_procs = {"/sys/fs/cgroup/memory/cabin/s_1/cgroup.procs",
                     "/sys/fs/cgroup/pids/cabin/s_1/cgroup.procs"};
+  a.cgroup_ns = "/proc/1/ns/cgroup";
   a.tmpfs_bytes = 64 << 20;
   a.payload = {"/opt/cabin/bin/cabin-agent", "--listen", "fd:3", "--x"};
   auto argv = build_launcher_argv("/usr/bin/cabin-sandbox", a);
@@ -57,6 +58,7 @@ TEST_CASE("launcher argv round-trips through the parser") {
   CHECK(back->map_root->gid == 600001);
   CHECK(back->map_user->uid == 601000);
   CHECK(back->cgroup_procs == a.cgroup_procs);
+  CHECK(back->cgroup_ns == a.cgroup_ns);
   CHECK(back->tmpfs_bytes == a.tmpfs_bytes);
   CHECK(back->payload == a.payload);  // flags after "--" belong to the payload
   CHECK_FALSE(back->probe);
@@ -73,6 +75,7 @@ TEST_CASE("launcher argv parser rejects bad input") {
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "x", "--", "/bin/true"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--", "/bin/true"}).ok());  // a payload needs its socket
   CHECK_FALSE(parse({"--id", "s", "--agent", "rel", "--agent-fd", "3", "--", "/x"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--cgroup-ns", "ns", "--agent-fd", "3", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--profile", "rel", "--agent-fd", "3", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--bogus", "1", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--map-root", "0:0", "--map-user",

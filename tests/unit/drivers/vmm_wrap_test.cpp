@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/drivers/namespace/cgroups.h"
 #include "tests/fakes/temp_dir.h"
 
 extern char** environ;
@@ -30,7 +32,9 @@ constexpr int kJailId = 602000;
 
 // The wrap, jailed, running `script` under /usr/bin/sh with pipes on its stdin and stdout.
 struct Wrapped {
-  explicit Wrapped(const std::string& script) {
+  // `prefix`: a command the wrap runs under (it execs the wrap, keeping its pid).
+  explicit Wrapped(const std::string& script, const std::vector<std::string>& flags = {},
+                   const std::vector<std::string>& prefix = {}) {
     REQUIRE(::chown(run.path.c_str(), kJailId, kJailId) == 0);
     int in[2], out[2];
     REQUIRE(::pipe2(in, O_CLOEXEC) == 0);
@@ -40,9 +44,11 @@ struct Wrapped {
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     const std::string ids = std::to_string(kJailId) + ":" + std::to_string(kJailId);
-    const std::vector<std::string> args = {
-        CABIN_VMM_WRAP_PATH, "--jail", ids, "--image", image.path.string(),
-        "--run", run.path.string(), "--", "/usr/bin/sh", "-c", script};
+    std::vector<std::string> args = prefix;
+    args.insert(args.end(), {CABIN_VMM_WRAP_PATH, "--jail", ids, "--image", image.path.string(),
+                             "--run", run.path.string()});
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--", "/usr/bin/sh", "-c", script});
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -176,4 +182,81 @@ TEST_CASE("the VMM dies with its wrap", "[vmm_wrap]") {
   (void)w.wait_status();
   CHECK(exits_within(pidfd, std::chrono::seconds(10)));
   ::close(pidfd);
+}
+
+TEST_CASE("the wrap and its VMM join the cgroups named, out of the caller's", "[vmm_wrap]") {
+  namespace nsbox = cabin::nsbox;
+  const auto layout = nsbox::detect_cgroup_layout("/sys/fs/cgroup");
+  if (::geteuid() != 0 || layout == nsbox::CgroupLayout::kNone) {
+    WARN("skipped: needs root and cgroups");
+    return;
+  }
+  const std::string name = "cabin-wrap-test-" + std::to_string(::getpid());
+  auto dirs = nsbox::create_cgroup_parents(layout, "/sys/fs/cgroup", name, false);
+  REQUIRE(dirs);
+  REQUIRE(!dirs->empty());
+  std::vector<std::string> flags;
+  for (const auto& d : *dirs)
+    flags.insert(flags.end(), {"--cgroup-procs", (d / "cgroup.procs").string()});
+  {
+    Wrapped w("echo ready; read done", flags);
+    REQUIRE(w.line() == "ready");
+    const pid_t vmm = w.vmm();
+    REQUIRE(vmm > 0);
+    for (const auto& d : *dirs) {
+      const auto pids = nsbox::cgroup_pids(d);
+      CHECK(std::find(pids.begin(), pids.end(), w.pid) != pids.end());
+      CHECK(std::find(pids.begin(), pids.end(), vmm) != pids.end());
+    }
+    ::close(std::exchange(w.stdin_fd, -1));
+    (void)w.wait_status();
+  }
+  for (const auto& d : *dirs) CHECK(nsbox::remove_cgroup(d));
+}
+
+TEST_CASE("the wrap refuses a cgroup it cannot join, and runs nothing", "[vmm_wrap]") {
+  if (::geteuid() != 0) {
+    WARN("skipped: the jail needs root");
+    return;
+  }
+  TempDir nowhere{"cabin-wrap-cgroup"};
+  Wrapped w("echo ran", {"--cgroup-procs", (nowhere.path / "none" / "cgroup.procs").string()});
+  CHECK(w.line().empty());
+  const int status = w.wait_status();
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 125);
+}
+
+TEST_CASE("started in a container's cgroup namespace, the wrap enters the host's first", "[vmm_wrap]") {
+  namespace nsbox = cabin::nsbox;
+  if (::geteuid() != 0 || !fs::exists("/usr/bin/unshare")) {
+    WARN("skipped: needs root and unshare");
+    return;
+  }
+  const std::string ours = "/proc/" + std::to_string(::getpid()) + "/ns/cgroup";
+  CHECK(nsbox::foreign_cgroup_ns(ours).empty());  // the same namespace is no other
+  // unshare -C: the wrap starts in a cgroup namespace of its own, as in a container.
+  Wrapped w("echo ready; read done", {"--cgroup-ns", ours}, {"/usr/bin/unshare", "-C"});
+  REQUIRE(w.line() == "ready");
+  const pid_t vmm = w.vmm();
+  REQUIRE(vmm > 0);
+  CHECK(ns_of(vmm, "cgroup") == ns_of(::getpid(), "cgroup"));
+  CHECK(nsbox::foreign_cgroup_ns("/proc/" + std::to_string(w.pid) + "/ns/cgroup").empty());
+  ::close(std::exchange(w.stdin_fd, -1));
+  (void)w.wait_status();
+}
+
+TEST_CASE("a cgroup namespace that is not ours is named as the host's", "[vmm_wrap]") {
+  namespace nsbox = cabin::nsbox;
+  if (::geteuid() != 0 || !fs::exists("/usr/bin/unshare")) {
+    WARN("skipped: needs root and unshare");
+    return;
+  }
+  Wrapped w("echo ready; read done", {}, {"/usr/bin/unshare", "-C"});
+  REQUIRE(w.line() == "ready");
+  const std::string theirs = "/proc/" + std::to_string(w.pid) + "/ns/cgroup";
+  CHECK(nsbox::foreign_cgroup_ns(theirs) == theirs);
+  CHECK(nsbox::foreign_cgroup_ns("/proc/0/none").empty());
+  ::close(std::exchange(w.stdin_fd, -1));
+  (void)w.wait_status();
 }

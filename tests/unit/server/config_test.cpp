@@ -21,6 +21,14 @@ namespace {
 
 using cabin::testing::TempDir;
 
+// cabind's options from this command line.
+auto parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "cabind");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return cabin::parse_config(static_cast<int>(argv.size()), argv.data());
+}
+
 unsigned mode_of(const fs::path& p) {
   struct stat st {};
   REQUIRE(::lstat(p.c_str(), &st) == 0);
@@ -82,12 +90,6 @@ TEST_CASE("sandbox CPUs default to the host's less one, at least one") {
 }
 
 TEST_CASE("the metrics listener (--metrics-listen) is off by default, and comes from a flag, the environment or the config file") {
-  auto parse = [](std::vector<std::string> args) {
-    args.insert(args.begin(), "cabind");
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    return cabin::parse_config(static_cast<int>(argv.size()), argv.data());
-  };
   ::unsetenv("CABIN_METRICS_LISTEN");
   auto none = parse({});
   REQUIRE_FALSE(none.exit);
@@ -117,4 +119,18 @@ TEST_CASE("the metrics listener (--metrics-listen) is off by default, and comes 
   CHECK(bad.exit);
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.message, Catch::Contains("--metrics-listen"));
+}
+
+TEST_CASE("the cgroup root is the host's by default, and an absolute path when given") {
+  ::unsetenv("CABIN_CGROUP_ROOT");
+  auto none = parse({});
+  REQUIRE_FALSE(none.exit);
+  CHECK(none.config.cgroup_root == "/sys/fs/cgroup");
+  auto given = parse({"--cgroup-root", "/host/sys/fs/cgroup"});
+  REQUIRE_FALSE(given.exit);
+  CHECK(given.config.cgroup_root == "/host/sys/fs/cgroup");
+  auto relative = parse({"--cgroup-root", "host/cgroup"});
+  CHECK(relative.exit);
+  CHECK(relative.exit_code == 2);
+  CHECK_THAT(relative.message, Catch::Contains("--cgroup-root"));
 }
