@@ -45,16 +45,23 @@ std::string debugger_path(const nlohmann::json& target, std::string_view prefix)
 }
 
 net::awaitable<nlohmann::json> cdp_call(CdpSocket& ws, int id, const char* method,
-                                        nlohmann::json params, const CdpEvents* on_event) {
+                                        nlohmann::json params, const CdpEvents* on_event,
+                                        std::string* why) {
   const std::string call =
       nlohmann::json{{"id", id}, {"method", method}, {"params", std::move(params)}}.dump();
   boost::system::error_code ec;
   co_await ws.async_write(net::buffer(call), net::redirect_error(net::use_awaitable, ec));
-  if (ec) co_return nlohmann::json::value_t::discarded;
+  if (ec) {
+    if (why) *why = "the call was not sent: " + ec.message();
+    co_return nlohmann::json::value_t::discarded;
+  }
   for (;;) {
     beast::flat_buffer buf;
     co_await ws.async_read(buf, net::redirect_error(net::use_awaitable, ec));
-    if (ec) co_return nlohmann::json::value_t::discarded;
+    if (ec) {
+      if (why) *why = "no answer: " + ec.message();
+      co_return nlohmann::json::value_t::discarded;
+    }
     auto j = nlohmann::json::parse(beast::buffers_to_string(buf.data()), nullptr, false);
     if (!j.is_object()) continue;
     if (j.value("id", 0) != id) {  // an event, or another answer
@@ -62,6 +69,10 @@ net::awaitable<nlohmann::json> cdp_call(CdpSocket& ws, int id, const char* metho
       continue;
     }
     if (!j.contains("result") || !j["result"].is_object()) {
+      if (why) {
+        const auto& e = j.contains("error") && j["error"].is_object() ? j["error"] : j;
+        *why = "an error: " + e.value("message", std::string("(none)")).substr(0, 200);
+      }
       co_return nlohmann::json::value_t::discarded;
     }
     co_return std::move(j["result"]);

@@ -30,11 +30,13 @@ net::awaitable<nlohmann::json> devtools_get(net::any_io_executor ex, uint16_t po
 // on; empty when there is none.
 std::string debugger_path(const nlohmann::json& target, std::string_view prefix);
 
-// One CDP call on `ws`: its result, or a discarded value on an error or a failed connection.
-// Events that arrive before the answer go to `on_event`, if given.
+// One CDP call on `ws`: its result, or a discarded value on an error or a failed connection
+// (then `why`, if given, says which). Events that arrive before the answer go to `on_event`,
+// if given.
 using CdpEvents = std::function<void(const nlohmann::json& event)>;
 net::awaitable<nlohmann::json> cdp_call(CdpSocket& ws, int id, const char* method,
-                                        nlohmann::json params, const CdpEvents* on_event = nullptr);
+                                        nlohmann::json params, const CdpEvents* on_event = nullptr,
+                                        std::string* why = nullptr);
 
 // A CDP WebSocket to `path` on DevTools, or false; `ws` expires after `within`.
 net::awaitable<bool> cdp_open(CdpSocket& ws, uint16_t port, const std::string& path,

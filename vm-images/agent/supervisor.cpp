@@ -348,10 +348,15 @@ net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16
       co_return make_error(Errc::kUnavailable, "cdp_failed", "the page's DevTools did not answer");
     }
     nlohmann::json go = {{"url", url}};
-    const auto answer = co_await cdp_call(ws, 1, "Page.navigate", std::move(go));
+    // The answer may take longer than the connect did (a restored copy's browser runs its code
+    // translated anew under TCG): it gets what is left of the timeout, 10 s at least.
+    beast::get_lowest_layer(ws).expires_at(
+        std::max(deadline, Clock::now() + std::chrono::seconds(10)));
+    std::string why;
+    const auto answer = co_await cdp_call(ws, 1, "Page.navigate", std::move(go), nullptr, &why);
     co_await cdp_close(ws);
     if (!answer.is_object()) {
-      co_return make_error(Errc::kUnavailable, "navigation_failed", "Page.navigate failed");
+      co_return make_error(Errc::kUnavailable, "navigation_failed", "Page.navigate failed: " + why);
     }
     // A page that fails to load gets Chromium's error page, as a start URL does: that loads.
     if (const std::string why = answer.value("errorText", ""); !why.empty()) {
