@@ -53,7 +53,9 @@ async function listTimes(target, expect, rounds) {
     const r = await target.api('GET', '/v1/sessions', undefined, { unchecked: true });
     out.push(us(t0) / 1e3);
     if (r.status !== 200 || r.json.sessions.length !== expect) {
-      throw new Error(`list: ${r.status}, ${r.json?.sessions?.length} sessions of ${expect}`);
+      const down = r.headers?.get('cabin-unavailable-nodes');
+      throw new Error(`list: ${r.status}, ${r.json?.sessions?.length} sessions of ${expect}` +
+                      (down ? ` (unavailable: ${down})` : ''));
     }
   }
   return summary(out);

@@ -82,6 +82,9 @@ net::awaitable<Result<tcp::socket>> connect(std::string_view address,
   if (ec) co_return make_error(Errc::kUnavailable, "node_unavailable", ec.message());
   s.expires_after(timeout);
   co_await s.async_connect(*ep, net::redirect_error(net::use_awaitable, ec));
+  // Refused: nothing listens there (the node is gone), which the poller takes as certain.
+  if (ec == net::error::connection_refused)
+    co_return make_error(Errc::kUnavailable, "node_refused", ec.message());
   if (ec) co_return make_error(Errc::kUnavailable, "node_unavailable", ec.message());
   s.expires_never();
   s.socket().set_option(tcp::no_delay(true), ec);
@@ -369,16 +372,21 @@ net::awaitable<void> Gateway::poll_node(std::string address) {
     auto it = table_.nodes().find(address);
     return it != table_.nodes().end() && it->second.up;
   }();
-  auto fail = [&](const std::string& why) {
-    table_.report_failure(address, Clock::now());
-    if (was_up) log()->warn("node {} stopped answering: {}", address, why);
+  auto fail = [&](const std::string& why, bool refused = false) {
+    table_.report_failure(address, Clock::now(), refused);
+    auto it = table_.nodes().find(address);
+    if (was_up && it != table_.nodes().end() && !it->second.up) {
+      log()->warn("node {} stopped answering: {}", address, why);
+    } else if (was_up) {
+      log()->info("node {} did not answer a poll in time: {}", address, why);
+    }
   };
   // Named, not braced in the call: GCC 12 miscompiles braced temporaries in co_await operands.
   std::vector<std::pair<std::string, std::string>> none, auth;
   auth.emplace_back("Authorization", "Bearer " + config_.api_key);
   auto ready = co_await http_get(address, "/readyz", none, config_.poll_timeout, kMaxInfoBytes);
   if (!ready) {
-    fail(ready.error().message);
+    fail(ready.error().message, ready.error().code == "node_refused");
     co_return;
   }
   auto info = co_await http_get(address, "/v1/info", auth, config_.poll_timeout, kMaxInfoBytes);
@@ -568,7 +576,7 @@ net::awaitable<bool> Gateway::exchange(beast::tcp_stream& client, beast::flat_bu
       kept.drop();
       auto c = co_await connect(address);
       if (!c) {
-        table_.report_failure(address, Clock::now());
+        table_.report_failure(address, Clock::now(), c.error().code == "node_refused");
         log()->warn("node {} at {}: {}", node_id, address, c.error().message);
         co_return co_await fail_node();
       }
@@ -688,7 +696,7 @@ net::awaitable<void> Gateway::relay(tcp::socket client, beast::flat_buffer buffe
                                     std::string node_id, const std::string* body) {
   auto upstream = co_await connect(address);
   if (!upstream) {
-    table_.report_failure(address, Clock::now());
+    table_.report_failure(address, Clock::now(), upstream.error().code == "node_refused");
     log()->warn("node {} at {}: {}", node_id, address, upstream.error().message);
     co_return co_await answer(client, node_unavailable(node_id));
   }

@@ -23,15 +23,19 @@ void NodeTable::report(const std::string& address, const NodeReport& r) {
   if (it == nodes_.end()) return;
   it->second.last = r;
   it->second.up = true;
+  it->second.missed = 0;
   if (!r.id.empty()) seen_ids_.insert(r.id);
   it->second.placed = 0;
 }
 
-void NodeTable::report_failure(const std::string& address, Clock::time_point now) {
+void NodeTable::report_failure(const std::string& address, Clock::time_point now, bool refused) {
   auto it = nodes_.find(address);
   if (it == nodes_.end()) return;
-  if (it->second.up) it->second.down_since = now;
-  it->second.up = false;
+  Node& n = it->second;
+  ++n.missed;
+  if (n.up && !refused && n.missed < kMissedPollsDown) return;
+  if (n.up) n.down_since = now;
+  n.up = false;
 }
 
 Lookup NodeTable::find(std::string_view node_id) const {

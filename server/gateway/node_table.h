@@ -15,6 +15,8 @@ namespace cabin::gateway {
 
 using Clock = std::chrono::steady_clock;
 
+inline constexpr int kMissedPollsDown = 2;
+
 struct NodeReport {
   std::string id;  // the node's --node-id
   bool ready = false;  // /readyz answered 200: it takes creates
@@ -26,7 +28,8 @@ struct NodeReport {
 struct Node {
   std::string address;  // "host:port", as dialled
   NodeReport last;      // the last report; last.id empty until the first
-  bool up = false;      // the last poll got an answer
+  bool up = false;      // answering: see report_failure
+  int missed = 0;       // polls in a row that got no answer
   int placed = 0;       // creates sent since the last report, not yet in `live`
   Clock::time_point down_since{};
 };
@@ -42,7 +45,11 @@ class NodeTable {
   // The addresses discovery found now; nodes at other addresses are forgotten.
   void set_addresses(const std::vector<std::string>& addresses, Clock::time_point now);
   void report(const std::string& address, const NodeReport& r);
-  void report_failure(const std::string& address, Clock::time_point now);
+  // A poll got no answer. `refused`: nothing listens at the address (the node is gone), and it is
+  // down at once; otherwise (no answer in time: a node that is busy, or hung) after
+  // kMissedPollsDown polls in a row, so that one slow answer from a busy node does not make its
+  // sessions unavailable and drop them from lists.
+  void report_failure(const std::string& address, Clock::time_point now, bool refused);
 
   // The node that holds sessions of `node_id`. kDown: it stopped answering, or left discovery
   // (a pod being replaced) after reporting that id. kUnknown: no node ever reported that id and

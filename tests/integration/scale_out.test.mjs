@@ -228,8 +228,11 @@ describe('three nodes behind two gateways', () => {
 
     // Restarted on its state: it adopts the sandbox, and the same URLs work again.
     nodes.n3 = await startNode('127.0.0.3', { stateDir: dead.stateDir, runDir: dead.runDir });
-    await waitFor(async () => (await gateways[1].api('GET', `/v1/sessions/${s.id}`)).status === 200,
-                  { timeoutMs: 15000, what: 'the node back behind the gateway' });
+    // Each gateway finds it at its own next poll.
+    for (const g of gateways) {
+      await waitFor(async () => (await g.api('GET', `/v1/sessions/${s.id}`)).status === 200,
+                    { timeoutMs: 15000, what: 'the node back behind each gateway' });
+    }
     assert.equal((await gateways[1].api('GET', `/v1/sessions/${s.id}`)).json.status, 'running');
     const browser = await chromium.connectOverCDP(s.cdp_url);
     assert.equal(await browser.contexts()[0].pages()[0].evaluate(() => 6 * 7), 42);

@@ -89,9 +89,18 @@ TEST_CASE("gateway: placement takes the node with the most room, and a key's ret
   t.report("10.0.0.2:8080", {"n1", true, 12, 10, 0});
   CHECK(*t.place("") == "10.0.0.1:8080");
 
-  // A node that stops answering gets no creates, and its sessions are unavailable, not gone.
-  t.report_failure("10.0.0.1:8080", now);
-  t.report_failure("10.0.0.2:8080", now);
+  // A node that stops answering gets no creates, and its sessions are unavailable, not gone:
+  // at once when nothing listens at its address, after missed polls in a row when it is only slow.
+  t.report_failure("10.0.0.1:8080", now, true);
+  for (int i = 1; i < gateway::kMissedPollsDown; ++i) {
+    t.report_failure("10.0.0.2:8080", now, false);
+    CHECK(*t.place("") == "10.0.0.2:8080");  // busy, not gone
+    CHECK(t.find("n1").state == Lookup::State::kUp);
+  }
+  t.report("10.0.0.2:8080", {"n1", true, 4, 10, 0});  // an answer starts the count again
+  for (int i = 1; i < gateway::kMissedPollsDown; ++i) t.report_failure("10.0.0.2:8080", now, false);
+  CHECK(t.find("n1").state == Lookup::State::kUp);
+  t.report_failure("10.0.0.2:8080", now, false);
   CHECK_FALSE(t.place(""));
   CHECK(t.find("n0").state == Lookup::State::kDown);
   CHECK(t.find("n2").state == Lookup::State::kUp);
