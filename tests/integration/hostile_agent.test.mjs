@@ -74,7 +74,9 @@ for (const [name, method, p, body, why] of [
     assert.equal(r.status, 502, r.text);
     assert.equal(r.json.error.code, 'agent_error', r.text);
     assert.match(r.json.error.message, why);
-    assert.ok(slowest < 50, `/healthz took ${slowest.toFixed(1)} ms meanwhile`);
+    // Against a parse that holds cabind's one event loop; a busy host's scheduling alone delays
+    // an answer by tens of ms.
+    assert.ok(slowest < 250, `/healthz took ${slowest.toFixed(1)} ms meanwhile`);
   });
 }
 
