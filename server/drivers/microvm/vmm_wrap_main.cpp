@@ -208,8 +208,8 @@ int run_in_pid_namespace(const Jail& j, char** qemu_argv) {
 int main(int argc, char** argv) {
   std::optional<Jail> jail;
   bool keep_fd3 = false;
-  std::vector<const char*> cgroup_procs;
-  const char* cgroup_ns = nullptr;
+  std::vector<std::string> cgroup_procs;
+  std::string cgroup_ns;
   int i = 1;
   for (; i + 1 < argc && std::strcmp(argv[i], "--") != 0; i += 2) {
     const char* flag = argv[i];
@@ -255,17 +255,10 @@ int main(int argc, char** argv) {
     return usage("-- QEMU is required");
   if (jail && (jail->uid == 0 || jail->image_dir.empty() || jail->run_dir.empty()))
     return usage("--jail needs --image and --run");
-  if (cgroup_ns) {
-    if (auto r = cabin::nsbox::enter_cgroup_namespace(cgroup_ns); !r) {
-      std::fprintf(stderr, "cabin-vmm-wrap: %s\n", r.error().message.c_str());
-      return 125;
-    }
-  }
-  for (const char* procs : cgroup_procs) {
-    // "0": the writer itself; QEMU, its child or itself after the exec, is born in it.
-    const int fd = ::open(procs, O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ::write(fd, "0", 1) != 1) return fail(std::string("join ") + procs);
-    ::close(fd);
+  // QEMU, the wrap's child or the wrap itself after the exec, is born in these cgroups.
+  if (auto r = cabin::nsbox::join_cgroups(cgroup_ns, cgroup_procs); !r) {
+    std::fprintf(stderr, "cabin-vmm-wrap: join cgroup: %s\n", r.error().message.c_str());
+    return 125;
   }
   if (jail) {
     jail->proc = keep_fd3;

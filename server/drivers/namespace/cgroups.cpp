@@ -174,13 +174,19 @@ std::string foreign_cgroup_ns(const fs::path& init_ns) {
   return init_ns.string();
 }
 
-Result<void> enter_cgroup_namespace(const std::string& ns_file) {
-  const int fd = ::open(ns_file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return sys_error("open " + ns_file);
-  const int rc = ::setns(fd, CLONE_NEWCGROUP);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return sys_error("setns " + ns_file, err);
+Result<void> join_cgroups(const std::string& ns_file, const std::vector<std::string>& procs_files) {
+  if (!ns_file.empty()) {
+    const int fd = ::open(ns_file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sys_error("open " + ns_file);
+    const int rc = ::setns(fd, CLONE_NEWCGROUP);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return sys_error("setns " + ns_file, err);
+  }
+  for (const auto& procs : procs_files) {
+    // "0": the writer itself; what it forks or execs is born in the cgroup.
+    if (auto r = write_file(procs, "0"); !r) return r;
+  }
   return {};
 }
 

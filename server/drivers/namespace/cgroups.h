@@ -69,8 +69,9 @@ Result<std::vector<fs::path>> create_sandbox_cgroups(CgroupLayout layout, const 
 // outside our namespace's root is refused where the hierarchy delegates by namespace (cgroup v2
 // mounted with nsdelegate, as systemd does), so sandboxes enter that namespace first.
 std::string foreign_cgroup_ns(const fs::path& init_ns = "/proc/1/ns/cgroup");
-// setns into the cgroup namespace of an nsfs file.
-Result<void> enter_cgroup_namespace(const std::string& ns_file);
+// Moves the calling process into the cgroup of each cgroup.procs file, from the cgroup namespace
+// of `ns_file` (an nsfs file, as foreign_cgroup_ns names) when it is not empty.
+Result<void> join_cgroups(const std::string& ns_file, const std::vector<std::string>& procs_files);
 
 // Pids listed in dir/cgroup.procs.
 std::vector<int> cgroup_pids(const fs::path& dir);

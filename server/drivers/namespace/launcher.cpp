@@ -51,14 +51,8 @@ int run_launcher(const LauncherArgs& args) {
     auto kept = groups_beyond(::getegid(), own_groups());
     if (!kept.empty()) return fail(args, "supplementary groups", kept_groups_problem(kept));
   }
-  if (!args.cgroup_ns.empty()) {
-    if (auto r = enter_cgroup_namespace(args.cgroup_ns); !r)
-      return fail(args, "cgroup namespace", r.error().message);
-  }
-  for (const auto& procs : args.cgroup_procs) {
-    if (auto r = write_file(procs, std::to_string(::getpid())); !r)
-      return fail(args, "join cgroup", r.error().message);
-  }
+  if (auto r = join_cgroups(args.cgroup_ns, args.cgroup_procs); !r)
+    return fail(args, "join cgroup", r.error().message);
   if (host_root && !args.map_root)
     return fail(args, "id maps", "--map-root/--map-user required as root");
   IdMaps maps = plan_id_maps(host_root, ::getuid(), ::getgid(), args.map_root, args.map_user);
