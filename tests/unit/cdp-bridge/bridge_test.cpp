@@ -35,6 +35,15 @@ TEST_CASE("json/version points clients at cabind") {
   CHECK_FALSE(rewrite_version(std::string(kMaxDiscoveryBody + 1, ' '), "x"));
 }
 
+TEST_CASE("json/version copies the guest's text fields as text, whatever they hold") {
+  auto out = rewrite_version(R"({"Android-Package":"ws://127.0.0.1:9222/devtools/browser/x"})",
+                             "ws://cabin/v1/sessions/s/cdp");
+  REQUIRE(out);
+  auto j = json::parse(*out);
+  CHECK(j["Android-Package"] == "ws://127.0.0.1:9222/devtools/browser/x");
+  CHECK(j["webSocketDebuggerUrl"] == "ws://cabin/v1/sessions/s/cdp");
+}
+
 TEST_CASE("json/list rewrites every target and drops what cannot be addressed") {
   auto out = rewrite_list(
       R"([{"id":"AB12","type":"page","title":"T","url":"about:blank",
