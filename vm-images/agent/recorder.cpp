@@ -8,15 +8,17 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "common/child_process.h"
 #include "common/log.h"
 #include "common/notifier.h"
 #include "common/spawn.h"
+#include "common/unique_fd.h"
 #include "vnc/capture.h"
 #include "vnc/display.h"
 
@@ -27,6 +29,22 @@ using Clock = std::chrono::steady_clock;
 namespace ap = agent_protocol;
 
 auto log() { return cabin::logger("agent.recorder"); }
+
+// The last line ffmpeg wrote to its log (why it failed), at most 200 bytes of it.
+std::string last_log_line(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd.valid()) return "";
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return "";
+  std::string tail(static_cast<size_t>(std::min<off_t>(st.st_size, 4096)), '\0');
+  const ssize_t n = ::pread(fd.get(), tail.data(), tail.size(), st.st_size - tail.size());
+  tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
+  if (const auto nl = tail.find_last_of('\n'); nl != std::string::npos) tail.erase(0, nl + 1);
+  for (char& c : tail)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+  return tail.size() > 200 ? tail.substr(0, 200) : tail;
+}
 
 }  // namespace
 
@@ -55,6 +73,8 @@ struct Recorder::Recording {
   bool stopping = false;
   bool finished = false;
   ap::RecordingStatus status;
+  std::string log_path;            // ffmpeg's stderr
+  Clock::time_point last_progress;  // when ffmpeg's pipe last took bytes
 
   uint64_t file_size() const {
     struct stat st {};
@@ -67,15 +87,41 @@ struct Recorder::Recording {
     status.reason = std::move(why);
     timer.cancel();
     limit.cancel();
-    stall.expires_after(opts.stall_grace);
+    watch_stall();
+  }
+
+  // Abandons the pending frame once ffmpeg has taken nothing for its grace; a slow encoder that
+  // still takes bytes keeps its frame.
+  void watch_stall() {
+    const auto grace = status.frames == 0 ? opts.start_grace : opts.stall_grace;
+    stall.expires_at(last_progress + grace);
     stall.async_wait([this](boost::system::error_code e) {
-      if (!e && !finished) input.cancel();
+      if (e || finished) return;
+      const auto grace = status.frames == 0 ? opts.start_grace : opts.stall_grace;
+      if (Clock::now() - last_progress >= grace)
+        input.cancel();
+      else
+        watch_stall();
     });
+  }
+
+  // One frame into ffmpeg's pipe, noting each time it takes some.
+  net::awaitable<void> write_frame(boost::system::error_code& ec) {
+    const auto* p = frame.pixels.data();
+    size_t left = frame.pixels.size();
+    while (left > 0 && !ec) {
+      const size_t n = co_await input.async_write_some(
+          net::buffer(p, left), net::redirect_error(net::use_awaitable, ec));
+      if (n > 0) last_progress = Clock::now();
+      p += n;
+      left -= n;
+    }
   }
 
   net::awaitable<void> run() {
     const auto period = std::chrono::nanoseconds(1'000'000'000LL / req.fps);
     const auto start = Clock::now();
+    last_progress = start;
     auto next = start;
     auto next_size_check = start;
     boost::system::error_code ec;
@@ -111,13 +157,10 @@ struct Recorder::Recording {
       const uint64_t copies =
           std::min<uint64_t>(std::max<uint64_t>(due > status.frames ? due - status.frames : 1, 1),
                              static_cast<uint64_t>(req.fps));
-      for (uint64_t i = 0; i < copies && !ec; ++i) {
-        co_await net::async_write(input, net::buffer(frame.pixels),
-                                  net::redirect_error(net::use_awaitable, ec));
-      }
+      for (uint64_t i = 0; i < copies && !ec; ++i) co_await write_frame(ec);
       if (ec == net::error::operation_aborted && stopping) {
-        log()->warn("recording {}: ffmpeg took no frame for {} ms; its last frame is cut", req.id,
-                    opts.stall_grace.count());
+        log()->warn("recording {}: ffmpeg took nothing for {} ms; its last frame is cut", req.id,
+                    (status.frames == 0 ? opts.start_grace : opts.stall_grace).count());
         break;
       }
       if (ec) {
@@ -139,8 +182,12 @@ struct Recorder::Recording {
     const int exit_status = co_await ffmpeg->wait();
     finish.cancel();
     status.bytes = file_size();
-    if (failure.empty() && !(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0))
-      failure = "ffmpeg exited with status " + std::to_string(exit_status);
+    // ffmpeg's own end says more than a broken pipe does.
+    if (!(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) &&
+        failure.rfind("the screen:", 0) != 0) {
+      const std::string line = last_log_line(log_path);
+      failure = "ffmpeg " + describe_wait_status(exit_status) + (line.empty() ? "" : ": " + line);
+    }
     if (!failure.empty()) {
       status.state = "failed";
       status.reason = failure;
@@ -189,7 +236,8 @@ Result<ap::RecordingStatus> Recorder::start(const std::string& display_name,
   UniqueFd read_end(pipe_fds[0]);
   UniqueFd write_end(pipe_fds[1]);
   (void)::fcntl(write_end.get(), F_SETPIPE_SZ, 1 << 20);
-  UniqueFd log_file(::open((opts_.dir + "/" + req.id + ".log").c_str(),
+  rec->log_path = opts_.dir + "/" + req.id + ".log";
+  UniqueFd log_file(::open(rec->log_path.c_str(),
                            O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   const std::string video_size = std::to_string(size.width) + "x" + std::to_string(size.height);
   SpawnOptions so;

@@ -21,9 +21,12 @@ namespace cabin::agent {
 struct RecorderOptions {
   std::string ffmpeg = "/usr/bin/ffmpeg";
   std::string dir = "/tmp/.cabin-recordings";  // the files, named <id>.mp4
-  // A stop (or the duration limit) waits this long for a frame ffmpeg has not taken yet, then
-  // abandons it: an encoder that stalls cannot hold a stop.
+  // A stop (or the duration limit) waits for a frame ffmpeg has not taken yet until ffmpeg has
+  // taken no bytes for this long, then abandons it: an encoder that stalls cannot hold a stop.
   std::chrono::milliseconds stall_grace{5000};
+  // The same before its first frame: a guest busy starting its browser (under TCG above all) can
+  // take seconds to load ffmpeg's libraries and open its encoder.
+  std::chrono::milliseconds start_grace{20000};
   // Once its input ends, ffmpeg has this long to finish the file before it is killed.
   std::chrono::milliseconds finish_wait{20000};
 };

@@ -1,5 +1,6 @@
-// The recorder against a real Xvfb and an encoder that takes no frames: a stop and the duration
-// limit still end the recording, in bounded time.
+// The recorder against a real Xvfb and stand-ins for ffmpeg: one that takes no frames (a stop and
+// the duration limit still end the recording, in bounded time), one slow to start (its first
+// frame is kept) and one that fails (its reason reaches the record).
 // clang-format off
 #include "common/asio.h"  // first: see there
 // clang-format on
@@ -24,14 +25,18 @@ namespace net = boost::asio;
 
 namespace {
 
-// A recording of an Xvfb into an "ffmpeg" that never reads its input: the frame pipe fills and
-// every write waits.
+// A recording of an Xvfb into a stand-in for ffmpeg; by default one that never reads its input,
+// so the frame pipe fills and every write waits.
 struct StalledRecording {
-  StalledRecording(int width, int height, int64_t max_seconds) : x(width, height) {
+  StalledRecording(int width, int height, int64_t max_seconds,
+                   const std::string& ffmpeg = "exec sleep 600\n",
+                   std::chrono::milliseconds start_grace = 300ms)
+      : x(width, height) {
     RecorderOptions o;
-    o.ffmpeg = write_script(dir.path() + "/ffmpeg", "exec sleep 600\n");
+    o.ffmpeg = write_script(dir.path() + "/ffmpeg", ffmpeg);
     o.dir = dir.path() + "/recordings";
     o.stall_grace = 200ms;
+    o.start_grace = start_grace;
     o.finish_wait = 500ms;
     recorder.emplace(io.get_executor(), o);
     agent_protocol::RecordingRequest r;
@@ -73,4 +78,30 @@ TEST_CASE("the duration limit ends a recording whose encoder takes no frames", "
   // Cut at its limit, with an encoder that had to be killed.
   CHECK(s->state == "failed");
   CHECK(s->reason.find("ffmpeg") != std::string::npos);
+}
+
+TEST_CASE("an encoder slow to take its first frame still gets it", "[recorder]") {
+  // Like ffmpeg loading its libraries in a guest busy starting its browser: it reads nothing for
+  // 2 s, past the 1 s limit and the stall grace, then takes everything into the file.
+  StalledRecording r(1280, 1024, 1, "sleep 2\nfor a; do out=$a; done\nexec cat > \"$out\"\n", 10s);
+  cabin::testing::run_until(
+      r.io, [&] { return r.recorder->status("r1")->state != "recording"; }, 15s);
+  auto s = r.recorder->status("r1");
+  REQUIRE(s.ok());
+  CHECK(s->state == "stopped");
+  CHECK(s->reason == "max_duration");
+  CHECK(s->frames >= 1);
+  CHECK(s->bytes >= s->frames * 1280 * 1024 * 4);
+}
+
+TEST_CASE("a failing encoder's own last words are the recording's reason", "[recorder]") {
+  StalledRecording r(320, 240, 3600,
+                     "head -c 1000 > /dev/null\necho 'first' >&2\n"
+                     "echo 'Invalid buffer size, packet size 1000' >&2\nexit 69\n");
+  cabin::testing::run_until(
+      r.io, [&] { return r.recorder->status("r1")->state != "recording"; }, 10s);
+  auto s = r.recorder->status("r1");
+  REQUIRE(s.ok());
+  CHECK(s->state == "failed");
+  CHECK(s->reason == "ffmpeg exited with status 69: Invalid buffer size, packet size 1000");
 }
