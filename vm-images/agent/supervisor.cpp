@@ -15,6 +15,7 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -402,6 +403,12 @@ std::vector<std::string> chromium_argv(const SupervisorOptions& o, bool no_sandb
       "--window-position=0,0",
       "--window-size=" + std::to_string(o.width) + "," + std::to_string(o.height),
       "--password-store=basic",
+      // A child process (the network service, the GPU, a renderer) that the browser has not
+      // connected to within Chromium's 15 s ends itself: a guest busy under TCG takes longer,
+      // and the network service's restart then cuts the first page's load. Outwait the start.
+      "--ipc-connection-timeout=" +
+          std::to_string(std::max<int64_t>(
+              60, std::chrono::duration_cast<std::chrono::seconds>(o.startup_timeout).count())),
   };
   if (no_sandbox) a.push_back("--no-sandbox");
   if (disable_dev_shm) a.push_back("--disable-dev-shm-usage");

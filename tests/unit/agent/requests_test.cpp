@@ -195,6 +195,8 @@ TEST_CASE("Chromium flags and sandbox decision", "[agent][supervisor]") {
   CHECK(has(a, "--user-data-dir=/home/cabin/chromium"));
   CHECK(has(a, "--window-size=1024,768"));
   CHECK(has(a, "--password-store=basic"));
+  // Children wait for the browser as long as the start may take (90 s), not Chromium's 15 s.
+  CHECK(has(a, "--ipc-connection-timeout=90"));
   CHECK_FALSE(has(a, "--no-sandbox"));
   CHECK_FALSE(has(a, "--disable-dev-shm-usage"));
   // The URL comes last, after "--", so it is never parsed as a switch.
