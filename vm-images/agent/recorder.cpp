@@ -4,11 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -73,7 +73,7 @@ struct Recorder::Recording {
   bool stopping = false;
   bool finished = false;
   ap::RecordingStatus status;
-  std::string log_path;            // ffmpeg's stderr
+  std::string log_path;             // ffmpeg's stderr
   Clock::time_point last_progress;  // when ffmpeg's pipe last took bytes
 
   uint64_t file_size() const {
@@ -90,15 +90,18 @@ struct Recorder::Recording {
     watch_stall();
   }
 
+  // How long ffmpeg may take nothing before its pending frame is abandoned.
+  std::chrono::milliseconds grace() const {
+    return status.frames == 0 ? opts.start_grace : opts.stall_grace;
+  }
+
   // Abandons the pending frame once ffmpeg has taken nothing for its grace; a slow encoder that
   // still takes bytes keeps its frame.
   void watch_stall() {
-    const auto grace = status.frames == 0 ? opts.start_grace : opts.stall_grace;
-    stall.expires_at(last_progress + grace);
+    stall.expires_at(last_progress + grace());
     stall.async_wait([this](boost::system::error_code e) {
       if (e || finished) return;
-      const auto grace = status.frames == 0 ? opts.start_grace : opts.stall_grace;
-      if (Clock::now() - last_progress >= grace)
+      if (Clock::now() - last_progress >= grace())
         input.cancel();
       else
         watch_stall();
@@ -110,8 +113,8 @@ struct Recorder::Recording {
     const auto* p = frame.pixels.data();
     size_t left = frame.pixels.size();
     while (left > 0 && !ec) {
-      const size_t n = co_await input.async_write_some(
-          net::buffer(p, left), net::redirect_error(net::use_awaitable, ec));
+      const size_t n = co_await input.async_write_some(net::buffer(p, left),
+                                                       net::redirect_error(net::use_awaitable, ec));
       if (n > 0) last_progress = Clock::now();
       p += n;
       left -= n;
@@ -126,6 +129,7 @@ struct Recorder::Recording {
     auto next_size_check = start;
     boost::system::error_code ec;
     std::string failure;
+    bool screen_failed = false;  // then that is the reason, whatever ffmpeg did after
     limit.expires_at(start + std::chrono::seconds(req.max_seconds));
     limit.async_wait([this](boost::system::error_code e) {
       if (!e) stop("max_duration");
@@ -149,6 +153,7 @@ struct Recorder::Recording {
       }
       if (auto r = capturer.grab(frame, std::nullopt, true); !r) {
         failure = "the screen: " + r.error().message;
+        screen_failed = true;
         break;
       }
       // As many frames as the time asks for: a slow encoder repeats one rather than shortening
@@ -160,7 +165,7 @@ struct Recorder::Recording {
       for (uint64_t i = 0; i < copies && !ec; ++i) co_await write_frame(ec);
       if (ec == net::error::operation_aborted && stopping) {
         log()->warn("recording {}: ffmpeg took nothing for {} ms; its last frame is cut", req.id,
-                    (status.frames == 0 ? opts.start_grace : opts.stall_grace).count());
+                    grace().count());
         break;
       }
       if (ec) {
@@ -183,8 +188,7 @@ struct Recorder::Recording {
     finish.cancel();
     status.bytes = file_size();
     // ffmpeg's own end says more than a broken pipe does.
-    if (!(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) &&
-        failure.rfind("the screen:", 0) != 0) {
+    if (!(WIFEXITED(exit_status) && WEXITSTATUS(exit_status) == 0) && !screen_failed) {
       const std::string line = last_log_line(log_path);
       failure = "ffmpeg " + describe_wait_status(exit_status) + (line.empty() ? "" : ": " + line);
     }
@@ -237,8 +241,8 @@ Result<ap::RecordingStatus> Recorder::start(const std::string& display_name,
   UniqueFd write_end(pipe_fds[1]);
   (void)::fcntl(write_end.get(), F_SETPIPE_SZ, 1 << 20);
   rec->log_path = opts_.dir + "/" + req.id + ".log";
-  UniqueFd log_file(::open(rec->log_path.c_str(),
-                           O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd log_file(
+      ::open(rec->log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   const std::string video_size = std::to_string(size.width) + "x" + std::to_string(size.height);
   SpawnOptions so;
   so.argv = {

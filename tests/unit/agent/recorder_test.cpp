@@ -46,6 +46,15 @@ struct StalledRecording {
     REQUIRE(recorder->start(x.name(), r).ok());
   }
 
+  // Runs until the recording has ended, and answers its record.
+  agent_protocol::RecordingStatus ended(std::chrono::seconds within) {
+    cabin::testing::run_until(
+        io, [&] { return recorder->status("r1")->state != "recording"; }, within);
+    auto s = recorder->status("r1");
+    REQUIRE(s.ok());
+    return *s;
+  }
+
   vnc::testing::Xvfb x;
   TempDir dir;
   net::io_context io;
@@ -71,37 +80,28 @@ TEST_CASE("a stop ends a recording whose encoder takes no frames", "[recorder]")
 
 TEST_CASE("the duration limit ends a recording whose encoder takes no frames", "[recorder]") {
   StalledRecording r(320, 240, 1);
-  cabin::testing::run_until(
-      r.io, [&] { return r.recorder->status("r1")->state != "recording"; }, 10s);
-  auto s = r.recorder->status("r1");
-  REQUIRE(s.ok());
+  const auto s = r.ended(10s);
   // Cut at its limit, with an encoder that had to be killed.
-  CHECK(s->state == "failed");
-  CHECK(s->reason.find("ffmpeg") != std::string::npos);
+  CHECK(s.state == "failed");
+  CHECK(s.reason.find("ffmpeg") != std::string::npos);
 }
 
 TEST_CASE("an encoder slow to take its first frame still gets it", "[recorder]") {
   // Like ffmpeg loading its libraries in a guest busy starting its browser: it reads nothing for
   // 2 s, past the 1 s limit and the stall grace, then takes everything into the file.
   StalledRecording r(1280, 1024, 1, "sleep 2\nfor a; do out=$a; done\nexec cat > \"$out\"\n", 10s);
-  cabin::testing::run_until(
-      r.io, [&] { return r.recorder->status("r1")->state != "recording"; }, 15s);
-  auto s = r.recorder->status("r1");
-  REQUIRE(s.ok());
-  CHECK(s->state == "stopped");
-  CHECK(s->reason == "max_duration");
-  CHECK(s->frames >= 1);
-  CHECK(s->bytes >= s->frames * 1280 * 1024 * 4);
+  const auto s = r.ended(15s);
+  CHECK(s.state == "stopped");
+  CHECK(s.reason == "max_duration");
+  CHECK(s.frames >= 1);
+  CHECK(s.bytes >= s.frames * 1280 * 1024 * 4);
 }
 
 TEST_CASE("a failing encoder's own last words are the recording's reason", "[recorder]") {
   StalledRecording r(320, 240, 3600,
                      "head -c 1000 > /dev/null\necho 'first' >&2\n"
                      "echo 'Invalid buffer size, packet size 1000' >&2\nexit 69\n");
-  cabin::testing::run_until(
-      r.io, [&] { return r.recorder->status("r1")->state != "recording"; }, 10s);
-  auto s = r.recorder->status("r1");
-  REQUIRE(s.ok());
-  CHECK(s->state == "failed");
-  CHECK(s->reason == "ffmpeg exited with status 69: Invalid buffer size, packet size 1000");
+  const auto s = r.ended(10s);
+  CHECK(s.state == "failed");
+  CHECK(s.reason == "ffmpeg exited with status 69: Invalid buffer size, packet size 1000");
 }
