@@ -53,6 +53,8 @@ class Server:
             self.proc.wait()
         shutil.rmtree(self.state_dir, ignore_errors=True)
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        # The microvm driver's run dir, which cabind makes beside its own.
+        shutil.rmtree(self.run_dir + "-vm", ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
