@@ -173,7 +173,7 @@ export async function benchEgress({ ttfbN, bigMiB, rounds, injectConns, injectMs
     cabin = await startCabind({
       args: ['--log-level', 'warn', '--egress-resolve', `${NAME}=127.0.0.1`,
              '--egress-resolve', `${PLAIN}=127.0.0.1`,
-             '--egress-allow-cidr', '127.0.0.0/8', '--extra-ca-file', certs.ca],
+             '--egress-allow-host-cidr', '127.0.0.0/8', '--extra-ca-file', certs.ca],
     });
     const created = await cabin.api('POST', '/v1/sessions', {
       network: {

@@ -59,7 +59,7 @@ export async function benchFork({ rounds = 5, counts = [1, 4], log = () => {} } 
   const origin = `http://shop.test:${site.address().port}`;
   const server = await startCabind({
     args: ['--log-level', 'warn', '--egress-resolve', 'shop.test=127.0.0.1',
-           '--egress-allow-cidr', '127.0.0.1/32'],
+           '--egress-allow-host-cidr', '127.0.0.1/32'],
   });
   const spec = {
     network: { mode: 'allowlist', allow: [{ host: 'shop.test', ports: [site.address().port] }] },

@@ -148,6 +148,12 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "directory for per-session sockets, owned by cabind's uid with mode 0700 "
                  "(default: /run/cabin as root, else $XDG_RUNTIME_DIR/cabin or <state-dir>/run)")
       ->envname("CABIN_RUN_DIR");
+  std::string profile_key_file;
+  app.add_option("--profile-key-file", profile_key_file,
+                 "the key saved profiles are sealed with (made on first start); keep it off the "
+                 "state dir (a separate mount, a KMS-provided file) so that a copy or backup of "
+                 "the state dir does not carry it (default: <state-dir>/profile.key)")
+      ->envname("CABIN_PROFILE_KEY_FILE");
   std::string cgroup_root;
   app.add_option("--cgroup-root", cgroup_root,
                  "the cgroup file system sandboxes and QEMUs get their cgroups in, out of "
@@ -307,8 +313,12 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "PEM CA certificates that every sandbox trusts, and the egress proxy when it "
                  "verifies hosts itself (a corporate proxy, test upstreams)");
   app.add_option("--egress-allow-cidr", c.egress_allow_cidrs,
-                 "a range sessions may reach although it is private, loopback or link-local (a "
-                 "lab, a corporate network, tests); repeatable");
+                 "a range sessions may reach although it is private or link-local (a lab, a "
+                 "corporate network); never the host itself or the metadata service; repeatable");
+  app.add_option("--egress-allow-host-cidr", c.egress_allow_host_cidrs,
+                 "the addresses of this host (loopback, its interfaces') and the metadata "
+                 "service's within a range sessions may reach (a server of your own on this "
+                 "machine, tests): what listens there, cabind included, is reachable; repeatable");
   app.add_option("--log-level", c.log_level, "trace|debug|info|warn|error")
       ->envname("CABIN_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))->capture_default_str();
@@ -357,6 +367,10 @@ ParsedConfig parse_config(int argc, char** argv) {
     if (auto r = egress::parse_cidr(cidr); !r)
       return usage("--egress-allow-cidr: " + r.error().message);
   }
+  for (const auto& cidr : c.egress_allow_host_cidrs) {
+    if (auto r = egress::parse_cidr(cidr); !r)
+      return usage("--egress-allow-host-cidr: " + r.error().message);
+  }
   if (!c.egress_dns.empty()) {
     auto a = egress::parse_authority(c.egress_dns);
     if (!a || !a->host.is_ip())
@@ -391,6 +405,7 @@ ParsedConfig parse_config(int argc, char** argv) {
     if (!ok) return usage("--preview-domain: expected a DNS name such as preview.example.com");
   }
   c.state_dir = std::filesystem::absolute(state_dir);
+  if (!profile_key_file.empty()) c.profile_key_file = std::filesystem::absolute(profile_key_file);
   c.run_dir = run_dir.empty() ? default_run_dir(geteuid(), getenv("XDG_RUNTIME_DIR"), c.state_dir)
                              : std::filesystem::absolute(run_dir);
   c.bin_dir = std::filesystem::absolute(bin_dir);

@@ -20,6 +20,7 @@ struct ServerConfig {
   uint16_t metrics_port = 0;
   std::filesystem::path state_dir;
   std::filesystem::path run_dir;
+  std::filesystem::path profile_key_file;  // empty: <state_dir>/profile.key
   // The cgroup hierarchy sandboxes and QEMUs are placed in (a container mounts the host's here).
   std::filesystem::path cgroup_root = "/sys/fs/cgroup";
   std::string public_url;  // e.g. "https://cabin.example.com"; empty: from the Host header
@@ -90,6 +91,7 @@ struct ServerConfig {
   std::string egress_dns;                       // IP:PORT; empty: /etc/resolv.conf's servers
   std::vector<std::string> egress_resolve;      // NAME=IP: answered without DNS
   std::vector<std::string> egress_allow_cidrs;  // opened despite the always-denied set
+  std::vector<std::string> egress_allow_host_cidrs;  // the host's own addresses, metadata
   std::string egress_upstream_proxy;            // http:// or socks5:// URL; empty: none
   std::filesystem::path extra_ca_file;          // a CA sandboxes and the proxy's own TLS trust too
 };

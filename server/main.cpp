@@ -134,6 +134,10 @@ int main(int argc, char** argv) {
 
   auto store = store::SessionStore::open((cfg.state_dir / "cabin.db").string());
   if (!store) return fail(store.error().message);
+  // Seals what a session leaves on disk while cabind runs on (its handoff record, a hibernated
+  // VM's RAM): in the run dir, apart from the state dir that holds what it seals.
+  auto handoff_key = auth::load_or_create_key_file(cfg.run_dir / "handoff.key");
+  if (!handoff_key) return fail(handoff_key.error().message);
   net::io_context ioc(1);
   std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
   {
@@ -163,6 +167,7 @@ int main(int argc, char** argv) {
     mv.accel = cfg.microvm_accel;
     mv.vcpus = cfg.microvm_vcpus;
     mv.hibernate_dir = cfg.state_dir / "hibernated";
+    mv.hibernate_key = *handoff_key;
     mv.cgroup_root = cfg.cgroup_root;
     mv.cgroup_ns = host_cgroup_ns;
     drivers["microvm"] = std::make_unique<drivers::MicrovmDriver>(mv, ioc.get_executor());
@@ -205,17 +210,15 @@ int main(int argc, char** argv) {
   mc.recordings_dir = cfg.state_dir / "recordings";
   std::filesystem::create_directories(mc.recordings_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
-  {
-    auto key = auth::load_or_create_key_file(cfg.run_dir / "handoff.key");
-    if (!key) return fail(key.error().message);
-    mc.handoff_key = std::move(*key);
-  }
+  mc.handoff_key = *handoff_key;
   {
     auto& e = mc.egress;
     e.enabled = true;
     e.default_policy.mode = *egress::parse_mode(cfg.default_network);
     for (const auto& c : cfg.egress_allow_cidrs)
       e.boundary.open_cidrs.push_back(*egress::parse_cidr(c));
+    for (const auto& c : cfg.egress_allow_host_cidrs)
+      e.boundary.open_host_cidrs.push_back(*egress::parse_cidr(c));
     e.boundary.host_addresses = egress::local_addresses();
     egress::ResolverConfig rc;
     if (cfg.egress_dns.empty()) {
@@ -259,8 +262,16 @@ int main(int argc, char** argv) {
   audit::AuditLog audit(cfg.state_dir / "audit.log");
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
   manager.use_audit(&audit);
-  // Profiles outlive reboots, so their key is in the state dir, beside the sealed archives.
-  auto profile_key = auth::load_or_create_key_file(cfg.state_dir / "profile.key");
+  // Profiles outlive reboots, so their key does too: beside the sealed archives unless the
+  // operator keeps it elsewhere.
+  const auto profile_key_file =
+      cfg.profile_key_file.empty() ? cfg.state_dir / "profile.key" : cfg.profile_key_file;
+  if (cfg.profile_key_file.empty()) {
+    log->info("profiles are sealed with {}, in the state dir: a copy of the state dir carries "
+              "the key too (--profile-key-file keeps it elsewhere)",
+              profile_key_file.string());
+  }
+  auto profile_key = auth::load_or_create_key_file(profile_key_file);
   if (!profile_key) return fail(profile_key.error().message);
   auto profile_store = profiles::ProfileStore::open((cfg.state_dir / "cabin.db").string(),
                                                     cfg.state_dir / "profiles", *profile_key);

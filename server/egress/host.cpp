@@ -61,6 +61,9 @@ std::optional<net::ip::address_v4> embedded_v4(const net::ip::address_v6& a) {
   const bool first80_zero =
       std::all_of(b.begin(), b.begin() + 10, [](uint8_t x) { return x == 0; });
   if (first80_zero && b[10] == 0xff && b[11] == 0xff) return v4_at(12);
+  // ::ffff:0:0/96, IPv4-translated (SIIT, RFC 2765).
+  const bool first64_zero = std::all_of(b.begin(), b.begin() + 8, [](uint8_t x) { return x == 0; });
+  if (first64_zero && b[8] == 0xff && b[9] == 0xff && b[10] == 0 && b[11] == 0) return v4_at(12);
   if (first80_zero && b[10] == 0 && b[11] == 0) {
     const bool small = b[12] == 0 && b[13] == 0 && b[14] == 0 && b[15] <= 1;  // :: and ::1
     if (!small) return v4_at(12);
@@ -118,6 +121,9 @@ std::string_view classify_v6(const net::ip::address_v6& a) {
     return "local NAT64";
   }
   if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0) return "Teredo";  // 2001::/32
+  // ISATAP (RFC 5214): an interface id of 0:5efe or 200:5efe carries an IPv4 address the
+  // tunnel reaches, behind any prefix.
+  if ((b[8] & 0xfd) == 0 && b[9] == 0 && b[10] == 0x5e && b[11] == 0xfe) return "ISATAP";
   // 100::/64, discard-only
   if (b[0] == 0x01 && std::all_of(b.begin() + 1, b.begin() + 8, [](uint8_t x) { return x == 0; })) {
     return "reserved";
@@ -285,14 +291,21 @@ Result<Cidr> parse_cidr(std::string_view text) {
 }
 
 std::string_view always_denied(const IpAddress& raw, const Boundary& boundary) {
-  for (const auto& c : boundary.open_cidrs) {
-    if (c.contains(raw)) return {};
-  }
   const IpAddress a = normalised(raw);
+  auto opened = [&](const std::vector<Cidr>& ranges) {
+    return std::any_of(ranges.begin(), ranges.end(),
+                       [&](const Cidr& c) { return c.contains(raw) || c.contains(a); });
+  };
+  // The host itself (cabind, its metrics, kubelet, ssh) and the metadata service: a range opened
+  // for other networks never opens them, however wide; only one opened for the host does.
+  std::string_view self;
   for (const auto& own : boundary.host_addresses) {
-    if (normalised(own) == a) return "host address";
+    if (normalised(own) == a) self = "host address";
   }
-  return a.is_v4() ? classify_v4(a.to_v4()) : classify_v6(a.to_v6());
+  const std::string_view kind = a.is_v4() ? classify_v4(a.to_v4()) : classify_v6(a.to_v6());
+  if (kind == "metadata" || kind == "loopback" || kind == "unspecified") self = kind;
+  if (!self.empty()) return opened(boundary.open_host_cidrs) ? std::string_view() : self;
+  return opened(boundary.open_cidrs) ? std::string_view() : kind;
 }
 
 std::vector<IpAddress> local_addresses() {

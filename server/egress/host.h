@@ -53,13 +53,16 @@ Result<Cidr> parse_cidr(std::string_view text);
 // What the server's operator decided around every policy: ranges opened despite the
 // always-denied set (a lab, a corporate network, tests), and the host's own addresses.
 struct Boundary {
-  std::vector<Cidr> open_cidrs;
+  std::vector<Cidr> open_cidrs;       // --egress-allow-cidr: other networks
+  std::vector<Cidr> open_host_cidrs;  // --egress-allow-host-cidr: the host itself, metadata
   std::vector<IpAddress> host_addresses;
 };
 
 // Why no policy may reach `a` ("loopback", "private", "link-local", "metadata", ...), or empty
-// when it is a public address or in one of the operator's open ranges. IPv4-mapped,
-// IPv4-compatible, NAT64 and 6to4 forms are judged by the IPv4 address they carry.
+// when it is a public address or in one of the operator's open ranges. The host's own
+// addresses, loopback, the unspecified address and the metadata addresses are opened only by
+// `open_host_cidrs`, everything else by `open_cidrs`. IPv4-mapped, IPv4-compatible, SIIT, NAT64
+// and 6to4 forms are judged by the IPv4 address they carry.
 std::string_view always_denied(const IpAddress& a, const Boundary& boundary);
 
 // The addresses of this host's interfaces.

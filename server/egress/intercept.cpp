@@ -24,6 +24,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/ascii.h"
 #include "common/deadline.h"
 #include "server/egress/proxy.h"
 #include "server/egress/proxy_conn.h"
@@ -115,6 +116,38 @@ net::awaitable<std::string> host_handshake(HostTls& up, tcp::socket& raw, const 
   }
   if (!ec) co_return std::string();
   co_return "TLS to " + host + ": " + tls_failure(up, ec);
+}
+
+// Why a request in a tunnel to a host with secrets may not go on as it is, or empty. Only a
+// path of the tunnel's own host: an origin server obeys an absolute-form target over Host (RFC
+// 9112 3.2.2), so a front end serving other names too would route the request, secrets and all,
+// to whichever the target names; a target starting "//" reads as a host to some of them. No
+// CONNECT (another tunnel, with the secrets), no TRACE or TRACK (they echo the request back).
+std::string request_line_problem(const http::request_header<>& h) {
+  const std::string_view method = h.method_string();
+  for (std::string_view no : {"CONNECT", "TRACE", "TRACK"}) {
+    if (iequals(method, no)) {
+      return "a request to a host with secrets may not be " + std::string(no);
+    }
+  }
+  const std::string_view target = h.target();
+  if (target == "*" && h.method() == http::verb::options) return {};
+  if (target.empty() || target[0] != '/' || target.substr(0, 2) == "//") {
+    return "a request to a host with secrets must name a path of that host (\"/...\"), not \"" +
+           std::string(target.substr(0, 256)) + "\"";
+  }
+  return {};
+}
+
+// Fields by which a front end or framework may route a request elsewhere than its Host: never
+// sent to a host with secrets.
+bool routing_field(std::string_view name) {
+  for (std::string_view f : {"Forwarded", "X-Forwarded-Host", "X-Forwarded-Server", "X-Host",
+                             "X-Original-URL", "X-Rewrite-URL", "X-Original-Host",
+                             "X-HTTP-Host-Override", "X-Forwarded-Prefix"}) {
+    if (iequals(name, f)) return true;
+  }
+  return false;
 }
 
 // Writes the proxy's refusal and ends the tunnel.
@@ -239,12 +272,29 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
       refused(403, d.reason);
       break;
     }
-    // A body up to kMaxRewrittenBody is read whole (searched, and rewritten if it is text);
-    // a larger one passes as it comes.
+    if (auto why = request_line_problem(head_in); !why.empty()) {
+      refused(403, std::move(why));
+      break;
+    }
+    // A body is read whole (up to kMaxRewrittenBody: searched, and rewritten if it is text) only
+    // where a secret is substituted in bodies; else, and when larger, it passes as it comes.
     std::optional<http::request_parser<http::string_body>> whole;
     std::optional<http::request_parser<http::buffer_body>> stream;
+    std::optional<ByteBudget::Hold> held, held_by_server;
     if (!hp.is_done()) {
-      if (hp.chunked() || (hp.content_length() && *hp.content_length() <= kMaxRewrittenBody)) {
+      if (any_secret_in_body(*policy_, host, want.port) &&
+          (hp.chunked() || (hp.content_length() && *hp.content_length() <= kMaxRewrittenBody))) {
+        // Held until it has gone: within the session's share, and the server's.
+        const uint64_t size = hp.chunked() ? kMaxRewrittenBody : *hp.content_length();
+        held = bodies_.take(size);
+        if (held && server_bodies_) held_by_server = server_bodies_->take(size);
+        if (!held || (server_bodies_ && !held_by_server)) {
+          refused(503, std::string(held ? "the server's" : "the session's") +
+                           " proxy holds as many request bodies as it may (" +
+                           std::to_string((held ? server_bodies_->limit() : bodies_.limit()) >> 20) +
+                           " MiB); try again when the others have gone");
+          break;
+        }
         whole.emplace(std::move(hp));
         whole->body_limit(kMaxRewrittenBody);
         co_await http::async_read(down, from_sandbox, *whole,
@@ -263,10 +313,15 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
                                       : stream ? stream->get().base()
                                                : hp.get().base();
     std::string body = whole ? std::move(whole->get().body()) : std::string();
-    const std::string foreign = placeholder_in_request(*policy_, host, h, body, true);
+    const std::string foreign = placeholder_in_request(*policy_, host, want.port, h, body, true);
     if (!foreign.empty()) {
       refused(403, "the request carries the placeholder of secret " + foreign +
                        ", which is bound to other hosts");
+      break;
+    }
+    if (auto why = misplaced_placeholder(*policy_, host, want.port, h, h.target(), body);
+        !why.empty()) {
+      refused(403, std::move(why));
       break;
     }
 
@@ -275,16 +330,21 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     const http_api::ConnectionNamed hop(h, {http::field::connection});
     const bool upgrade = !h[http::field::upgrade].empty() && hop.contains("upgrade");
     std::string target(h.target());
-    replace_placeholders(*policy_, host, target, BodyKind::kUrlEncoded, r.secrets);
+    replace_placeholders(*policy_, host, want.port, {Part::kTarget, {}}, target,
+                         BodyKind::kUrlEncoded, r.secrets);
     std::string head = r.method + " " + target + " HTTP/1.1\r\n";
     for (const auto& f : h) {
-      if (http_api::hop_by_hop(f.name()) || hop.contains(f.name_string())) continue;
+      if (http_api::hop_by_hop(f.name()) || hop.contains(f.name_string()) ||
+          routing_field(f.name_string())) {
+        continue;
+      }
       std::string value(f.value());
-      replace_placeholders(*policy_, host, value, BodyKind::kText, r.secrets);
+      replace_placeholders(*policy_, host, want.port, {Part::kField, f.name_string()}, value,
+                           BodyKind::kText, r.secrets);
       head.append(f.name_string()).append(": ").append(value).append("\r\n");
     }
     for (const auto& s : policy_->secrets) {
-      if (!bound_to(s, host) || h.find(s.header) != h.end()) continue;
+      if (!bound_to(s, host, want.port) || h.find(s.header) != h.end()) continue;
       head.append(s.header).append(": ").append(header_value(s)).append("\r\n");
       add_name(r.secrets, s.name);
     }
@@ -293,7 +353,9 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
     Framing framing = Framing::kNone;
     if (whole) {
       const BodyKind kind = body_kind(h[http::field::content_type]);
-      if (kind != BodyKind::kOpaque) replace_placeholders(*policy_, host, body, kind, r.secrets);
+      if (kind != BodyKind::kOpaque) {
+        replace_placeholders(*policy_, host, want.port, {Part::kBody, {}}, body, kind, r.secrets);
+      }
       head += "Content-Length: " + std::to_string(body.size()) + "\r\n";
     } else if (stream) {
       framing = Framing::kLength;

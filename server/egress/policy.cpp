@@ -93,7 +93,9 @@ Result<Rule> read_rule(const json& v, const std::string& field, bool allow) {
 
 Result<Secret> read_secret(const json& v, const std::string& field) {
   if (!v.is_object()) return invalid_field(field, "must be an object {name, value, hosts}");
-  if (auto r = reject_unknown(v, {"name", "value", "hosts", "header", "format"}, field + "."); !r) {
+  if (auto r = reject_unknown(v, {"name", "value", "hosts", "ports", "header", "format", "substitute"},
+                              field + ".");
+      !r) {
     return r.error();
   }
   Secret s;
@@ -128,6 +130,28 @@ Result<Secret> read_secret(const json& v, const std::string& field) {
     auto p = parse_host_pattern(*h);
     if (!p) return invalid_field(f, p.error().message);
     s.hosts.push_back(std::move(*p));
+  }
+  if (auto it = v.find("ports"); it != v.end()) {
+    auto p = read_ports(*it, field + ".ports");
+    if (!p) return p.error();
+    s.ports = std::move(*p);
+  }
+  if (auto it = v.find("substitute"); it != v.end()) {
+    const std::string f = field + ".substitute";
+    if (!it->is_array() || it->size() > 2) {
+      return invalid_field(f, "must be an array of \"target\" and \"body\" (the header is always)");
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& part = (*it)[i];
+      if (part == "target") {
+        s.in_target = true;
+      } else if (part == "body") {
+        s.in_body = true;
+      } else {
+        return invalid_field(f + "[" + std::to_string(i) + "]",
+                             "must be \"target\" or \"body\" (the header is always substituted)");
+      }
+    }
   }
   if (auto it = v.find("header"); it != v.end()) {
     auto h = read_string(*it, field + ".header", 64);
@@ -321,11 +345,16 @@ json policy_json(const Policy& p) {
   for (const auto& s : p.secrets) {
     json hosts = json::array();
     for (const auto& h : s.hosts) hosts.push_back(h.to_string());
+    json substitute = json::array();
+    if (s.in_target) substitute.push_back("target");
+    if (s.in_body) substitute.push_back("body");
     j["secrets"].push_back({{"name", s.name},
                             {"placeholder", s.placeholder},
                             {"hosts", std::move(hosts)},
+                            {"ports", s.ports},
                             {"header", s.header},
-                            {"format", s.format}});
+                            {"format", s.format},
+                            {"substitute", std::move(substitute)}});
   }
   return j;
 }

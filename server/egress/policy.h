@@ -41,14 +41,19 @@ struct Rule {
   std::string label;                 // how decisions name it: "allow[0]", "deny[2]"
 };
 
-// A credential kept by cabind. The sandbox sees only `placeholder`; on requests to `hosts` the
-// proxy puts `format` with {value} replaced into `header`.
+// A credential kept by cabind. The sandbox sees only `placeholder`; on HTTPS requests to `hosts`
+// on `ports` the proxy puts `format` with {value} replaced into `header`, and replaces the
+// placeholder there. In the request target and body only where the secret says so: a host that
+// echoes either (a search page, an error page, a redirect) would hand the value back.
 struct Secret {
   std::string name;
   std::string value;
   std::vector<HostPattern> hosts;
+  std::vector<uint16_t> ports = {443};  // sorted
   std::string header = "Authorization";
   std::string format = "{value}";
+  bool in_target = false;  // "substitute": ["target"]
+  bool in_body = false;    // "substitute": ["body"]
   std::string placeholder;  // kPlaceholderPrefix and 32 hex digits, made when parsed
 };
 inline constexpr std::string_view kPlaceholderPrefix = "cabin_secret_";

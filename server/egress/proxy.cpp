@@ -27,6 +27,7 @@
 #include "server/egress/proxy_conn.h"
 #include "server/egress/secrets.h"
 #include "server/http/hop_by_hop.h"
+#include "server/preview/relay.h"
 
 namespace cabin::egress {
 
@@ -114,7 +115,8 @@ EgressProxy::EgressProxy(std::string session_id, std::shared_ptr<const Policy> p
       boundary_(std::move(boundary)),
       resolver_(std::move(resolver)),
       limits_(limits),
-      sink_(std::move(sink)) {}
+      sink_(std::move(sink)),
+      bodies_(limits.max_held_bodies) {}
 
 EgressProxy::~EgressProxy() = default;
 
@@ -247,9 +249,10 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
                "session " + session_id_ + ": egress idle watch");
 
   beast::flat_buffer buf;
-  http::request_parser<http::string_body> parser;
+  http::request_parser<http::buffer_body> parser;
   parser.header_limit(static_cast<uint32_t>(limits_.max_head));
-  parser.body_limit(limits_.max_body);
+  // A plain request's body passes as it comes, never held whole.
+  parser.body_limit((std::numeric_limits<std::uint64_t>::max)());
   boost::system::error_code ec;
   {
     Deadline deadline(c->client, limits_.head_timeout);
@@ -315,38 +318,32 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     done();
     co_return;
   }
-  // A plain request: its body whole (bounded), then one exchange with Connection: close.
+  // A plain request: its head, its body as it comes, then one exchange with Connection: close.
+  // Secrets travel only inside the proxy's own TLS: a placeholder in plain HTTP goes nowhere.
+  auto carries = [&](const std::string& name) {
+    rec.allowed = false;
+    rec.status = 403;
+    rec.reason = "the request carries the placeholder of secret " + name + ", which " +
+                 (secret_bound(*policy_, name, target->authority.host)
+                      ? "goes to its hosts only over HTTPS"
+                      : "is bound to other hosts");
+  };
+  if (auto carried = placeholder_in_request(*policy_, target->authority.host,
+                                            target->authority.port, req, {}, false);
+      !carried.empty()) {
+    carries(carried);
+    co_await refuse(c, rec);
+    done();
+    co_return;
+  }
   if (iequals(req[http::field::expect], "100-continue")) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     co_await net::async_write(c->client, net::buffer(kContinue),
                               net::redirect_error(net::use_awaitable, ec));
-  }
-  if (!ec && !parser.is_done()) {
-    co_await http::async_read(c->client, buf, parser, net::redirect_error(net::use_awaitable, ec));
-  }
-  if (ec) {
-    rec.allowed = false;
-    rec.status = ec == http::error::body_limit ? 413 : 400;
-    rec.reason = ec == http::error::body_limit ? "the request body is larger than " +
-                                                     std::to_string(limits_.max_body) + " bytes"
-                                               : "reading the request body: " + ec.message();
-    co_await refuse(c, rec);
-    done();
-    co_return;
-  }
-  // Secrets travel only inside the proxy's own TLS: a placeholder in plain HTTP goes nowhere.
-  const std::string carried =
-      placeholder_in_request(*policy_, target->authority.host, req, req.body(), false);
-  if (!carried.empty()) {
-    rec.allowed = false;
-    rec.status = 403;
-    rec.reason = "the request carries the placeholder of secret " + carried + ", which " +
-                 (secret_bound(*policy_, carried, target->authority.host)
-                      ? "goes to its hosts only over HTTPS"
-                      : "is bound to other hosts");
-    co_await refuse(c, rec);
-    done();
-    co_return;
+    if (ec) {
+      done();
+      co_return;
+    }
   }
   const http_api::ConnectionNamed named(req,
                                         {http::field::connection, http::field::proxy_connection});
@@ -358,12 +355,41 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
     }
     head.append(name).append(": ").append(f.value()).append("\r\n");
   }
-  std::string body = std::move(req.body());
-  if (!body.empty() || req.has_content_length() || req.chunked()) {
-    head += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  preview::Framing framing = preview::Framing::kNone;
+  if (parser.chunked()) {
+    head += "Transfer-Encoding: chunked\r\n";
+    framing = preview::Framing::kChunked;
+  } else if (parser.content_length()) {
+    head += "Content-Length: " + std::to_string(*parser.content_length()) + "\r\n";
+    framing = preview::Framing::kLength;
   }
   head += "Connection: close\r\n\r\n";
-  co_await forward(c, rec, std::move(head), std::move(body));
+  PlaceholderScan scan(*policy_);
+  std::string carried;
+  uint64_t body_bytes = 0;
+  std::vector<char> chunk(preview::kRelayChunk);
+  ec = co_await preview::relay(c->client, buf, parser, c->upstream, head, framing, chunk.data(),
+                               &c->last_active, nullptr, [&](std::string_view piece) {
+                                 body_bytes += piece.size();
+                                 carried = scan.feed(piece);
+                                 return carried.empty();
+                               });
+  rec.bytes_up = head.size() + body_bytes;
+  if (!carried.empty() || ec) {
+    // The host has at most the placeholder less its last byte: its connection is reset.
+    boost::system::error_code ignored;
+    c->upstream.close(ignored);
+    if (!carried.empty()) {
+      carries(carried);
+    } else {
+      rec.status = 502;
+      rec.reason = "relaying the request: " + ec.message();
+    }
+    co_await refuse(c, rec);
+    done();
+    co_return;
+  }
+  co_await answer(c, rec);
   done();
 }
 
@@ -508,7 +534,7 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
   // A host bound to a secret is reached only through the proxy's own TLS: no byte of it flows
   // to the sandbox as it comes.
   const Authority& want = c->target->authority;
-  const bool intercepted = any_secret_bound(*policy_, want.host);
+  const bool intercepted = any_secret_bound(*policy_, want.host, want.port);
   Beside down(c->client.get_executor());
   if (!intercepted) down.start(copy_down(c));
 
@@ -600,18 +626,8 @@ net::awaitable<void> EgressProxy::tunnel(std::shared_ptr<Conn> c, EgressRecord& 
   c->finish();
 }
 
-net::awaitable<void> EgressProxy::forward(std::shared_ptr<Conn> c, EgressRecord& rec,
-                                          std::string head, std::string body) {
+net::awaitable<void> EgressProxy::answer(std::shared_ptr<Conn> c, EgressRecord& rec) {
   boost::system::error_code ec;
-  const std::array<net::const_buffer, 2> out = {net::buffer(head), net::buffer(body)};
-  co_await net::async_write(c->upstream, out, net::redirect_error(net::use_awaitable, ec));
-  rec.bytes_up = head.size() + body.size();
-  if (ec) {
-    rec.status = 502;
-    rec.reason = "sending the request upstream: " + ec.message();
-    co_await refuse(c, rec);
-    co_return;
-  }
   // The answer passes as the upstream sends it, until it closes (it was asked to).
   std::vector<char> buf(kCopyChunk);
   std::string status_line;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "server/egress/byte_budget.h"
 #include "server/egress/dns.h"
 #include "server/egress/policy.h"
 #include "server/egress/proxy_request.h"
@@ -36,7 +37,8 @@ struct ProxyLimits {
   std::chrono::milliseconds idle_timeout{120000};
   size_t max_connections = 256;  // open at once, per session
   size_t max_head = 64 * 1024;
-  size_t max_body = 8u << 20;  // a plain HTTP request's body; larger is 413
+  // Request bodies read whole (to put a secret into them) held at once by one session's proxy.
+  size_t max_held_bodies = 16u << 20;
 };
 
 // One decision, as the session's network log keeps it.
@@ -89,6 +91,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
     ca_ = std::move(ca);
     upstream_tls_ = std::move(upstream);
   }
+  // What every session's proxy holds of request bodies at once, shared with them.
+  void set_server_bodies(std::shared_ptr<ByteBudget> b) { server_bodies_ = std::move(b); }
 
   struct Conn;  // one connection from the sandbox (proxy.cpp)
 
@@ -101,8 +105,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   // TLS to the host (intercept.cpp).
   net::awaitable<void> intercept(std::shared_ptr<Conn> c, EgressRecord& rec,
                                  std::vector<uint8_t> first);
-  net::awaitable<void> forward(std::shared_ptr<Conn> c, EgressRecord& rec, std::string head,
-                               std::string body);
+  // A plain request's answer, once the request went: as it comes, until the host closes.
+  net::awaitable<void> answer(std::shared_ptr<Conn> c, EgressRecord& rec);
   // The first address of `target` the policy lets through that accepts a connection.
   net::awaitable<bool> dial(std::shared_ptr<Conn> c, const ProxyTarget& target, EgressRecord& rec);
   // The policy's answer for `t` before DNS; a tunnel that only a method-limited rule allows is
@@ -122,6 +126,8 @@ class EgressProxy : public std::enable_shared_from_this<EgressProxy> {
   std::optional<UpstreamProxy> default_upstream_;
   std::shared_ptr<SessionCa> ca_;
   std::shared_ptr<ssl::context> upstream_tls_;
+  ByteBudget bodies_;
+  std::shared_ptr<ByteBudget> server_bodies_;
   std::unique_ptr<net::ip::tcp::acceptor> listener_;
   std::map<uint64_t, std::weak_ptr<Conn>> conns_;
   std::map<uint64_t, net::ip::tcp::socket*> waiting_;  // reverse connections not yet paired

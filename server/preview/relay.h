@@ -16,6 +16,7 @@
 #include <boost/container/static_vector.hpp>
 #include <charconv>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <string_view>
 
@@ -74,6 +75,10 @@ class BodyWriter {
   char size_line_[20];
 };
 
+// Sees each body piece before it is written; false stops the relay there, that piece unwritten
+// (the relay answers operation_aborted).
+using BodyInspect = std::function<bool(std::string_view piece)>;
+
 // Sends `head`, then the body that `p` (its header parsed) frames, read from `in` as it comes
 // (its first bytes may already be in in_buf) and written to `out` at once: nothing is buffered
 // beyond one piece, so large bodies and event streams flow through. A Content-Length body is
@@ -85,11 +90,15 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
                                                 Out& out, std::string_view head, Framing framing,
                                                 char* buffer,
                                                 std::chrono::steady_clock::time_point* progress,
-                                                ShardedCount* counted = nullptr) {
+                                                ShardedCount* counted = nullptr,
+                                                BodyInspect inspect = {}) {
   auto stamp = [progress] {
     if (progress) *progress = std::chrono::steady_clock::now();
   };
   BodyWriter<Out> w(out, head, framing == Framing::kChunked, counted);
+  auto refused = [&inspect](std::string_view piece) {
+    return inspect && !piece.empty() && !inspect(piece);
+  };
   boost::system::error_code ec;
   if (p.is_done()) {
     co_await w.write({}, true, ec);
@@ -98,8 +107,10 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
   if (!p.chunked() && p.content_length()) {
     std::uint64_t left = *p.content_length();
     size_t take = static_cast<size_t>(std::min<std::uint64_t>(left, in_buf.size()));
+    const std::string_view first(static_cast<const char*>(in_buf.data().data()), take);
+    if (refused(first)) co_return net::error::operation_aborted;
     // With nothing buffered yet the head goes out alone, before the body starts.
-    co_await w.write({static_cast<const char*>(in_buf.data().data()), take}, take == left, ec);
+    co_await w.write(first, take == left, ec);
     in_buf.consume(take);
     left -= take;
     while (!ec && left > 0) {
@@ -109,6 +120,7 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
       if (ec) break;
       stamp();
       left -= n;
+      if (refused({buffer, n})) co_return net::error::operation_aborted;
       co_await w.write({buffer, n}, left == 0, ec);
     }
     co_return ec;
@@ -126,6 +138,7 @@ net::awaitable<boost::system::error_code> relay(In& in, beast::flat_buffer& in_b
     stamp();
     size_t n = kRelayChunk - p.get().body().size;
     bool done = p.is_done();
+    if (refused({buffer, n})) co_return net::error::operation_aborted;
     if (n > 0 || done) co_await w.write({buffer, n}, done, ec);
     if (ec || done) co_return ec;
   }

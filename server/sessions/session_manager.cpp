@@ -1126,6 +1126,7 @@ void SessionManager::start_egress_proxy(const SessionPtr& s) {
       });
   s->egress_->set_tls(s->ca_, e.upstream_tls);
   s->egress_->set_default_upstream(e.upstream_proxy);
+  s->egress_->set_server_bodies(egress_bodies_);
 }
 
 std::optional<std::vector<std::string>> SessionManager::network_log(const std::string& id,

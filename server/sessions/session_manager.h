@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/agent_protocol.h"
 #include "common/cancellation.h"
 #include "common/clock.h"
 #include "common/crypto.h"
@@ -45,7 +46,9 @@ struct EgressConfig {
   egress::Boundary boundary;
   std::shared_ptr<const egress::Resolver> resolver;
   egress::ProxyLimits limits;
-  uint16_t port = 3128;  // on the sandbox's 127.0.0.1
+  // Request bodies every session's proxy holds at once (to put a secret into them).
+  uint64_t max_held_bodies = 256ull << 20;
+  uint16_t port = agent_protocol::kEgressProxyPort;  // on the sandbox's 127.0.0.1
   // How the proxy verifies hosts it talks TLS to (secrets); null: secrets cannot be injected.
   std::shared_ptr<egress::ssl::context> upstream_tls;
   std::string extra_ca_pem;  // --extra-ca-file: trusted in every sandbox too
@@ -429,6 +432,8 @@ class SessionManager {
   store::SessionStore& store_;
   const Clock& clock_;
   std::map<std::string, SessionPtr> live_;
+  std::shared_ptr<egress::ByteBudget> egress_bodies_ =
+      std::make_shared<egress::ByteBudget>(config_.egress.max_held_bodies);
   std::map<std::string, int> starting_;  // per driver: sandboxes being created
   bool draining_ = false;
   audit::AuditLog* audit_ = nullptr;

@@ -3,7 +3,9 @@
 // allows, and a name server the test runs sees no query for any name the policy denies.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -249,8 +251,8 @@ test('secrets: the bound site gets the value in its header and form field; no on
       mode: 'allowlist',
       allow: [{ host: 'site.test', ports: [servers.tlsPort] },
               { host: 'other.test', ports: [servers.otherPort, servers.tlsPort] }],
-      secrets: [{ name: 'gh', value, hosts: ['site.test'], header: 'Authorization',
-                  format: 'Bearer {value}' }],
+      secrets: [{ name: 'gh', value, hosts: ['site.test'], ports: [servers.tlsPort],
+                  header: 'Authorization', format: 'Bearer {value}', substitute: ['body'] }],
     },
   });
   assert.doesNotMatch(JSON.stringify(s), new RegExp(value));
@@ -310,6 +312,90 @@ test('secrets: the bound site gets the value in its header and form field; no on
   const refused = log.find((r) => r.host === 'other.test' && r.kind === 'http');
   assert.equal(refused.status, 403);
   assert.doesNotMatch(JSON.stringify(log), new RegExp(value));
+});
+
+// Debian's nginx serving two names on one address with one certificate, as a CDN, a PaaS router
+// or a shared ingress does; each name answers and logs the Authorization it got.
+async function startFrontEnd(dir) {
+  const port = await freePort();
+  const vhost = (name) => `
+  server {
+    listen 127.0.0.1:${port} ssl;
+    server_name ${name};
+    ssl_certificate ${world.tlsFiles.cert};
+    ssl_certificate_key ${world.tlsFiles.key};
+    access_log ${dir}/${name}.log seen;
+    location / { return 200 "${name}\\n"; }
+  }`;
+  fs.writeFileSync(path.join(dir, 'nginx.conf'), `daemon off;
+master_process off;
+worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 64; }
+http {
+  client_body_temp_path ${dir}/body;
+  log_format seen '$host "$request" auth="$http_authorization"';
+  ${vhost('site.test')}
+  ${vhost('vault.test')}
+}
+`);
+  const nginx = spawn('/usr/sbin/nginx', ['-c', path.join(dir, 'nginx.conf'), '-p', dir], { stdio: 'ignore' });
+  await waitFor(() => new Promise((resolve) => {
+    const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+    c.on('error', () => resolve(false));
+  }), { what: 'nginx listening' });
+  return { port, stop: () => nginx.kill('SIGKILL'), log: (name) => {
+    try { return fs.readFileSync(path.join(dir, `${name}.log`), 'utf8'); } catch { return ''; }
+  } };
+}
+
+test('secrets: a request line naming another host behind the same front end gets nothing; only paths of the bound host do', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cabin-front-'));
+  const front = await startFrontEnd(dir);
+  try {
+    const value = `tok_${Math.random().toString(36).slice(2)}Zq9`;
+    const s = await ctx.server.createSession({
+      network: {
+        mode: 'allowlist',
+        allow: [{ host: 'site.test', ports: [front.port] }],
+        secrets: [{ name: 'api', value, hosts: ['site.test'], ports: [front.port],
+                    format: 'Bearer {value}' }],
+      },
+    });
+    const url = `https://site.test:${front.port}/`;
+    // The bound host's own path gets the value.
+    const ok = await curl(s.id, [url]);
+    assert.equal(ok.stdout, 'site.test\n', JSON.stringify(ok));
+    assert.match(front.log('site.test'), new RegExp(`auth="Bearer ${value}"`));
+    // Absolute form and authority form in the tunnel, CONNECT and TRACE: the front end would
+    // route the first three by the target to vault.test, and TRACE echoes the request back.
+    for (const args of [['--request-target', `https://vault.test:${front.port}/steal`],
+                        ['--request-target', `http://vault.test/steal`],
+                        ['-X', 'CONNECT', '--request-target', `vault.test:${front.port}`],
+                        ['-X', 'TRACE']]) {
+      const r = await curl(s.id, ['-w', '\n%{http_code}', ...args, url]);
+      assert.match(r.stdout, /\n403$/, `${args.join(' ')}: ${JSON.stringify(r)}`);
+    }
+    assert.doesNotMatch(front.log('vault.test'), new RegExp(value));
+    assert.doesNotMatch(front.log('site.test'), /TRACE|CONNECT|steal/);
+    // The placeholder in the query is refused: this secret is put into its header only, and a
+    // page that echoes its query would hand the value back.
+    const placeholder = s.network.secrets[0].placeholder;
+    const echoed = await curl(s.id, ['-w', '\n%{http_code}', `${url}search?q=${placeholder}`]);
+    assert.match(echoed.stdout, /target carries the placeholder of secret api[^\n]*\n+403$/);
+    const log = await waitFor(async () => {
+      const l = await networkLog(s.id);
+      return l.filter((r) => r.kind === 'http' && r.host === 'site.test').length >= 6 && l;
+    }, { what: 'the records of the requests in the tunnels' });
+    // (Chromium's own background requests to other hosts are refused too: not these.)
+    const refused = log.filter((r) => r.kind === 'http' && r.host === 'site.test' && r.status === 403);
+    assert.equal(refused.length, 5, JSON.stringify(log));
+    assert.deepEqual(refused.map((r) => r.secrets), [[], [], [], [], []]);
+  } finally {
+    front.stop();
+    await removeTree(dir);
+  }
 });
 
 test('Chromium\'s side doors: WebSockets, subresources, a redirect, DNS hints, WebRTC, and the sandbox\'s own localhost', async () => {
@@ -413,7 +499,7 @@ test('commands: IDN, IPv6 literals, a private answer, ports, methods, Host and S
   // Mode open: any public address, and still nothing always denied or private.
   put = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, { mode: 'open' });
   assert.equal(put.status, 200, put.text);
-  assert.equal(await code([`http://site.test:${sp}/`]), '200');  // 127.0.0.1 is opened by --egress-allow-cidr
+  assert.equal(await code([`http://site.test:${sp}/`]), '200');  // 127.0.0.1 is opened by --egress-allow-host-cidr
   for (const url of ['http://169.254.169.254/', 'http://10.0.0.1/', 'http://private.test/',
     'http://[::ffff:a9fe:a9fe]/']) {
     assert.equal(await code([url]), '403', url);
@@ -509,6 +595,85 @@ test('an upstream proxy (Debian\'s squid) carries allowed traffic, asked for the
   } finally {
     squid.kill('SIGKILL');
     await removeTree(dir);
+  }
+});
+
+test('200 plain uploads to a host that never reads: cabind holds no body, and a placeholder deep in one is still refused', async () => {
+  // A tarpit: it takes connections and never reads from them.
+  const held = [];
+  const tarpit = net.createServer((c) => { c.pause(); held.push(c); });
+  tarpit.listen(0, '127.0.0.1');
+  await once(tarpit, 'listening');
+  const port = tarpit.address().port;
+  const rss = () => Number(/^VmRSS:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${ctx.server.pid}/status`, 'utf8'))[1]) * 1024;
+  try {
+    const s = await ctx.server.createSession({ network: {
+      mode: 'allowlist', allow: [{ host: 'site.test', ports: [port, servers.sitePort] }],
+      secrets: [{ name: 'gh', value: 'never-sent', hosts: ['vault.test'] }],
+    } });
+    const before = rss();
+    // 200 connections, each a POST of 8 MiB that the sandbox writes as fast as the proxy takes
+    // it, for 8 s; then how much went.
+    const script = `
+import socket, time
+n = 8 << 20
+conns = []
+for i in range(200):
+    c = socket.create_connection(("127.0.0.1", 3128), 5)
+    c.sendall(("POST http://site.test:${port}/ HTTP/1.1\\r\\nHost: site.test:${port}\\r\\n"
+               "Content-Length: %d\\r\\n\\r\\n" % n).encode())
+    c.setblocking(False)
+    conns.append([c, 0])
+chunk = b"x" * 65536
+deadline = time.time() + 8
+while time.time() < deadline:
+    for e in conns:
+        try:
+            e[1] += e[0].send(chunk)
+        except BlockingIOError:
+            pass
+    time.sleep(0.05)
+print(sum(e[1] for e in conns))
+`;
+    const sending = exec(ctx.server, s.id, ['python3', '-c', script], { timeout_ms: 60000 });
+    let peak = before;
+    while (!(await Promise.race([sending.then(() => true), new Promise((r) => setTimeout(() => r(false), 200))]))) {
+      peak = Math.max(peak, rss());
+    }
+    const sent = await sending;
+    assert.equal(sent.exit_code, 0, JSON.stringify(sent));
+    // Much went (the host's buffers, and the sandbox's, took it), yet cabind grew by little.
+    assert.ok(Number(sent.stdout) > 200 * (256 << 10), sent.stdout);
+    const grew = `cabind grew by ${((peak - before) / 1048576).toFixed(1)} MiB while ${(Number(sent.stdout) / 1048576).toFixed(0)} MiB went`;
+    console.log(grew);
+    assert.ok(peak - before < 96 << 20, grew);
+    assert.equal(held.length, 200);
+
+    // A plain body that carries a placeholder deep inside, across a piece's seam: refused, and
+    // the host never gets the placeholder whole.
+    const placeholder = s.network.secrets[0].placeholder;
+    let got = '';
+    const sink = http.createServer((req, res) => {
+      req.on('data', (d) => { got += d; });
+      req.on('end', () => res.end('took it'));
+    });
+    sink.listen(0, '127.0.0.1');
+    await once(sink, 'listening');
+    const sinkPolicy = { mode: 'allowlist', allow: [{ host: 'site.test', ports: [sink.address().port] }],
+                         secrets: [{ name: 'gh', value: 'never-sent', hosts: ['vault.test'] }] };
+    const put = await ctx.server.api('PUT', `/v1/sessions/${s.id}/network`, sinkPolicy);
+    assert.equal(put.status, 200, put.text);
+    const made = await exec(ctx.server, s.id, ['python3', '-c',
+      `open("/tmp/body", "w").write("y" * ((1 << 20) + 65536 - 20) + "${placeholder}" + "z" * 1000)`]);
+    assert.equal(made.exit_code, 0, JSON.stringify(made));
+    const r = await curl(s.id, ['-w', '\n%{http_code}', '--data-binary', '@/tmp/body',
+                                `http://site.test:${sink.address().port}/up`]);
+    sink.close();
+    assert.match(r.stdout, /secret gh, which is bound to other hosts\n+403$/, JSON.stringify(r));
+    assert.ok(!got.includes(placeholder), 'the host got the placeholder whole');
+  } finally {
+    for (const c of held) c.destroy();
+    tarpit.close();
   }
 });
 

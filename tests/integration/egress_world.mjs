@@ -32,7 +32,7 @@ export async function withPage(cdpUrl, fn) {
 // last repeats); AAAA gets none. rebind.test first answers the site's address and then the inner
 // one, as a rebinding attacker's server does with a TTL of 0; mixed.test answers both at once,
 // the inner one first.
-// cabind may reach 127.0.0.1 only (--egress-allow-cidr): 127.0.0.2 is as closed to sandboxes as
+// cabind may reach 127.0.0.1 only (--egress-allow-host-cidr): 127.0.0.2 is as closed to sandboxes as
 // any private address, and a server there counts what gets through.
 const INNER_ADDRESS = '127.0.0.2';
 export const SERVED_NAMES = {
@@ -212,11 +212,13 @@ export async function startEgressWorld() {
     tlsRequests,
     otherRequests,
     innerRequests,
+    // The HTTPS site's key and certificate (for TLS_NAMES), for other servers of a test's.
+    tlsFiles: { key: at('key.pem'), cert: at('cert.pem') },
     cabindArgs: () => [
       ...['site.test', 'other.test', 'vault.test', 'a.b.wiki.test'].flatMap((n) => ['--egress-resolve', `${n}=127.0.0.1`]),
       // A name whose only address is private, as a rebinding name would answer.
       '--egress-resolve', 'private.test=10.20.30.40',
-      '--egress-allow-cidr', '127.0.0.1/32', '--egress-dns', `127.0.0.1:${dns.address().port}`,
+      '--egress-allow-host-cidr', '127.0.0.1/32', '--egress-dns', `127.0.0.1:${dns.address().port}`,
       '--extra-ca-file', at('ca.pem')],
     close: async () => {
       for (const s of [servers.site, servers.other, servers.tls, inner]) s.close();

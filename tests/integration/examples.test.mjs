@@ -54,7 +54,7 @@ before(async () => {
   siteUrl = `http://site.test:${port}`;
   sessionSpec = { network: { mode: 'allowlist', allow: [{ host: 'site.test', ports: [port] }] } };
   server = await startCabind({
-    args: ['--egress-resolve', 'site.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32'],
+    args: ['--egress-resolve', 'site.test=127.0.0.1', '--egress-allow-host-cidr', '127.0.0.1/32'],
   });
 });
 

@@ -60,7 +60,7 @@ describe('MCP', () => {
     });
     await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
     server = await startCabind({
-      args: ['--egress-resolve', 'app.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32'],
+      args: ['--egress-resolve', 'app.test=127.0.0.1', '--egress-allow-host-cidr', '127.0.0.1/32'],
     });
     client = await connect(server);
   });

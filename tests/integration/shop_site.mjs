@@ -30,7 +30,7 @@ export async function startShop() {
     origin: `http://shop.test:${port}`,
     // What a session needs to reach it, and what cabind needs to let it.
     network: { mode: 'allowlist', allow: [{ host: 'shop.test', ports: [port] }] },
-    cabindArgs: ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32'],
+    cabindArgs: ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-host-cidr', '127.0.0.1/32'],
     close: () => site.close(),
   };
 }

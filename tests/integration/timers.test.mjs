@@ -44,7 +44,7 @@ after(() => {
 });
 
 const ctx = useCabind({
-  args: ['--egress-resolve', 'page.test=127.0.0.1', '--egress-allow-cidr', '127.0.0.1/32',
+  args: ['--egress-resolve', 'page.test=127.0.0.1', '--egress-allow-host-cidr', '127.0.0.1/32',
          '--default-idle-timeout-s', '600'],
 });
 const pageAt = (p) => ({

@@ -130,6 +130,11 @@ TEST_CASE("always_denied names every range no policy opens, in every IPv6 disgui
       {"2002:7f00:1::", "loopback"},
       {"64:ff9b:1::1", "local NAT64"},
       {"2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"},
+      // SIIT (RFC 2765) carries an IPv4 address; ISATAP's interface id reaches one too.
+      {"::ffff:0:127.0.0.1", "loopback"},
+      {"::ffff:0:a00:5", "private"},
+      {"2001:db8::5efe:a00:5", "ISATAP"},
+      {"2606:2800::200:5efe:5db8:d70e", "ISATAP"},
   };
   for (const auto& [address, why] : cases) {
     INFO(address);
@@ -141,13 +146,28 @@ TEST_CASE("always_denied names every range no policy opens, in every IPv6 disgui
     CHECK(always_denied(ip(pub), none).empty());
   }
   Boundary lab;
-  lab.open_cidrs.push_back(*parse_cidr("127.0.0.0/8"));
-  lab.host_addresses = {ip("127.0.0.1"), ip("198.51.100.20")};
-  CHECK(always_denied(ip("127.0.0.2"), lab).empty());
-  CHECK(always_denied(ip("127.0.0.1"), lab).empty());  // an opened range wins
-  CHECK(always_denied(ip("198.51.100.20"), lab) == "host address");
-  CHECK(always_denied(ip("::ffff:198.51.100.20"), lab) == "host address");
-  CHECK(always_denied(ip("10.1.1.1"), lab) == "private");
+  lab.open_cidrs.push_back(*parse_cidr("10.0.0.0/8"));
+  lab.open_cidrs.push_back(*parse_cidr("169.254.0.0/16"));
+  lab.open_cidrs.push_back(*parse_cidr("0.0.0.0/0"));
+  lab.host_addresses = {ip("127.0.0.1"), ip("10.1.2.3")};
+  CHECK(always_denied(ip("10.1.1.1"), lab).empty());
+  CHECK(always_denied(ip("169.254.1.1"), lab).empty());
+  // An open range, however wide, does not open the host itself or the metadata service.
+  CHECK(always_denied(ip("10.1.2.3"), lab) == "host address");
+  CHECK(always_denied(ip("::ffff:10.1.2.3"), lab) == "host address");
+  CHECK(always_denied(ip("169.254.169.254"), lab) == "metadata");
+  CHECK(always_denied(ip("127.0.0.2"), lab) == "loopback");
+  CHECK(always_denied(ip("0.0.0.0"), lab) == "unspecified");
+  // Only a range opened for the host does, and only within it.
+  lab.open_host_cidrs.push_back(*parse_cidr("127.0.0.1/32"));
+  CHECK(always_denied(ip("127.0.0.1"), lab).empty());
+  CHECK(always_denied(ip("::ffff:127.0.0.1"), lab).empty());
+  CHECK(always_denied(ip("127.0.0.2"), lab) == "loopback");
+  CHECK(always_denied(ip("10.1.2.3"), lab) == "host address");
+  Boundary none_open;
+  none_open.host_addresses = {ip("198.51.100.20")};
+  CHECK(always_denied(ip("198.51.100.20"), none_open) == "host address");
+  CHECK(always_denied(ip("198.51.100.21"), none_open).empty());
 }
 
 TEST_CASE("host patterns: a wildcard matches below its name at any depth, never the name itself") {
@@ -308,6 +328,8 @@ TEST_CASE("check_host: IP literals need a cidr rule and never reach the always-d
   CHECK_FALSE(check_host(open, b, host("127.0.0.1"), 443, "").allowed);
   Boundary lab;
   lab.open_cidrs.push_back(*parse_cidr("127.0.0.0/8"));
+  CHECK_FALSE(check_host(open, lab, host("127.0.0.1"), 443, "").allowed);
+  lab.open_host_cidrs.push_back(*parse_cidr("127.0.0.0/8"));
   CHECK(check_host(open, lab, host("127.0.0.1"), 443, "").allowed);
 }
 

@@ -25,8 +25,9 @@ namespace {
 Policy secrets_policy() {
   auto p = parse_policy(nlohmann::json::parse(R"({"mode": "allowlist",
       "allow": [{"host": "*.example.test"}],
-      "secrets": [{"name": "a", "value": "v a+b", "hosts": ["api.example.test"]},
-                  {"name": "b", "value": "vb", "hosts": ["*.other.test"],
+      "secrets": [{"name": "a", "value": "v a+b", "hosts": ["api.example.test"],
+                   "substitute": ["target", "body"]},
+                  {"name": "b", "value": "vb", "hosts": ["*.other.test"], "ports": [8443, 443],
                    "header": "X-Key", "format": "k={value};{value}"}]})"));
   REQUIRE(p);
   return *p;
@@ -43,18 +44,26 @@ X509* pem_certificate(const std::string& pem) {
 
 }  // namespace
 
-TEST_CASE("secrets: which hosts a secret is bound to") {
+TEST_CASE("secrets: which hosts and ports a secret is bound to") {
   const Policy p = secrets_policy();
+  CHECK(bound_to(p.secrets[0], name_host("api.example.test"), 443));
+  CHECK(bound_to(p.secrets[0], name_host("API.example.test."), 443));
+  CHECK_FALSE(bound_to(p.secrets[0], name_host("www.example.test"), 443));
+  CHECK(bound_to(p.secrets[1], name_host("x.y.other.test"), 8443));
+  CHECK_FALSE(bound_to(p.secrets[1], name_host("other.test"), 443));
+  CHECK_FALSE(bound_to(p.secrets[0], name_host("127.0.0.1"), 443));
+  // 443 unless the secret names its ports: on another port the host is only tunnelled.
+  CHECK(p.secrets[0].ports == std::vector<uint16_t>{443});
+  CHECK(p.secrets[1].ports == std::vector<uint16_t>{443, 8443});
+  CHECK_FALSE(bound_to(p.secrets[0], name_host("api.example.test"), 8443));
   CHECK(bound_to(p.secrets[0], name_host("api.example.test")));
-  CHECK(bound_to(p.secrets[0], name_host("API.example.test.")));
-  CHECK_FALSE(bound_to(p.secrets[0], name_host("www.example.test")));
-  CHECK(bound_to(p.secrets[1], name_host("x.y.other.test")));
-  CHECK_FALSE(bound_to(p.secrets[1], name_host("other.test")));
-  CHECK_FALSE(bound_to(p.secrets[0], name_host("127.0.0.1")));
-  CHECK(any_secret_bound(p, name_host("api.example.test")));
-  CHECK_FALSE(any_secret_bound(p, name_host("www.example.test")));
+  CHECK(any_secret_bound(p, name_host("api.example.test"), 443));
+  CHECK_FALSE(any_secret_bound(p, name_host("api.example.test"), 80));
+  CHECK_FALSE(any_secret_bound(p, name_host("www.example.test"), 443));
   CHECK(secret_bound(p, "b", name_host("a.other.test")));
   CHECK_FALSE(secret_bound(p, "a", name_host("a.other.test")));
+  CHECK(any_secret_in_body(p, name_host("api.example.test"), 443));
+  CHECK_FALSE(any_secret_in_body(p, name_host("a.other.test"), 443));
 }
 
 TEST_CASE("secrets: placeholders found, and replaced as the body's type needs") {
@@ -63,20 +72,25 @@ TEST_CASE("secrets: placeholders found, and replaced as the body's type needs") 
   REQUIRE(pa.rfind("cabin_secret_", 0) == 0);
   REQUIRE(pa.size() == 13 + 32);
   const Host api = name_host("api.example.test");
-  CHECK(placeholder_in(p, api, "x" + pa, true).empty());
-  CHECK(placeholder_in(p, api, "x" + pa, false) == "a");
-  CHECK(placeholder_in(p, api, pb, true) == "b");
-  CHECK(placeholder_in(p, api, "cabin_secret_", false).empty());
+  CHECK(placeholder_in(p, api, 443, "x" + pa, true).empty());
+  CHECK(placeholder_in(p, api, 443, "x" + pa, false) == "a");
+  CHECK(placeholder_in(p, api, 8443, "x" + pa, true) == "a");  // not bound on that port
+  CHECK(placeholder_in(p, api, 443, pb, true) == "b");
+  CHECK(placeholder_in(p, api, 443, "cabin_secret_", false).empty());
 
   std::vector<std::string> used;
+  const Part body{Part::kBody, {}};
   std::string form = "u=1&p=" + pa + "&q=" + pa;
-  replace_placeholders(p, api, form, BodyKind::kUrlEncoded, used);
+  replace_placeholders(p, api, 443, body, form, BodyKind::kUrlEncoded, used);
   CHECK(form == "u=1&p=v%20a%2Bb&q=v%20a%2Bb");
   CHECK(used == std::vector<std::string>{"a"});
   std::string json = "{\"k\":\"" + pa + "\",\"o\":\"" + pb + "\"}";
-  replace_placeholders(p, api, json, BodyKind::kJson, used);
+  replace_placeholders(p, api, 443, body, json, BodyKind::kJson, used);
   CHECK(json == "{\"k\":\"v a+b\",\"o\":\"" + pb + "\"}");  // b is not bound here: left
   CHECK(used.size() == 1);
+  std::string elsewhere = pa;
+  replace_placeholders(p, api, 8443, body, elsewhere, BodyKind::kText, used);
+  CHECK(elsewhere == pa);
 
   CHECK(body_kind("application/x-www-form-urlencoded; charset=utf-8") == BodyKind::kUrlEncoded);
   CHECK(body_kind("Application/JSON") == BodyKind::kJson);
@@ -87,6 +101,65 @@ TEST_CASE("secrets: placeholders found, and replaced as the body's type needs") 
   CHECK(body_kind("") == BodyKind::kOpaque);
   CHECK(header_value(p.secrets[1]) == "k=vb;vb");
   CHECK(header_value(p.secrets[0]) == "v a+b");
+}
+
+TEST_CASE("secrets: a placeholder is replaced in its own header, and in target and body only "
+          "where the secret says") {
+  const Policy p = secrets_policy();
+  const std::string pa = p.secrets[0].placeholder, pb = p.secrets[1].placeholder;
+  const Host api = name_host("api.example.test"), other = name_host("x.other.test");
+  std::vector<std::string> used;
+  // b: its header only.
+  std::string text = pb;
+  replace_placeholders(p, other, 443, {Part::kTarget, {}}, text, BodyKind::kUrlEncoded, used);
+  CHECK(text == pb);
+  replace_placeholders(p, other, 443, {Part::kBody, {}}, text, BodyKind::kText, used);
+  CHECK(text == pb);
+  replace_placeholders(p, other, 443, {Part::kField, "Cookie"}, text, BodyKind::kText, used);
+  CHECK(text == pb);
+  replace_placeholders(p, other, 443, {Part::kField, "x-key"}, text, BodyKind::kText, used);
+  CHECK(text == "vb");
+  // a: its header, the target and the body.
+  text = pa;
+  replace_placeholders(p, api, 443, {Part::kTarget, {}}, text, BodyKind::kUrlEncoded, used);
+  CHECK(text == "v%20a%2Bb");
+
+  boost::beast::http::fields fields;
+  fields.set("X-Key", "k " + pb);
+  CHECK(misplaced_placeholder(p, other, 443, fields, "/", "").empty());
+  CHECK(misplaced_placeholder(p, other, 443, fields, "/?q=" + pb, "") ==
+        "the request's target carries the placeholder of secret b: it is put only into its "
+        "header X-Key unless its \"substitute\" lists \"target\"");
+  CHECK(misplaced_placeholder(p, other, 443, fields, "/", "x=" + pb).find("lists \"body\"") !=
+        std::string::npos);
+  fields.set("Cookie", "c=" + pb);
+  CHECK(misplaced_placeholder(p, other, 443, fields, "/", "") ==
+        "the request's field Cookie carries the placeholder of secret b: it is put only into its "
+        "header X-Key");
+  // a allows its target and body; another field is still refused.
+  boost::beast::http::fields none;
+  CHECK(misplaced_placeholder(p, api, 443, none, "/?q=" + pa, "x=" + pa).empty());
+  none.set("X-Other", pa);
+  CHECK_FALSE(misplaced_placeholder(p, api, 443, none, "/", "").empty());
+}
+
+TEST_CASE("secrets: ports and substitute parsed, answered, and refused when wrong") {
+  const Policy p = secrets_policy();
+  const auto j = policy_json(p);
+  CHECK(j["secrets"][0]["ports"] == nlohmann::json::array({443}));
+  CHECK(j["secrets"][0]["substitute"] == nlohmann::json::array({"target", "body"}));
+  CHECK(j["secrets"][1]["substitute"] == nlohmann::json::array());
+  auto bad = [](const char* secret) {
+    return parse_policy(nlohmann::json::parse(std::string(R"({"mode": "allowlist", "secrets": [)") +
+                                              secret + "]}"));
+  };
+  auto r = bad(R"({"name": "a", "value": "v", "hosts": ["a.test"], "substitute": ["header"]})");
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("network.secrets[0].substitute[0]") != std::string::npos);
+  CHECK_FALSE(bad(R"({"name": "a", "value": "v", "hosts": ["a.test"], "substitute": "body"})"));
+  CHECK_FALSE(bad(R"({"name": "a", "value": "v", "hosts": ["a.test"], "ports": [0]})"));
+  CHECK_FALSE(bad(R"({"name": "a", "value": "v", "hosts": ["a.test"], "ports": []})"));
+  CHECK(bad(R"({"name": "a", "value": "v", "hosts": ["a.test"], "ports": [9443]})"));
 }
 
 TEST_CASE("session CA: leaves for a host verify against it, and only for that host") {
@@ -118,7 +191,20 @@ TEST_CASE("session CA: leaves for a host verify against it, and only for that ho
   CHECK(X509_verify_cert(vctx) != 1);
   X509_STORE_CTX_free(vctx);
   X509_STORE_free(store);
+  // The leaf has a key of its own: the CA's never serves TLS.
+  CHECK(EVP_PKEY_eq(X509_get0_pubkey(leaf), X509_get0_pubkey(root)) != 1);
+  auto other_leaf = (*ca)->server_context("other.test");
+  REQUIRE(other_leaf);
+  CHECK(EVP_PKEY_eq(X509_get0_pubkey(SSL_CTX_get0_certificate((*other_leaf)->native_handle())),
+                    X509_get0_pubkey(leaf)) != 1);
   X509_free(root);
+
+  // A copy's share of the CA: the same certificate, leaves of its own.
+  auto shared = (*ca)->share();
+  CHECK(shared->certificate_pem() == pem);
+  auto shared_leaf = shared->server_context("site.test");
+  REQUIRE(shared_leaf);
+  CHECK(shared_leaf->get() != ctx->get());
 
   // Another session's CA does not vouch for this one's leaves.
   auto other = SessionCa::create("ses_y");

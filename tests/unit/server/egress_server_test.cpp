@@ -1,5 +1,5 @@
 // The egress proxy end to end on loopback: real sockets, a real OpenSSL ClientHello, upstreams
-// on 127.0.0.1 (opened to the policy as --egress-allow-cidr 127.0.0.0/8 opens it).
+// on 127.0.0.1 (opened to the policy as --egress-allow-host-cidr 127.0.0.0/8 opens it).
 // clang-format off
 #include "common/asio.h"  // first: see there
 // clang-format on
@@ -212,7 +212,7 @@ struct Fixture {
 
   void start(const std::string& policy_text, ProxyLimits limits = {}) {
     Boundary b;
-    b.open_cidrs.push_back(*parse_cidr("127.0.0.0/8"));
+    b.open_host_cidrs.push_back(*parse_cidr("127.0.0.0/8"));
     ResolverConfig rc;
     rc.servers = {dns.socket.local_endpoint()};
     rc.timeout = std::chrono::milliseconds(200);
@@ -496,8 +496,11 @@ struct SecretsFixture : Fixture {
     tls_port = site.port();
     const std::string policy = R"({"mode": "allowlist",
       "allow": [{"host": "site.test", "ports": [TLS]}, {"host": "other.test", "ports": [WEB]}],
-      "secrets": [{"name": "gh", "value": "ghp_real&=\"", "hosts": ["site.test"],
-                   "header": "Authorization", "format": "Bearer {value}"},
+      "secrets": [{"name": "gh", "value": "ghp_real&=\"", "hosts": ["site.test"], "ports": [TLS],
+                   "header": "Authorization", "format": "Bearer {value}",
+                   "substitute": ["target", "body"]},
+                  {"name": "key", "value": "key_real", "hosts": ["site.test"], "ports": [TLS],
+                   "header": "X-Token"},
                   {"name": "other", "value": "other_real", "hosts": ["elsewhere.test"]}]})";
     start(policy);
     ca = *SessionCa::create("ses_test");
@@ -556,7 +559,7 @@ struct SecretsFixture : Fixture {
 
 }  // namespace
 
-TEST_CASE("egress secrets: the bound host gets the value in its header, fields and form") {
+TEST_CASE("egress secrets: the bound host gets the value in its header, target and form") {
   SecretsFixture f;
   SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
   t.s.connect({kLoopback, f.proxy_port});
@@ -564,7 +567,7 @@ TEST_CASE("egress secrets: the bound host gets the value in its header, fields a
   REQUIRE_FALSE(f.handshake);  // the sandbox's TLS ends at the proxy, with the session's CA
 
   auto post = f.request(http::verb::post, "/login?key=" + f.placeholders["gh"]);
-  post.set("X-Token", "token " + f.placeholders["gh"]);
+  post.set("X-Token", "token " + f.placeholders["key"]);
   post.set(http::field::content_type, "application/x-www-form-urlencoded");
   post.body() = "user=a&pass=" + f.placeholders["gh"];
   auto res = run_sync(f.io, f.ask(t, post));
@@ -580,7 +583,7 @@ TEST_CASE("egress secrets: the bound host gets the value in its header, fields a
   REQUIRE(f.site.requests.size() == 2);
   const auto& got = f.site.requests[0];
   CHECK(got[http::field::authorization] == "Bearer ghp_real&=\"");
-  CHECK(got["X-Token"] == "token ghp_real&=\"");
+  CHECK(got["X-Token"] == "token key_real");
   CHECK(got.body() == "user=a&pass=ghp_real%26%3D%22");
   CHECK(got.target() == "/login?key=ghp_real%26%3D%22");
   CHECK(f.site.requests[1].body() == R"({"token":"ghp_real&=\""})");
@@ -594,11 +597,11 @@ TEST_CASE("egress secrets: the bound host gets the value in its header, fields a
   CHECK(f.records[0].kind == "http");
   CHECK(f.records[0].method == "POST");
   CHECK(f.records[0].status == 200);
-  CHECK(f.records[0].secrets == std::vector<std::string>{"gh"});
+  CHECK(f.records[0].secrets == std::vector<std::string>{"gh", "key"});
   CHECK(f.records[0].bytes_up > post.body().size());
   CHECK(f.records[1].method == "PUT");
   CHECK(f.records[2].kind == "connect");
-  CHECK(f.records[2].secrets == std::vector<std::string>{"gh"});
+  CHECK(f.records[2].secrets == std::vector<std::string>{"gh", "key"});
   CHECK(f.records[2].reason == "intercepted for secrets: 2 requests");
   for (const auto& r : f.records) {
     CHECK(nlohmann::json(record_json(r)).dump().find("ghp_real") == std::string::npos);
@@ -644,6 +647,100 @@ TEST_CASE("egress secrets: a request for another host in the tunnel is refused")
   auto res = run_sync(f.io, f.ask(t, get));
   CHECK(res.result_int() == 421);
   CHECK(f.site.requests.empty());
+}
+
+TEST_CASE("egress secrets: only a path of the tunnel's own host gets them") {
+  SecretsFixture f;
+  // Each refusal ends its tunnel: a new one each time.
+  auto ask = [&](http::request<http::string_body> req) {
+    SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
+    t.s.connect({kLoopback, f.proxy_port});
+    run_sync(f.io, f.open(t));
+    REQUIRE_FALSE(f.handshake);
+    return run_sync(f.io, f.ask(t, std::move(req)));
+  };
+  // What a front end serving other names too would route by the target, not the Host.
+  for (const std::string target :
+       {"https://evil.test/steal", "http://evil.test/", "evil.test:443", "//evil.test/x"}) {
+    auto res = ask(f.request(http::verb::get, target));
+    CHECK(res.result_int() == 403);
+    CHECK(res.body().find("must name a path of that host") != std::string::npos);
+  }
+  auto connect = f.request(http::verb::connect, "evil.test:443");
+  auto res = ask(connect);
+  CHECK(res.result_int() == 403);
+  CHECK(res.body().find("may not be CONNECT") != std::string::npos);
+  for (const char* echoing : {"TRACE", "TRACK", "trace"}) {
+    auto req = f.request(http::verb::unknown, "/");
+    req.method_string(echoing);
+    res = ask(req);
+    CHECK(res.result_int() == 403);
+  }
+  CHECK(f.site.requests.empty());
+
+  // A path goes, without the fields some front ends route by; so does OPTIONS *.
+  auto get = f.request(http::verb::get, "/ok");
+  get.set("X-Forwarded-Host", "evil.test");
+  get.set("Forwarded", "host=evil.test");
+  get.set("X-Original-URL", "https://evil.test/");
+  res = ask(get);
+  CHECK(res.result_int() == 200);
+  res = ask(f.request(http::verb::options, "*"));
+  CHECK(res.result_int() == 200);
+  REQUIRE(f.site.requests.size() == 2);
+  CHECK(f.site.requests[0].target() == "/ok");
+  CHECK(f.site.requests[0].count("X-Forwarded-Host") == 0);
+  CHECK(f.site.requests[0].count("Forwarded") == 0);
+  CHECK(f.site.requests[0].count("X-Original-URL") == 0);
+  CHECK(f.site.requests[0][http::field::authorization] == "Bearer ghp_real&=\"");
+}
+
+TEST_CASE("egress secrets: a placeholder where its secret is not put is refused and never sent") {
+  SecretsFixture f;
+  auto ask = [&](http::request<http::string_body> req) {
+    SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
+    t.s.connect({kLoopback, f.proxy_port});
+    run_sync(f.io, f.open(t));
+    REQUIRE_FALSE(f.handshake);
+    return run_sync(f.io, f.ask(t, std::move(req)));
+  };
+  // key goes into X-Token only: not the target, the body, or another field.
+  auto res = ask(f.request(http::verb::get, "/search?q=" + f.placeholders["key"]));
+  CHECK(res.result_int() == 403);
+  CHECK(res.body().find("target carries the placeholder of secret key") != std::string::npos);
+  auto post = f.request(http::verb::post, "/echo");
+  post.set(http::field::content_type, "text/plain");
+  post.body() = f.placeholders["key"];
+  res = ask(post);  // read, since gh is put into bodies of this host
+  CHECK(res.result_int() == 403);
+  CHECK(res.body().find("body carries the placeholder of secret key") != std::string::npos);
+  auto cookie = f.request(http::verb::get, "/");
+  cookie.set(http::field::cookie, "k=" + f.placeholders["key"]);
+  res = ask(cookie);
+  CHECK(res.result_int() == 403);
+  CHECK(res.body().find("field Cookie carries the placeholder of secret key") !=
+        std::string::npos);
+  CHECK(f.site.requests.empty());
+}
+
+TEST_CASE("egress secrets: a host on a port its secrets are not bound to is only tunnelled") {
+  Fixture f;
+  f.start(R"({"mode": "open", "secrets": [{"name": "gh", "value": "v", "hosts": ["site.test"]}]})");
+  f.proxy->set_tls(*SessionCa::create("ses_test"), *upstream_tls_context({}));
+  auto c = f.connect();
+  const std::string hello = client_hello("site.test");
+  const std::string established = "HTTP/1.1 200 Connection Established\r\n\r\n";
+  f.send(c, f.connect_line("site.test:" + std::to_string(f.echo.port())));
+  f.read(c, established);
+  f.send(c, hello);
+  // The echo server's answer is the ClientHello itself: the bytes went through untouched, where
+  // an opened-up tunnel would have answered with the session CA's ServerHello.
+  f.read(c, established + hello);
+  CHECK(c.got == established + hello);
+  c.s.close();
+  f.wait_records(1);
+  CHECK(f.records[0].allowed);
+  CHECK(f.records[0].reason.find("intercepted") == std::string::npos);
 }
 
 TEST_CASE("egress secrets: a site the proxy cannot verify gets no secret") {
