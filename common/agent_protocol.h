@@ -22,6 +22,10 @@ inline constexpr char kAgentFailureLinePrefix[] = "cabin-agent failed: ";
 
 // The RFB (VNC) server's port on the sandbox's loopback; cabind reaches it through the agent.
 inline constexpr uint16_t kRfbPort = 5900;
+// The egress proxy's port on the sandbox's loopback: its programs' only way out.
+inline constexpr uint16_t kEgressProxyPort = 3128;
+// The agent's own port in a microVM guest (vm-images/guest/init), which cabind forwards to.
+inline constexpr uint16_t kGuestAgentPort = 7000;
 
 // The agent's endpoints: cabin-agent serves them, cabind's AgentClient alone calls them.
 inline constexpr std::string_view kHealthPath = "/agent/v1/health";

@@ -175,7 +175,8 @@ const unsigned char* bytes(std::string_view s) {
 
 }  // namespace
 
-std::optional<std::string> seal(std::string_view key, std::string_view plain) {
+std::optional<std::string> seal(std::string_view key, std::string_view plain,
+                                std::string_view context) {
   if (key.size() != kSealKey || plain.size() > (1u << 30)) return std::nullopt;
   const std::string nonce = random_bytes(kSealNonce);
   std::string out = nonce;
@@ -183,7 +184,10 @@ std::optional<std::string> seal(std::string_view key, std::string_view plain) {
   auto* ct = reinterpret_cast<unsigned char*>(out.data()) + kSealNonce;
   CipherCtx c;
   int n = 0, tail = 0;
+  int aad = 0;
   if (!c.p || EVP_EncryptInit_ex(c.p, EVP_aes_256_gcm(), nullptr, bytes(key), bytes(nonce)) != 1 ||
+      (!context.empty() && EVP_EncryptUpdate(c.p, nullptr, &aad, bytes(context),
+                                             static_cast<int>(context.size())) != 1) ||
       EVP_EncryptUpdate(c.p, ct, &n, bytes(plain), static_cast<int>(plain.size())) != 1 ||
       EVP_EncryptFinal_ex(c.p, ct + n, &tail) != 1 ||
       EVP_CIPHER_CTX_ctrl(c.p, EVP_CTRL_GCM_GET_TAG, kSealTag, ct + plain.size()) != 1)
@@ -191,7 +195,8 @@ std::optional<std::string> seal(std::string_view key, std::string_view plain) {
   return base64url_encode(out);
 }
 
-std::optional<std::string> open_sealed(std::string_view key, std::string_view sealed) {
+std::optional<std::string> open_sealed(std::string_view key, std::string_view sealed,
+                                       std::string_view context) {
   auto raw = base64url_decode(sealed);
   if (key.size() != kSealKey || !raw || raw->size() < kSealNonce + kSealTag) return std::nullopt;
   const std::string_view all(*raw);
@@ -201,7 +206,10 @@ std::optional<std::string> open_sealed(std::string_view key, std::string_view se
   std::string plain(ct.size(), '\0');
   CipherCtx c;
   int n = 0, tail = 0;
+  int aad = 0;
   if (!c.p || EVP_DecryptInit_ex(c.p, EVP_aes_256_gcm(), nullptr, bytes(key), bytes(nonce)) != 1 ||
+      (!context.empty() && EVP_DecryptUpdate(c.p, nullptr, &aad, bytes(context),
+                                             static_cast<int>(context.size())) != 1) ||
       EVP_DecryptUpdate(c.p, reinterpret_cast<unsigned char*>(plain.data()), &n, bytes(ct),
                         static_cast<int>(ct.size())) != 1 ||
       EVP_CIPHER_CTX_ctrl(c.p, EVP_CTRL_GCM_SET_TAG, kSealTag, tag.data()) != 1 ||

@@ -44,8 +44,12 @@ std::optional<std::string> base64_decode(std::string_view text);
 bool constant_time_equal(std::string_view a, std::string_view b);
 
 // AES-256-GCM under a 32-byte key: base64url of a random 12-byte nonce, the ciphertext and the
-// 16-byte tag. open_sealed answers nullopt for another key, a wrong key size or any change.
-std::optional<std::string> seal(std::string_view key, std::string_view plain);
-std::optional<std::string> open_sealed(std::string_view key, std::string_view sealed);
+// 16-byte tag. `context` (the additional data) binds it to what it is for (a profile's id, say):
+// it opens only with the same context. open_sealed answers nullopt for another key or context, a
+// wrong key size or any change. An empty context is no additional data.
+std::optional<std::string> seal(std::string_view key, std::string_view plain,
+                                std::string_view context = {});
+std::optional<std::string> open_sealed(std::string_view key, std::string_view sealed,
+                                       std::string_view context = {});
 
 }  // namespace cabin

@@ -53,6 +53,7 @@ constexpr std::array kCatalogue{
     ErrorKind{"cannot_pause", Errc::kConflict},
     ErrorKind{"idempotency_in_progress", Errc::kConflict},
     ErrorKind{"human_in_control", Errc::kConflict},
+    ErrorKind{"control_not_yours", Errc::kPermissionDenied},
     ErrorKind{"idempotency_key_reused", Errc::kUnprocessable},
     ErrorKind{"body_too_large", Errc::kTooLarge},
     ErrorKind{"clipboard_too_large", Errc::kTooLarge},
@@ -162,6 +163,12 @@ Error human_in_control(std::string_view holder) {
   return CABIN_ERROR("human_in_control",
                      "input is refused while " + std::string(holder) +
                          " holds control of the session (screenshots still work)");
+}
+Error control_not_yours(std::string_view holder) {
+  return CABIN_ERROR("control_not_yours",
+                     std::string(holder) +
+                         " holds control, taken with an API key: a live view's token cannot "
+                         "release it; the key's caller releases it, or it runs out");
 }
 Error body_too_large(std::string_view limit) {
   return CABIN_ERROR("body_too_large", "the request body exceeds " + std::string(limit));

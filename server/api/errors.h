@@ -48,6 +48,7 @@ Error key_not_found();
 Error session_paused();                   // what needs its sandbox to run
 Error cannot_pause(std::string message);  // not now, or not on this driver
 Error human_in_control(std::string_view holder);  // /computer input while someone holds control
+Error control_not_yours(std::string_view holder);  // a token's release of a key holder's lock
 // 413, 414, 421, 431
 Error body_too_large(std::string_view limit);
 Error uri_too_long(std::string_view limit);

@@ -2,8 +2,11 @@
 
 #include <arpa/inet.h>
 
+#include <boost/asio/ip/address.hpp>
+
 #include <algorithm>
 #include <charconv>
+#include <optional>
 
 #include "common/bounded_json.h"
 
@@ -249,7 +252,8 @@ json inline_at(const json& schema, const json& doc, int depth) {
 
 }  // namespace
 
-bool origin_allowed(std::string_view origin, std::string_view public_url, bool tls, int port) {
+bool origin_allowed(std::string_view origin, std::string_view public_url, bool tls,
+                    std::string_view listen_host, int port) {
   if (!public_url.empty()) {
     const size_t scheme = public_url.find("://");
     if (scheme == std::string_view::npos) return false;
@@ -270,12 +274,22 @@ bool origin_allowed(std::string_view origin, std::string_view public_url, bool t
   }
   if (origin_port != port || host.empty() || host.size() > 64) return false;
   if (host == "localhost") return true;
-  char buf[16];
-  const std::string h(host);
-  if (h.front() == '[' && h.back() == ']') {
-    return inet_pton(AF_INET6, h.substr(1, h.size() - 2).c_str(), buf) == 1;
-  }
-  return inet_pton(AF_INET, h.c_str(), buf) == 1;
+  // An IP literal: loopback, or the very address the server listens on. Any other is a page
+  // served from another machine on the same port.
+  auto address = [](std::string_view text) -> std::optional<boost::asio::ip::address> {
+    if (text.size() > 2 && text.front() == '[' && text.back() == ']') {
+      text = text.substr(1, text.size() - 2);
+    }
+    boost::system::error_code ec;
+    auto a = boost::asio::ip::make_address(std::string(text), ec);
+    if (ec || text.find('%') != std::string_view::npos) return std::nullopt;
+    return a;
+  };
+  const auto a = address(host);
+  if (!a) return false;
+  if (a->is_loopback()) return true;
+  const auto listening = address(listen_host);
+  return listening && !listening->is_unspecified() && *listening == *a;
 }
 
 bool speaks(std::string_view version) {

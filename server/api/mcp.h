@@ -53,9 +53,11 @@ std::string dump(const nlohmann::json& j);
 nlohmann::json rpc_error(const RpcError& e);
 
 // Whether a page of `origin` (a request's Origin header) may call /mcp: the origin of
-// `public_url` when one is set; else, on the listening port and scheme, an address by IP or
-// `localhost`, never a name that DNS could rebind to this server.
-bool origin_allowed(std::string_view origin, std::string_view public_url, bool tls, int port);
+// `public_url` when one is set; else, on the listening port and scheme, `localhost`, a loopback
+// address or the address the server listens on (`listen_host`) by IP, never a name that DNS
+// could rebind to this server nor another machine's address.
+bool origin_allowed(std::string_view origin, std::string_view public_url, bool tls,
+                    std::string_view listen_host, int port);
 
 struct ToolCall {
   std::string name;

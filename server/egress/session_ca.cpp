@@ -160,9 +160,26 @@ Result<std::shared_ptr<SessionCa>> SessionCa::load(const std::string& cert_pem,
   return ca;
 }
 
+std::shared_ptr<SessionCa> SessionCa::share() const {
+  std::shared_ptr<SessionCa> ca(new SessionCa());
+  ca->key_ = std::make_unique<EvpKey>();
+  ca->cert_ = std::make_unique<X509Cert>();
+  EVP_PKEY_up_ref(key_->p);
+  ca->key_->p = key_->p;
+  X509_up_ref(cert_->p);
+  ca->cert_->p = cert_->p;
+  ca->cert_pem_ = cert_pem_;
+  return ca;
+}
+
 Result<std::shared_ptr<ssl::context>> SessionCa::server_context(const std::string& host) {
   if (auto it = leaves_.find(host); it != leaves_.end()) return it->second;
   if (leaves_.size() >= kMaxLeavesPerSession) leaves_.erase(leaves_.begin());
+  // A key per leaf: a TLS key that leaks (a side channel in the serving path) is one host's
+  // certificate for a week, not the CA every copy of the session trusts.
+  EvpKey leaf_key;
+  leaf_key.p = EVP_EC_gen("P-256");
+  if (!leaf_key.p) return openssl_error("generating a leaf's key");
   X509Cert leaf;
   X509* x = leaf.p = X509_new();
   if (!x) return openssl_error("X509_new");
@@ -171,7 +188,7 @@ Result<std::shared_ptr<ssl::context>> SessionCa::server_context(const std::strin
   // Browsers refuse leaves that last longer than 398 days; a week outlives any session here.
   X509_gmtime_adj(X509_getm_notBefore(x), -3600);
   X509_gmtime_adj(X509_getm_notAfter(x), 7L * 24 * 3600);
-  X509_set_pubkey(x, key_->p);
+  X509_set_pubkey(x, leaf_key.p);
   set_name(X509_get_subject_name(x), host.size() <= 64 ? host : "cabin");
   X509_set_issuer_name(x, X509_get_subject_name(cert_->p));
   if (auto r = add_extensions(cert_->p, x,
@@ -188,7 +205,8 @@ Result<std::shared_ptr<ssl::context>> SessionCa::server_context(const std::strin
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   tls12_or_newer(*ctx);
   SSL_CTX* native = ctx->native_handle();
-  if (SSL_CTX_use_certificate(native, x) != 1 || SSL_CTX_use_PrivateKey(native, key_->p) != 1) {
+  if (SSL_CTX_use_certificate(native, x) != 1 ||
+      SSL_CTX_use_PrivateKey(native, leaf_key.p) != 1) {
     return openssl_error("loading a leaf");
   }
   SSL_CTX_set_alpn_select_cb(native, select_http11, nullptr);

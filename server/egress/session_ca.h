@@ -31,16 +31,20 @@ class SessionCa {
   static Result<std::shared_ptr<SessionCa>> load(const std::string& cert_pem,
                                                  const std::string& key_pem);
 
+  // The same CA with a leaf cache of its own: each copy of a template machine (whose browser
+  // trusts the template's CA) signs its leaves apart, so that no session's hosts evict another's.
+  std::shared_ptr<SessionCa> share() const;
+
   const std::string& certificate_pem() const { return cert_pem_; }
   // The key, for the session's handoff (kept only in cabind's private store).
   Result<std::string> key_pem() const;
-  // A server context whose certificate names `host` (a canonical name), made on first use and
-  // kept; only HTTP/1.1 is offered, so the proxy can read the requests.
+  // A server context whose certificate names `host` (a canonical name), with a key of its own,
+  // made on first use and kept; only HTTP/1.1 is offered, so the proxy can read the requests.
   Result<std::shared_ptr<ssl::context>> server_context(const std::string& host);
 
  private:
   SessionCa() = default;
-  std::unique_ptr<EvpKey> key_;  // signs the leaves, and is every leaf's key too
+  std::unique_ptr<EvpKey> key_;  // signs the leaves, never serves TLS itself
   std::unique_ptr<X509Cert> cert_;
   std::string cert_pem_;
   std::map<std::string, std::shared_ptr<ssl::context>> leaves_;

@@ -115,9 +115,17 @@ Response Api::control(const api::Route& route, const Authn& authn, const Request
     ttl = *t;
   }
   if (*action == "take") {
-    // A live view's token speaks for the person looking at it; the API key for its caller.
+    // A live view's token speaks for the person looking at it, and no longer than it lives; the
+    // API key for its caller.
+    if (auto left = token_time_left(authn)) {
+      ttl = std::min<int64_t>(ttl, std::chrono::duration_cast<std::chrono::seconds>(*left).count());
+    }
     s->take_control(authn.by_token ? "live_view" : authn.who(), authn.by_token, ttl);
   } else if (*action == "release") {
+    // An operator's lock is the operator's to let go.
+    if (authn.by_token && s->control() && !s->control()->viewer) {
+      return error_response(api::errors::control_not_yours(s->control()->holder));
+    }
     s->release_control("released");
   } else {
     return error_response(invalid_field("action", "must be take or release"));

@@ -317,7 +317,7 @@ net::awaitable<Response> Api::mcp(const Authn& authn, const Request& req) {
   // browsers send no Origin).
   if (auto origin = req.find(http::field::origin); origin != req.end()) {
     if (!mcp::origin_allowed(origin->value(), config_.public_url, config_.tls(),
-                             config_.listen_port)) {
+                             config_.listen_host, config_.listen_port)) {
       co_return error_response(api::errors::cross_origin());
     }
   }

@@ -1,4 +1,5 @@
 // The preview endpoints of the control API: POST/GET/DELETE /v1/sessions/{id}/previews.
+#include "common/agent_protocol.h"
 #include "common/json_fields.h"
 #include "common/log.h"
 #include "server/api/errors.h"
@@ -60,6 +61,21 @@ Response Api::create_preview(const api::Route& route, const Request& req) {
   if (!ttl) return error_response(ttl.error());
   auto s = sessions_.find(route.session_id);
   if (!s) return error_response(api::errors::session_not_found());
+  // Cabin's own ports in the sandbox: a preview link to one would be more than a look at an app.
+  std::string_view reserved;
+  if (*port == s->devtools_port()) {
+    reserved = "the browser's DevTools port: a link to it would give CDP control of the browser";
+  } else if (*port == agent_protocol::kRfbPort) {
+    reserved = "the sandbox's VNC server: a link to it would give the screen, keyboard and mouse";
+  } else if (*port == agent_protocol::kEgressProxyPort) {
+    reserved = "the egress proxy's port: the sandbox's way out is not an app";
+  } else if (*port == agent_protocol::kGuestAgentPort) {
+    reserved = "the agent's port in a microVM";
+  }
+  if (!reserved.empty()) {
+    return error_response(invalid_field(
+        "port", "is " + std::string(reserved) + "; preview a port your own app listens on"));
+  }
   previews_.prune([this](const std::string& id) { return sessions_.find(id) != nullptr; });
   const int64_t exp = expiry_within(*s, *ttl);
   std::optional<preview::Grant> replaced;

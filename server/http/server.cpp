@@ -14,6 +14,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <limits>
+#include <optional>
 
 #include "common/cancellation.h"
 #include "common/cloexec.h"
@@ -178,15 +179,26 @@ net::awaitable<void> HttpServer::run() {
     if (!set_cloexec(socket.native_handle())) continue;  // closed with `socket`
     const auto peer = socket.remote_endpoint(ec).address();
     if (ec) continue;  // already gone
+    std::optional<Error> over;
     if (counts_->total >= limits_.max_total) {
-      note_accept_problem("refusing a connection: " + std::to_string(counts_->total) +
-                          " open, the most --max-connections allows");
-      continue;
+      over = api::errors::capacity(
+          "the server has " + std::to_string(counts_->total) +
+              " connections open, the most --max-connections allows: retry shortly",
+          1);
+    } else if (auto it = counts_->per_peer.find(peer);
+               it != counts_->per_peer.end() && it->second >= limits_.max_per_peer) {
+      over = api::errors::too_many_connections(
+          peer.to_string() + " has " + std::to_string(it->second) +
+          " connections open, the most --max-connections-per-peer allows: close some or retry "
+          "shortly");
+      over->retry_after_s = 1;
     }
-    if (auto it = counts_->per_peer.find(peer);
-        it != counts_->per_peer.end() && it->second >= limits_.max_per_peer) {
-      note_accept_problem("refusing a connection from " + peer.to_string() + ": " +
-                          std::to_string(it->second) + " open, the most --max-connections-per-peer allows");
+    if (over) {
+      note_accept_problem("refusing a connection from " + peer.to_string() + ": " + over->message);
+      if (counts_->refusing < kMaxRefusing) {
+        cabin::spawn(ex_, refuse(std::move(socket), error_response(*over)),
+                     "refusing a connection over a cap");
+      }
       continue;
     }
     Slot slot(counts_, peer);
@@ -214,6 +226,40 @@ net::awaitable<void> HttpServer::accept_tls(net::ip::tcp::socket socket, Slot sl
     co_return;
   }
   co_await serve(ClientStream(std::move(tls), &connections_), std::move(slot));
+}
+
+net::awaitable<void> HttpServer::refuse(net::ip::tcp::socket socket, Response answer) {
+  struct Counted {
+    std::shared_ptr<Counts> counts;
+    explicit Counted(std::shared_ptr<Counts> c) : counts(std::move(c)) { ++counts->refusing; }
+    ~Counted() { --counts->refusing; }
+  } counted(counts_);
+  answer.set(http::field::connection, "close");
+  answer.keep_alive(false);
+  boost::system::error_code ec;
+  beast::tcp_stream tcp(std::move(socket));
+  tcp.expires_after(kRefusalTimeout);
+  // Closing with the request unread would reset the connection, and the client could lose the
+  // answer with it: the request is read (and dropped) until the client closes or the deadline.
+  auto linger = [](auto& stream, beast::tcp_stream& under) -> net::awaitable<void> {
+    boost::system::error_code ec;
+    under.socket().shutdown(net::socket_base::shutdown_send, ec);
+    std::array<char, 4096> sink;
+    while (!ec) {
+      co_await stream.async_read_some(net::buffer(sink), net::redirect_error(net::use_awaitable, ec));
+    }
+  };
+  if (tls_) {
+    ClientStream::Tls tls(std::move(tcp), *tls_);
+    co_await tls.async_handshake(net::ssl::stream_base::server,
+                                 net::redirect_error(net::use_awaitable, ec));
+    if (ec) co_return;
+    co_await http::async_write(tls, answer, net::redirect_error(net::use_awaitable, ec));
+    if (!ec) co_await linger(tls, tls.next_layer());
+    co_return;
+  }
+  co_await http::async_write(tcp, answer, net::redirect_error(net::use_awaitable, ec));
+  if (!ec) co_await linger(tcp, tcp);
 }
 
 void HttpServer::stop() {

@@ -38,6 +38,10 @@ inline constexpr std::chrono::seconds kIdleTimeout{120};
 inline constexpr std::chrono::seconds kLingerTimeout{5};
 inline constexpr size_t kMaxLingerBytes = 64 * 1024 * 1024;
 inline constexpr std::chrono::seconds kTlsHandshakeTimeout{10};
+// A connection over a cap is told so within this (its TLS, the answer, reading what it sent),
+// and at most this many at once; past that it is closed without a word.
+inline constexpr std::chrono::seconds kRefusalTimeout{2};
+inline constexpr size_t kMaxRefusing = 64;
 
 // Client connections open at once: a connection over either is closed as soon as it is accepted.
 struct ConnectionLimits {
@@ -73,6 +77,7 @@ class HttpServer {
   struct Counts {
     size_t total = 0;                             // accepted and not yet ended
     std::map<net::ip::address, size_t> per_peer;  // the same, by client address
+    size_t refusing = 0;                          // over a cap, being told so
   };
   // Shares the counts, not the server: a coroutine frame may be destroyed after the server.
   class Slot {
@@ -92,6 +97,9 @@ class HttpServer {
   void note_accept_problem(const std::string& what);
 
   net::awaitable<void> accept_tls(net::ip::tcp::socket socket, Slot slot);
+  // A connection over a cap: told so (`answer`, with Retry-After and Connection: close) within a
+  // short deadline, then closed; past kMaxRefusing at once, closed without a word.
+  net::awaitable<void> refuse(net::ip::tcp::socket socket, Response answer);
   net::awaitable<void> serve(ClientStream stream, Slot slot);
 
   net::any_io_executor ex_;

@@ -98,7 +98,27 @@ Result<std::unique_ptr<ProfileStore>> ProfileStore::open(const std::string& db_p
     s->order_[r.id] = s->next_++;
     s->profiles_.emplace(r.id, std::move(r));
   }
+  s->bind_legacy_archives();
   return s;
+}
+
+std::string ProfileStore::seal_context(const std::string& id) { return "cabin profile " + id; }
+
+void ProfileStore::bind_legacy_archives() {
+  // Archives sealed before they were bound to their profile's id open without the context:
+  // sealed again with it, once, so that none opens in another profile's place from now on.
+  for (const auto& [id, r] : profiles_) {
+    if (r.saved_at == 0) continue;
+    std::ifstream in(archive_path(id), std::ios::binary);
+    std::stringstream sealed;
+    sealed << in.rdbuf();
+    if (!in || open_sealed(key_, sealed.str(), seal_context(id))) continue;
+    auto plain = open_sealed(key_, sealed.str());
+    if (!plain) continue;  // not this server's: reading it says so
+    if (auto bound = seal(key_, *plain, seal_context(id))) {
+      (void)write_atomically(archive_path(id), *bound);
+    }
+  }
 }
 
 ProfileStore::~ProfileStore() { sqlite3_close(db_); }
@@ -172,7 +192,7 @@ Result<ProfileRecord> ProfileStore::check_out(const std::string& id, const std::
     if (!in) {
       return make_error(Errc::kInternal, "profile_io", "the profile's archive cannot be read");
     }
-    auto plain = open_sealed(key_, sealed.str());
+    auto plain = open_sealed(key_, sealed.str(), seal_context(id));
     if (!plain) {
       return make_error(Errc::kInternal, "profile_corrupt",
                         "the profile's archive does not open with this server's key");
@@ -226,7 +246,7 @@ Result<void> ProfileStore::check_in(const std::string& id, const std::string& se
     auto packed = pack(*from, limits_, kChromiumCacheDirs);
     if (!packed) {
       kept = packed.error();
-    } else if (auto sealed = seal(key_, *packed); !sealed) {
+    } else if (auto sealed = seal(key_, *packed, seal_context(id)); !sealed) {
       kept = make_error(Errc::kInternal, "profile_io", "sealing the profile failed");
     } else {
       kept = write_atomically(archive_path(id), *sealed);

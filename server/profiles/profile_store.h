@@ -73,6 +73,9 @@ class ProfileStore {
   ProfileStore(sqlite3* db, std::filesystem::path dir, std::string key, ArchiveLimits limits)
       : db_(db), dir_(std::move(dir)), key_(std::move(key)), limits_(limits) {}
   std::filesystem::path archive_path(const std::string& id) const { return dir_ / (id + ".sealed"); }
+  // What an archive is sealed to: its profile's id, so that it opens in no other's place.
+  static std::string seal_context(const std::string& id);
+  void bind_legacy_archives();
   Result<void> save(const ProfileRecord& r);
 
   sqlite3* db_;

@@ -86,6 +86,8 @@ class Session final {
   uint32_t token_generation() const { return record_.token_generation; }
   // The sandbox's screen, and the size a model sees it at (the spec's display), if another.
   computer::ScreenSize screen() const { return {record_.width, record_.height}; }
+  // The browser's DevTools port in the sandbox (0 until the agent has said).
+  int devtools_port() const { return devtools_port_; }
   std::optional<computer::Size> model_size() const;
 
   net::awaitable<Result<agent_protocol::ExecResult>> exec(const agent_protocol::ExecRequest& r);

@@ -170,7 +170,7 @@ net::awaitable<Result<SessionManager::Started>> SessionManager::start_sandbox(
       ++out.from->copies;
       out.sandbox = std::move(*copy);
       out.first_secret = out.from->secret;
-      ca = out.from->ca;
+      ca = out.from->ca ? out.from->ca->share() : nullptr;
       co_return out;
     }
     template_failed(*out.from, "restore: " + copy.error().message);

@@ -39,18 +39,36 @@ function cpuSeconds(pid) {
   return (Number(f[11]) + Number(f[12])) / 100;  // utime + stime, in clock ticks
 }
 
-test('connections over the per-address or the total cap are closed at once', async () => {
+// Sends a request on a new connection and resolves with all that came back before the server
+// closed it.
+async function askOver(port, localAddress) {
+  const s = await connect(port, localAddress);
+  const chunks = [];
+  s.on('data', (d) => chunks.push(d));
+  s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  assert.ok(await closedWithin(s, 5000), 'a connection over the cap is closed at once');
+  return Buffer.concat(chunks).toString();
+}
+
+test('connections over the per-address or the total cap are told so, then closed at once', async () => {
   const server = await startCabind({
     args: ['--max-connections', '8', '--max-connections-per-peer', '5'],
   });
   const open = [];
   try {
     for (let i = 0; i < 5; i++) open.push(await connect(server.port));
-    const sixth = await connect(server.port);
-    assert.ok(await closedWithin(sixth, 5000), 'a sixth connection from one address is closed');
+    // A client, a gateway or a load balancer can tell a cap from a crash: an answer, with when
+    // to come back.
+    const sixth = await askOver(server.port);
+    assert.match(sixth, /^HTTP\/1\.1 429 /);
+    assert.match(sixth, /\r\nRetry-After: 1\r\n/i);
+    assert.match(sixth, /\r\nConnection: close\r\n/i);
+    assert.match(sixth, /"code":"too_many_connections".*--max-connections-per-peer/);
     for (let i = 0; i < 3; i++) open.push(await connect(server.port, '127.0.0.2'));
-    const ninth = await connect(server.port, '127.0.0.2');
-    assert.ok(await closedWithin(ninth, 5000), 'a ninth connection in all is closed');
+    const ninth = await askOver(server.port, '127.0.0.2');
+    assert.match(ninth, /^HTTP\/1\.1 503 /);
+    assert.match(ninth, /\r\nRetry-After: 1\r\n/i);
+    assert.match(ninth, /"code":"capacity".*--max-connections allows/);
     // The ones within the caps are served.
     open[0].write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     const [answer] = await withDeadline(once(open[0], 'data'), 5000, 'an answer');
@@ -59,6 +77,13 @@ test('connections over the per-address or the total cap are closed at once', asy
     open.splice(1, 1)[0].destroy();
     await waitFor(async () => (await healthz(server.base)) === 200, { what: 'a freed place' });
     assert.match(server.logTail(40), /refusing a connection/, 'refusals are logged');
+    // And counted (once the held connections have gone, so that this request has a place).
+    for (const s of open.splice(0)) s.destroy();
+    await waitFor(async () => (await healthz(server.base)) === 200, { what: 'places again' });
+    const metrics = await fetch(`${server.base}/metrics`, { headers: { authorization: `Bearer ${server.key}` } });
+    const text = await metrics.text();
+    assert.match(text, /cabin_api_errors_total\{code="too_many_connections"\} [1-9]/);
+    assert.match(text, /cabin_api_errors_total\{code="capacity"\} [1-9]/);
   } finally {
     for (const s of open) s.destroy();
     await server.stop();

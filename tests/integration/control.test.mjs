@@ -107,6 +107,27 @@ describe('control, clipboard and events', () => {
     ev.close();
   });
 
+  test('a control token holds the lock no longer than it lives, and cannot release an operator\'s', async () => {
+    const t = await ctx.server.api('POST', `/v1/sessions/${s.id}/tokens`, { scope: 'control', ttl_s: 60 });
+    assert.equal(t.status, 201, t.text);
+    const token = encodeURIComponent(t.json.token);
+    let r = await ctx.server.api('POST', `/v1/sessions/${s.id}/control?token=${token}`,
+                                 { action: 'take', ttl_s: 3600 }, { key: null });
+    assert.equal(r.status, 200, r.text);
+    const left = (Date.parse(r.json.expires_at) - Date.now()) / 1000;
+    assert.ok(left <= 61, `the lock outlives the token: ${left} s`);
+    // The operator takes it with the key: the token can no longer let it go.
+    r = await control({ action: 'take', ttl_s: 600 });
+    assert.equal(r.json.holder, 'admin');
+    r = await ctx.server.api('POST', `/v1/sessions/${s.id}/control?token=${token}`,
+                             { action: 'release' }, { key: null });
+    assert.equal(r.status, 403, r.text);
+    assert.equal(r.json.error.code, 'control_not_yours');
+    assert.equal((await ctx.server.api('GET', `/v1/sessions/${s.id}/live/status`)).json.control.holder, 'admin');
+    r = await control({ action: 'release' });
+    assert.equal(r.json.held, false);
+  });
+
   test('control that is not taken again runs out', async () => {
     const mark = (await openSse(`${base}/v1/sessions/${s.id}/events`,
                                 { authorization: `Bearer ${ctx.server.key}` }));

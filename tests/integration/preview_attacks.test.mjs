@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { chromium } from 'playwright-core';
 
 import { rawHttp, useCabind, waitFor, wsOpen } from './helpers.mjs';
-import { DOMAIN, hostRequest, openPreview, startApps } from './preview_helpers.mjs';
+import { DOMAIN, exec, hostRequest, openPreview, startApps } from './preview_helpers.mjs';
 
 const ctx = useCabind({ args: ['--preview-domain', DOMAIN] });
 
@@ -282,4 +282,21 @@ test('host-based: other origins cannot post or open WebSockets, tossed cookies d
   assert.equal(redirect.status, 302, redirect.text);
   assert.equal(redirect.headers.location, '/evil.example/');
   assert.match(redirect.headers['set-cookie'], /^cabin_preview=/);
+});
+
+test('Cabin\'s own ports in the sandbox have no preview: DevTools, VNC, the egress proxy', async () => {
+  const server = ctx.server;
+  const s = await server.createSession({});
+  // What listens in a fresh sandbox is Cabin's own: the browser's DevTools port (a random one),
+  // the VNC server and the egress proxy's listener.
+  const listening = await exec(server, s.id, ['sh', '-c', "awk 'NR > 1 && $4 == \"0A\" { print $2 }' /proc/net/tcp"]);
+  const ports = new Set(listening.stdout.trim().split('\n').map((a) => parseInt(a.split(':')[1], 16)));
+  assert.ok([...ports].some((p) => p !== 5900 && p !== 3128), `no DevTools port among ${[...ports]}`);
+  for (const port of [...ports, 5900, 3128]) {
+    const r = await server.api('POST', `/v1/sessions/${s.id}/previews`, { port });
+    assert.equal(r.status, 400, `port ${port}: ${r.text}`);
+    assert.match(r.json.error.message, /preview a port your own app listens on/);
+  }
+  const list = await server.api('GET', `/v1/sessions/${s.id}/previews`);
+  assert.deepEqual(list.json.previews, []);
 });

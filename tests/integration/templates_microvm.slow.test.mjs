@@ -135,6 +135,9 @@ describe('microVMs restored from a template', { timeout: BOOT_MS + 240000 }, () 
     const file = `${ctx.server.stateDir}/hibernated/${s.id}.vmstate`;
     const machineId = await exec(s.id, ['cat', '/etc/machine-id']);
     await inPage(s, "window.mark = 'slept'; true");
+    // Something of the guest's RAM that a reader of the file must not find.
+    const secret = `at-rest-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+    await inPage(s, `window.kept = ['${secret}'].join(''); true`);
     const frozen = await ctx.server.api('POST', `/v1/sessions/${s.id}/pause`);
     assert.equal(frozen.json.pause_mode, 'freeze');
     const h = await ctx.server.api('POST', `/v1/sessions/${s.id}/pause`, { mode: 'hibernate' });
@@ -142,10 +145,15 @@ describe('microVMs restored from a template', { timeout: BOOT_MS + 240000 }, () 
     assert.equal(h.json.pause_mode, 'hibernate');
     assert.equal(qemuPidOf(s.id), undefined, 'its QEMU is gone');
     assert.ok(fs.statSync(file).size > 50 << 20, 'the machine lies in its file');
+    // Sealed: no page of the guest's in the clear.
+    const saved = fs.readFileSync(file);
+    assert.equal(saved.subarray(0, 10).toString('latin1'), 'CABINSEAL\x01');
+    assert.equal(saved.indexOf(secret), -1, 'the page\'s string is in the file in the clear');
     const woken = await ctx.server.api('POST', `/v1/sessions/${s.id}/resume`);
     assert.equal(woken.status, 200, woken.text);
     assert.ok(!fs.existsSync(file), 'a woken machine\'s file goes');
     assert.equal(await inPage(s, 'window.mark'), 'slept');
+    assert.equal(await inPage(s, 'window.kept'), secret);
     assert.equal(await exec(s.id, ['cat', '/etc/machine-id']), machineId, 'the same machine');
 
     assert.equal((await ctx.server.api('POST', `/v1/sessions/${s.id}/pause`,

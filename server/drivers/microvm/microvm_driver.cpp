@@ -25,9 +25,11 @@
 #include <optional>
 
 #include "common/cloexec.h"
+#include "common/in_thread.h"
 #include "common/log.h"
 #include "common/notifier.h"
 #include "common/profile_archive.h"
+#include "common/sealed_stream.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
 #include "server/drivers/microvm/kvm_probe.h"
@@ -223,10 +225,24 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
     fs::remove(file, ec);  // an earlier try's, cut short
     UniqueFd out(::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!out.valid()) co_return nsbox::sys_error("create " + file.string());
+    int ends[2];
+    if (::pipe2(ends, O_CLOEXEC) != 0) co_return nsbox::sys_error("pipe");
+    UniqueFd from_qemu(ends[0]), to_cabind(ends[1]);
+    // QEMU writes the state into a pipe; a thread of cabind's seals it into the file as it comes.
+    InThread<Result<uint64_t>> sealing(
+        p_->executor(), [in = std::move(from_qemu), out = std::move(out), file,
+                         key = driver_.hibernate_key(),
+                         context = MicrovmDriver::hibernate_context(id_)]() -> Result<uint64_t> {
+          auto n = seal_stream(in.get(), out.get(), key, context);
+          if (n && ::fsync(out.get()) != 0) return nsbox::sys_error("fsync " + file.string());
+          return n;
+        });
     // Its RAM is its own (a copy's private mapping, or anonymous): the state carries every page.
-    auto saved = co_await qmp_save_state(p_->executor(), p_->run_dir(), kQmpSocketName, out.get(),
-                                         std::chrono::seconds(300));
-    if (saved && ::fsync(out.get()) != 0) saved = nsbox::sys_error("fsync " + file.string());
+    auto saved = co_await qmp_save_state(p_->executor(), p_->run_dir(), kQmpSocketName,
+                                         to_cabind.get(), std::chrono::seconds(300));
+    to_cabind.reset();  // QEMU's own copy ended with the migration: the thread reads to the end
+    auto sealed = co_await sealing.result();
+    if (saved && !sealed) saved = sealed.error();
     if (!saved) {
       fs::remove(file, ec);
       // Not saved: it runs on as it was.
@@ -542,8 +558,18 @@ net::awaitable<Result<SandboxPtr>> MicrovmDriver::restore(const Snapshot& snapsh
 net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::wake(
     const std::string& id, uint64_t memory_mib, int vcpus, uint64_t profile_disk_bytes) {
   const fs::path file = hibernation_file(id);
-  UniqueFd state(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!state.valid()) co_return nsbox::sys_error("open " + file.string());
+  UniqueFd sealed(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!sealed.valid()) co_return nsbox::sys_error("open " + file.string());
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) co_return nsbox::sys_error("pipe");
+  UniqueFd state(ends[0]), to_qemu(ends[1]);
+  // A thread of cabind's opens the file into a pipe as QEMU reads the state from it; a file that
+  // does not open whole (changed, or another server's) ends the pipe early and fails the wake.
+  InThread<Result<uint64_t>> opening(
+      executor_, [in = std::move(sealed), out = std::move(to_qemu), key = config_.hibernate_key,
+                  context = hibernate_context(id)]() {
+        return open_stream(in.get(), out.get(), key, context);
+      });
   SandboxSpec spec;
   spec.session_id = id;
   VmStart start;
@@ -553,7 +579,15 @@ net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::wake(
   // Read once at its boot; the agent writes the profile anew when the browser closes.
   start.profile_disk_bytes = profile_disk_bytes;
   // Its RAM comes whole in the state, into anonymous memory of its own.
-  co_return co_await restore_vm(spec, start, state.get());
+  auto vm = co_await restore_vm(spec, start, state.get());
+  state.reset();
+  auto opened = co_await opening.result();
+  if (!opened) {
+    if (vm) co_await (*vm)->destroy();
+    co_return make_error(Errc::kUnavailable, "sandbox_hibernated",
+                         "the hibernated VM's file does not open: " + opened.error().message);
+  }
+  co_return vm;
 }
 
 net::awaitable<Result<std::shared_ptr<VmProcess>>> MicrovmDriver::restore_vm(

@@ -35,6 +35,9 @@ struct MicrovmDriverConfig {
   // Where hibernated VMs are saved, one file each (on disk: not a tmpfs, whose pages are RAM).
   // Empty: VMs cannot hibernate. reap_leftovers() removes the files of sessions not kept.
   std::filesystem::path hibernate_dir;
+  // Hibernated VMs' files are sealed with this (32 bytes; all the guest's RAM is in them: its
+  // cookies, typed passwords, its agent's secret), each bound to its session's id.
+  std::string hibernate_key;
   // When cabind is root, QEMU runs jailed as this unprivileged host uid and gid (unused on the
   // host, like the namespace driver's sandbox ids).
   uint32_t vmm_uid = 602000;
@@ -70,6 +73,10 @@ class MicrovmDriver final : public SandboxDriver {
   // Where the session `id`'s VM is saved while it hibernates.
   std::filesystem::path hibernation_file(const std::string& id) const {
     return config_.hibernate_dir / (id + ".vmstate");
+  }
+  const std::string& hibernate_key() const { return config_.hibernate_key; }
+  static std::string hibernate_context(const std::string& id) {
+    return "cabin hibernated VM " + id;
   }
 
   // What start-up decided; for tests and logs.

@@ -76,4 +76,11 @@ TEST_CASE("seal and open_sealed: a round trip under one key, nothing under anoth
   CHECK_FALSE(cabin::open_sealed(key, ""));
   CHECK_FALSE(cabin::open_sealed(key, "not base64url!"));
   CHECK(cabin::open_sealed(key, *cabin::seal(key, "")) == std::string());
+  // Bound to a context, it opens with that context only.
+  auto bound = cabin::seal(key, plain, "cabin profile prf_a");
+  REQUIRE(bound);
+  CHECK(cabin::open_sealed(key, *bound, "cabin profile prf_a") == plain);
+  CHECK_FALSE(cabin::open_sealed(key, *bound, "cabin profile prf_b"));
+  CHECK_FALSE(cabin::open_sealed(key, *bound));
+  CHECK_FALSE(cabin::open_sealed(key, *sealed, "cabin profile prf_a"));
 }

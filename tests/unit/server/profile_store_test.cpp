@@ -106,6 +106,50 @@ TEST_CASE("one session at a time, and what it saves comes back sealed", "[profil
   CHECK((*other)->get(p->id, "admin")->in_use_by.empty());
 }
 
+TEST_CASE("an archive opens in its own profile's place only, and an unbound one is bound at start",
+          "[profiles]") {
+  TempDir state, into;
+  const std::string key = cabin::random_bytes(32);
+  const fs::path db = state.path / "cabin.db";
+  const fs::path dir = state.path / "profiles";
+  auto s = ProfileStore::open(db.string(), dir, key);
+  REQUIRE(s.ok());
+  auto a = (*s)->create("tenant_a", "a", 100);
+  auto b = (*s)->create("tenant_b", "b", 100);
+  REQUIRE((a.ok() && b.ok()));
+  for (const auto& [p, cookie] : {std::pair{*a, "a-cookie"}, std::pair{*b, "b-cookie"}}) {
+    TempDir tree;
+    REQUIRE((*s)->check_out(p.id, p.owner, "ses_" + p.id, tree.path).ok());
+    fs::create_directories(tree.path / "Default");
+    std::ofstream(tree.path / "Default" / "Cookies") << cookie;
+    REQUIRE((*s)->check_in(p.id, "ses_" + p.id, &tree.path, 200).ok());
+  }
+  // A's archive copied over B's (write access to the state dir): B's session does not get A's.
+  fs::copy_file(dir / (a->id + ".sealed"), dir / (b->id + ".sealed"),
+                fs::copy_options::overwrite_existing);
+  auto swapped = (*s)->check_out(b->id, "tenant_b", "ses_b2", into.path);
+  REQUIRE_FALSE(swapped.ok());
+  CHECK(swapped.error().code == "profile_corrupt");
+
+  // An archive sealed before archives were bound to their id is bound when the store opens.
+  TempDir tree;
+  fs::create_directories(tree.path / "Default");
+  std::ofstream(tree.path / "Default" / "Cookies") << "old-cookie";
+  auto packed = cabin::profiles::pack(tree.path);
+  REQUIRE(packed.ok());
+  {
+    std::ofstream(dir / (a->id + ".sealed"), std::ios::binary | std::ios::trunc)
+        << *cabin::seal(key, *packed);
+  }
+  s->reset();
+  auto again = ProfileStore::open(db.string(), dir, key);
+  REQUIRE(again.ok());
+  CHECK_FALSE(cabin::open_sealed(key, read_all(dir / (a->id + ".sealed"))));
+  TempDir back;
+  REQUIRE((*again)->check_out(a->id, "tenant_a", "ses_a2", back.path).ok());
+  CHECK(read_all(back.path / "Default" / "Cookies") == "old-cookie");
+}
+
 TEST_CASE("a saved tree over the limits is refused and the profile keeps what it had",
           "[profiles]") {
   TempDir state, tree;
