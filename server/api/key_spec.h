@@ -14,14 +14,21 @@ inline constexpr int kMaxKeyQuota = 10000;
 // Unset quotas: enough for a client or two, never unbounded.
 inline constexpr int kDefaultKeyMaxSessions = 5;
 inline constexpr int kDefaultKeyCreatesPerMinute = 30;
+inline constexpr int64_t kDefaultKeyMaxMemoryMb = 16384;
+inline constexpr int kDefaultKeyMaxVcpus = 16;
+inline constexpr int64_t kMaxKeyMb = int64_t{1} << 24;  // 16 TiB: any budget in MiB
 
 struct KeySpec {
   std::string name;  // 1..64 of [A-Za-z0-9 ._-], not starting or ending with a space
   int max_sessions = kDefaultKeyMaxSessions;                 // live sessions, 1..10000
   int max_creates_per_minute = kDefaultKeyCreatesPerMinute;  // 1..10000
+  // The memory limits and vCPUs of its live sessions together.
+  int64_t max_memory_mb = kDefaultKeyMaxMemoryMb;  // 512..kMaxKeyMb
+  int max_vcpus = kDefaultKeyMaxVcpus;             // 1..10000
 };
 
-// {"name", "max_sessions"?, "max_creates_per_minute"?}; unknown fields are 400.
+// {"name", "max_sessions"?, "max_creates_per_minute"?, "max_memory_mb"?, "max_vcpus"?};
+// unknown fields are 400.
 Result<KeySpec> parse_key_spec(std::string_view body);
 
 }  // namespace cabin::api
