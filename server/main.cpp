@@ -388,6 +388,14 @@ int main(int argc, char** argv) {
     log->info("{} tenant keys from {}", *n, cfg.tenant_keys_file.string());
   }
   api.use_keys(api_keys->get());
+  (*profile_store)->use_budgets([keys = api_keys->get()](const std::string& owner) {
+    profiles::ProfileBudget b;
+    if (auto k = keys->get(owner)) {
+      b.max_profiles = k->max_profiles;
+      b.max_bytes = static_cast<uint64_t>(k->max_profiles_mb) << 20;
+    }
+    return b;
+  });
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
   http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls, conn_limits);
   const size_t threads = cfg.threads > 0 ? static_cast<size_t>(cfg.threads)

@@ -60,6 +60,10 @@ Error too_many_streams(std::string message);
 Error quota_sessions(int max, int64_t retry_after_s);
 Error quota_memory(uint64_t max_mb, uint64_t held_mb, uint64_t asked_mb, int64_t retry_after_s);
 Error quota_vcpus(int max, int held, int asked, int64_t retry_after_s);
+// What a key's recordings or saved profiles may take of the state dir (no Retry-After: only a
+// deletion makes room).
+Error quota_recordings(uint64_t max_mb, uint64_t held_mb, int64_t asked_mb);
+Error quota_profiles(std::string message);
 Error rate_creates(int per_minute, int64_t retry_after_s);
 // 502
 Error agent_error(std::string message);

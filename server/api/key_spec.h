@@ -16,6 +16,9 @@ inline constexpr int kDefaultKeyMaxSessions = 5;
 inline constexpr int kDefaultKeyCreatesPerMinute = 30;
 inline constexpr int64_t kDefaultKeyMaxMemoryMb = 16384;
 inline constexpr int kDefaultKeyMaxVcpus = 16;
+inline constexpr int64_t kDefaultKeyMaxRecordingsMb = 8192;
+inline constexpr int kDefaultKeyMaxProfiles = 20;
+inline constexpr int64_t kDefaultKeyMaxProfilesMb = 2048;
 inline constexpr int64_t kMaxKeyMb = int64_t{1} << 24;  // 16 TiB: any budget in MiB
 
 struct KeySpec {
@@ -25,10 +28,15 @@ struct KeySpec {
   // The memory limits and vCPUs of its live sessions together.
   int64_t max_memory_mb = kDefaultKeyMaxMemoryMb;  // 512..kMaxKeyMb
   int max_vcpus = kDefaultKeyMaxVcpus;             // 1..10000
+  // What its recordings (kept, and those running at their max_mb) may take of the state dir.
+  int64_t max_recordings_mb = kDefaultKeyMaxRecordingsMb;  // 1..kMaxKeyMb
+  // Its saved profiles: how many, and their archives' bytes together.
+  int max_profiles = kDefaultKeyMaxProfiles;           // 1..10000
+  int64_t max_profiles_mb = kDefaultKeyMaxProfilesMb;  // 1..kMaxKeyMb
 };
 
-// {"name", "max_sessions"?, "max_creates_per_minute"?, "max_memory_mb"?, "max_vcpus"?};
-// unknown fields are 400.
+// {"name", "max_sessions"?, "max_creates_per_minute"?, "max_memory_mb"?, "max_vcpus"?,
+// "max_recordings_mb"?, "max_profiles"?, "max_profiles_mb"?}; unknown fields are 400.
 Result<KeySpec> parse_key_spec(std::string_view body);
 
 }  // namespace cabin::api

@@ -125,8 +125,6 @@ Response Api::info(const Authn& authn) const {
          {"resolution_max", api::kMaxDimension}}}});
 }
 
-namespace {
-
 sessions::Tenant tenant_of(const Authn& authn) {
   sessions::Tenant tenant;
   if (authn.key) {
@@ -135,11 +133,10 @@ sessions::Tenant tenant_of(const Authn& authn) {
     tenant.max_creates_per_minute = authn.key->max_creates_per_minute;
     tenant.max_memory_bytes = static_cast<uint64_t>(authn.key->max_memory_mb) << 20;
     tenant.max_vcpus = authn.key->max_vcpus;
+    tenant.max_recordings_bytes = static_cast<uint64_t>(authn.key->max_recordings_mb) << 20;
   }
   return tenant;
 }
-
-}  // namespace
 
 net::awaitable<Response> Api::fork(const Authn& authn, const api::Route& route,
                                    const Request& req) {

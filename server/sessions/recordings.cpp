@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fstream>
+#include <limits>
 
 #include "common/clock.h"
 #include "common/deadline.h"
@@ -48,14 +49,38 @@ json without_sandbox_path(json r) {
 
 }  // namespace
 
+uint64_t SessionManager::recordings_held(const std::string& owner) const {
+  uint64_t bytes = 0;
+  if (config_.recordings_dir.empty()) return 0;
+  for (const auto& row : store_.list_of(owner, true, std::numeric_limits<int>::max())) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(config_.recordings_dir / row.id, ec)) {
+      if (e.path().extension() == ".mp4") bytes += e.file_size(ec);
+    }
+    if (auto it = live_.find(row.id); it != live_.end()) {
+      for (const auto& [rid, r] : it->second->recordings_)
+        bytes += api::recording_cap_bytes(r.value("max_mb", api::kMaxRecordingMb));
+    }
+  }
+  return bytes;
+}
+
 net::awaitable<Result<json>> SessionManager::start_recording(const std::string& id,
-                                                             const RecordingSpec& spec) {
+                                                             const RecordingSpec& spec,
+                                                             const Tenant& tenant) {
   if (config_.recordings_dir.empty())
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable", "recordings are off");
   auto found = live(id);
   if (!found) co_return found.error();
   SessionPtr s = *found;
   if (s->paused()) co_return api::errors::session_paused();
+  if (tenant.max_recordings_bytes > 0) {
+    const uint64_t held = recordings_held(s->record().owner);
+    const uint64_t asked = api::recording_cap_bytes(spec.max_mb);
+    if (held + asked > tenant.max_recordings_bytes)
+      co_return api::errors::quota_recordings(tenant.max_recordings_bytes >> 20, held >> 20,
+                                              static_cast<int64_t>(asked >> 20));
+  }
   agent_protocol::RecordingRequest req;
   req.id = api::new_recording_id();
   req.fps = spec.fps;

@@ -320,7 +320,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
     // Here rather than in create_on: a claimed pool sandbox records too, and the first frame is
     // the start page the caller asked for.
     SessionPtr s = *r;
-    if (auto rec = co_await start_recording(s->id(), *spec.record); !rec) {
+    if (auto rec = co_await start_recording(s->id(), *spec.record, tenant); !rec) {
       const std::string why = "its recording could not start: " + rec.error().message;
       co_await finish(s, store::SessionStatus::kFailed, why);
       r = make_error(Errc::kUnavailable, "sandbox_unavailable", why);

@@ -160,6 +160,8 @@ struct Tenant {
   int max_creates_per_minute = 0;  // 0: no rate of its own
   uint64_t max_memory_bytes = 0;   // its sessions' memory limits together; 0: no budget
   int max_vcpus = 0;               // its sessions' vCPUs together; 0: no budget
+  // Its recordings, kept and running (at their max_mb), together; 0: no budget.
+  uint64_t max_recordings_bytes = 0;
 };
 
 class SessionManager {
@@ -254,8 +256,12 @@ class SessionManager {
   // Screen recordings (agent_protocol::kRecordingsPath), kept in recordings_dir after the
   // session ends until deleted. Each is a JSON record (docs/api.md).
   using RecordingSpec = api::RecordingSpec;
+  // 429 quota_recordings when it could take `tenant` past its max_recordings_bytes.
   net::awaitable<Result<nlohmann::json>> start_recording(const std::string& id,
-                                                         const RecordingSpec& spec);
+                                                         const RecordingSpec& spec,
+                                                         const Tenant& tenant = {});
+  // What `owner`'s recordings take: the files kept, and those running at their max_mb.
+  uint64_t recordings_held(const std::string& owner) const;
   net::awaitable<Result<nlohmann::json>> stop_recording(const std::string& id,
                                                         const std::string& rid);
   // A live session's recordings and those kept of it, oldest first.

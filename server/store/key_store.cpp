@@ -28,6 +28,9 @@ bool lower_hex(std::string_view s) {
 constexpr std::pair<const char*, int64_t> kLaterQuotas[] = {
     {"max_memory_mb", api::kDefaultKeyMaxMemoryMb},
     {"max_vcpus", api::kDefaultKeyMaxVcpus},
+    {"max_recordings_mb", api::kDefaultKeyMaxRecordingsMb},
+    {"max_profiles", api::kDefaultKeyMaxProfiles},
+    {"max_profiles_mb", api::kDefaultKeyMaxProfilesMb},
 };
 
 void set_quotas(ApiKeyRecord& r, const api::KeySpec& spec) {
@@ -35,6 +38,9 @@ void set_quotas(ApiKeyRecord& r, const api::KeySpec& spec) {
   r.max_creates_per_minute = spec.max_creates_per_minute;
   r.max_memory_mb = spec.max_memory_mb;
   r.max_vcpus = spec.max_vcpus;
+  r.max_recordings_mb = spec.max_recordings_mb;
+  r.max_profiles = spec.max_profiles;
+  r.max_profiles_mb = spec.max_profiles_mb;
 }
 
 }  // namespace
@@ -61,7 +67,8 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
   }
   Stmt s(db,
          "SELECT id, name, secret_hash, max_sessions, max_creates_per_minute, created_at,"
-         " revoked_at, max_memory_mb, max_vcpus FROM api_keys ORDER BY rowid");
+         " revoked_at, max_memory_mb, max_vcpus, max_recordings_mb, max_profiles,"
+         " max_profiles_mb FROM api_keys ORDER BY rowid");
   if (!s.ok()) return db_error(db, "prepare read keys");
   while (s.step() == SQLITE_ROW) {
     Entry e;
@@ -74,6 +81,9 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
     e.record.revoked_at = s.integer(6);
     e.record.max_memory_mb = s.integer(7);
     e.record.max_vcpus = static_cast<int>(s.integer(8));
+    e.record.max_recordings_mb = s.integer(9);
+    e.record.max_profiles = static_cast<int>(s.integer(10));
+    e.record.max_profiles_mb = s.integer(11);
     e.seq = store->next_seq_++;
     store->keys_.emplace(e.record.id, std::move(e));
   }
@@ -93,11 +103,14 @@ Result<KeyStore::Minted> KeyStore::mint(const api::KeySpec& spec, int64_t now) {
   e.seq = next_seq_;
   Stmt s(db_,
          "INSERT INTO api_keys (id, name, secret_hash, max_sessions, max_creates_per_minute,"
-         " created_at, max_memory_mb, max_vcpus) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+         " created_at, max_memory_mb, max_vcpus, max_recordings_mb, max_profiles,"
+         " max_profiles_mb) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
   if (!s.ok()) return db_error(db_, "prepare insert key");
   s.bind(1, e.record.id).bind(2, e.record.name).bind(3, e.secret_hash);
   s.bind(4, int64_t{e.record.max_sessions}).bind(5, int64_t{e.record.max_creates_per_minute});
   s.bind(6, now).bind(7, e.record.max_memory_mb).bind(8, int64_t{e.record.max_vcpus});
+  s.bind(9, e.record.max_recordings_mb).bind(10, int64_t{e.record.max_profiles});
+  s.bind(11, e.record.max_profiles_mb);
   if (s.step() != SQLITE_DONE) return db_error(db_, "insert key");
   Minted out{e.record, std::string(kKeyPrefix) + e.record.id + "." + secret};
   ++next_seq_;

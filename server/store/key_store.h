@@ -25,6 +25,9 @@ struct ApiKeyRecord {
   int max_creates_per_minute = 0;
   int64_t max_memory_mb = 0;
   int max_vcpus = 0;
+  int64_t max_recordings_mb = 0;
+  int max_profiles = 0;
+  int64_t max_profiles_mb = 0;
   int64_t created_at = 0;  // unix seconds
   int64_t revoked_at = 0;  // 0 while it works
   bool from_file = false;  // kept in --tenant-keys-file, not minted here

@@ -56,16 +56,26 @@ TEST_CASE("a key spec refuses what is not a plain name or a quota in range", "[k
   CHECK(api::parse_key_spec(R"({"name":")" + std::string(64, 'a') + R"("})").ok());
 }
 
-TEST_CASE("a key spec budgets memory and vCPUs, bounded by default", "[keys]") {
-  auto s = spec(R"({"name":"r","max_memory_mb":4096,"max_vcpus":3})");
+TEST_CASE("a key spec budgets memory, vCPUs, recordings and profiles, bounded by default",
+          "[keys]") {
+  auto s = spec(R"({"name":"r","max_memory_mb":4096,"max_vcpus":3,"max_recordings_mb":100,
+                    "max_profiles":2,"max_profiles_mb":50})");
   CHECK(s.max_memory_mb == 4096);
   CHECK(s.max_vcpus == 3);
+  CHECK(s.max_recordings_mb == 100);
+  CHECK(s.max_profiles == 2);
+  CHECK(s.max_profiles_mb == 50);
   auto d = spec(R"({"name":"a"})");
   CHECK(d.max_memory_mb == api::kDefaultKeyMaxMemoryMb);
   CHECK(d.max_vcpus == api::kDefaultKeyMaxVcpus);
+  CHECK(d.max_recordings_mb == api::kDefaultKeyMaxRecordingsMb);
+  CHECK(d.max_profiles == api::kDefaultKeyMaxProfiles);
+  CHECK(d.max_profiles_mb == api::kDefaultKeyMaxProfilesMb);
   for (const char* bad : {R"({"name":"x","max_memory_mb":100})", R"({"name":"x","max_vcpus":0})",
                           R"({"name":"x","max_vcpus":10001})",
-                          R"({"name":"x","max_memory_mb":"1024"})"}) {
+                          R"({"name":"x","max_memory_mb":"1024"})",
+                          R"({"name":"x","max_profiles":0})", R"({"name":"x","max_recordings_mb":0})",
+                          R"({"name":"x","max_profiles_mb":"1"})"}) {
     INFO(bad);
     CHECK_FALSE(api::parse_key_spec(bad).ok());
   }
@@ -97,7 +107,10 @@ TEST_CASE("budgets are kept across a restart; keys made before them get the defa
     CHECK(old->max_sessions == 2);
     CHECK(old->max_memory_mb == api::kDefaultKeyMaxMemoryMb);
     CHECK(old->max_vcpus == api::kDefaultKeyMaxVcpus);
-    auto m = ks->mint(spec(R"({"name":"new","max_memory_mb":1024,"max_vcpus":3})"), 2000);
+    CHECK(old->max_profiles == api::kDefaultKeyMaxProfiles);
+    auto m = ks->mint(spec(R"({"name":"new","max_memory_mb":1024,"max_vcpus":3,)"
+                           R"("max_profiles_mb":9})"),
+                      2000);
     REQUIRE(m.ok());
     id = m->record.id;
   }
@@ -106,6 +119,8 @@ TEST_CASE("budgets are kept across a restart; keys made before them get the defa
   REQUIRE(again);
   CHECK(again->max_memory_mb == 1024);
   CHECK(again->max_vcpus == 3);
+  CHECK(again->max_profiles_mb == 9);
+  CHECK(again->max_recordings_mb == api::kDefaultKeyMaxRecordingsMb);
 }
 
 TEST_CASE("key ids have a fixed alphabet and length, checked by the router", "[keys]") {

@@ -285,6 +285,39 @@ TEST_CASE("a sandbox that stops sending its recording cannot hold the session's 
   CHECK_FALSE(std::filesystem::exists(dir.path / id / (rid + ".mp4")));
 }
 
+TEST_CASE("a tenant's recordings, kept and running, stay within its max_recordings_mb",
+          "[sessions][recordings]") {
+  rec_test::RecordingsDir dir;
+  cabin::testing::FakeManager f(16, {}, dir.path);
+  f.driver->handler = rec_test::recording_agent(3000, 3000);
+  sessions::Tenant t;
+  t.id = "key_rec";
+  // Room for two recordings of max_mb 1 (each counts its max_mb and the copy's margin), and a
+  // little more.
+  t.max_recordings_bytes = 2 * api::recording_cap_bytes(1) + 4096;
+  auto made = run_sync(f.io, f.manager->create(f.spec(), t));
+  REQUIRE(made.ok());
+  const SessionPtr s = *made;
+  api::RecordingSpec one;
+  one.max_mb = 1;
+  auto first = run_sync(f.io, f.manager->start_recording(s->id(), one, t));
+  REQUIRE(first.ok());
+  auto second = run_sync(f.io, f.manager->start_recording(s->id(), one, t));
+  REQUIRE(second.ok());
+  auto third = run_sync(f.io, f.manager->start_recording(s->id(), one, t));
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == "quota_recordings");
+  CHECK(third.error().errc == Errc::kTooManyRequests);
+  CHECK_THAT(third.error().message, Catch::Contains("max_recordings_mb"));
+  // Stopped, one is its file's 3000 bytes rather than its max_mb: room for another.
+  REQUIRE(run_sync(f.io, f.manager->stop_recording(s->id(), (*first)["id"].get<std::string>()))
+              .ok());
+  CHECK(f.manager->recordings_held("key_rec") == 3000 + api::recording_cap_bytes(1));
+  CHECK(run_sync(f.io, f.manager->start_recording(s->id(), one, t)).ok());
+  // The admin has no budget.
+  CHECK(run_sync(f.io, f.manager->start_recording(s->id(), one)).ok());
+}
+
 TEST_CASE("a driver that cannot start a sandbox fails create, and the record says why",
           "[sessions]") {
   Fixture f;
