@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -114,11 +115,28 @@ Result<void> ensure_private_dir(const std::filesystem::path& dir) {
   return {};
 }
 
-double default_sandbox_cpus() {
+int host_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::max(cpus, 1);
+}
+
+double default_sandbox_cpus() {
+  const int cpus = host_cpus();
   return cpus > 1 ? cpus - 1 : 1;
+}
+
+uint64_t host_memory_mb() {
+  std::FILE* f = std::fopen("/proc/meminfo", "re");
+  if (!f) return 0;
+  unsigned long long kib = 0;
+  char line[256];
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "MemTotal: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib / 1024;
 }
 
 ParsedConfig parse_config(int argc, char** argv) {
@@ -280,8 +298,50 @@ ParsedConfig parse_config(int argc, char** argv) {
                  "the largest file an upload into a sandbox may be (the sandbox's disk limits it "
                  "too)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))->capture_default_str();
+  app.add_option("--recording-copy-timeout-s", c.recording_copy_timeout_s,
+                 "a recording's stop and copy out of its sandbox end within this, a session's end "
+                 "waits for its recordings no longer, and a copy that gets no bytes for 30 s (or "
+                 "this, if less) stops; the recording is then kept as failed")
+      ->envname("CABIN_RECORDING_COPY_TIMEOUT_S")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}))
+      ->capture_default_str();
   app.add_option("--sandbox-memory-mb", c.sandbox_memory_mb, "memory limit per sandbox")
       ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20))->capture_default_str();
+  app.add_option("--retention-hours", c.retention_hours,
+                 "what ended sessions left in the state dir (their logs, network logs and "
+                 "recordings) is removed this many hours after its last write (0: kept)")
+      ->envname("CABIN_RETENTION_HOURS")
+      ->check(CLI::Range(int64_t{0}, int64_t{100} * 365 * 24))
+      ->capture_default_str();
+  app.add_option("--retention-max-mb", c.retention_max_mb,
+                 "and the oldest of it is removed first while it all takes more than this (0: "
+                 "any size)")
+      ->envname("CABIN_RETENTION_MAX_MB")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--state-min-free-mb", c.state_min_free_mb,
+                 "creates are refused (503 state_disk_full) while the state dir's file system has "
+                 "less than this free (0: never)")
+      ->envname("CABIN_STATE_MIN_FREE_MB")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option("--max-sandbox-memory-mb", c.max_sandbox_memory_mb,
+                 "the most memory one session may ask for (resources.memory_mb; more is 400); "
+                 "default: the host's memory")
+      ->envname("CABIN_MAX_SANDBOX_MEMORY_MB")
+      ->check(CLI::Range(uint64_t{512}, uint64_t{1} << 20));
+  app.add_option("--max-sandbox-vcpus", c.max_sandbox_vcpus,
+                 "the most vCPUs one session may ask for (resources.vcpus; more is 400); "
+                 "default: the host's CPUs")
+      ->envname("CABIN_MAX_SANDBOX_VCPUS")
+      ->check(CLI::Range(1, 16));
+  app.add_option("--sessions-memory-percent", c.sessions_memory_percent,
+                 "the memory limits of all sessions (live, starting, pooled) together stay "
+                 "within this share of the host's memory: a create past it is 503 "
+                 "capacity_memory (above 100 overcommits)")
+      ->envname("CABIN_SESSIONS_MEMORY_PERCENT")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
   app.add_option("--sandbox-pids-max", c.sandbox_pids_max, "process limit per sandbox")
       ->check(CLI::Range(64, 1 << 20))->capture_default_str();
   app.add_option("--sandbox-cpus", c.sandbox_cpus,
@@ -343,6 +403,9 @@ ParsedConfig parse_config(int argc, char** argv) {
     return out;
   }
   if (c.default_timeout_s > c.max_timeout_s) c.default_timeout_s = c.max_timeout_s;
+  if (c.max_sandbox_memory_mb == 0)
+    c.max_sandbox_memory_mb = std::max(host_memory_mb(), c.sandbox_memory_mb);
+  if (c.max_sandbox_vcpus == 0) c.max_sandbox_vcpus = std::min(host_cpus(), 16);
   auto usage = [&](std::string msg) {
     out.exit = true;
     out.exit_code = 2;
@@ -350,6 +413,11 @@ ParsedConfig parse_config(int argc, char** argv) {
     return out;
   };
   if (tls_cert.empty() != tls_key.empty()) return usage("--tls-cert and --tls-key go together");
+  if (c.sandbox_memory_mb > c.max_sandbox_memory_mb) {
+    return usage("--sandbox-memory-mb (" + std::to_string(c.sandbox_memory_mb) +
+                 ") is more than --max-sandbox-memory-mb (" +
+                 std::to_string(c.max_sandbox_memory_mb) + "): raise the cap or lower the default");
+  }
   for (const auto& pin : c.egress_resolve) {
     const size_t eq = pin.find('=');
     auto name = egress::canonical_host(pin.substr(0, eq));

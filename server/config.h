@@ -75,8 +75,21 @@ struct ServerConfig {
   int max_token_connections_per_session = 256;
   // The largest file PUT /files takes, in MiB.
   uint64_t max_upload_mb = 512;
+  // A recording's stop and copy out of its sandbox end within this; then it is kept as failed.
+  int64_t recording_copy_timeout_s = 300;
+  // What ended sessions left in the state dir (logs, recordings) is removed after this many
+  // hours (0: kept), and the oldest first while it all takes more than retention_max_mb (0: any).
+  int64_t retention_hours = 168;
+  uint64_t retention_max_mb = 20480;
+  // Creates are refused while the state dir's file system has less than this free (0: never).
+  uint64_t state_min_free_mb = 1024;
   bool tls() const { return !tls_cert.empty() || tls_self_signed; }
   uint64_t sandbox_memory_mb = 2048;
+  // What one session may ask for (resources); 0 until parsed: the host's memory and CPUs.
+  uint64_t max_sandbox_memory_mb = 0;
+  int max_sandbox_vcpus = 0;
+  // The memory limits of all sessions together stay within this share of the host's memory.
+  int sessions_memory_percent = 100;
   int sandbox_pids_max = 2048;
   // CPUs one namespace sandbox may use (cpu.max) unless its session asks for vcpus; 0: no limit.
   // The default, the host's CPUs less one (at least one), leaves cabind a CPU to answer on.
@@ -133,5 +146,9 @@ Result<void> ensure_private_dir(const std::filesystem::path& dir);
 
 // The host's CPUs (this process's affinity) less one, at least one.
 double default_sandbox_cpus();
+// The host's CPUs (this process's affinity), at least one.
+int host_cpus();
+// The host's memory (MemTotal of /proc/meminfo) in MiB; 0 if unknown.
+uint64_t host_memory_mb();
 
 }  // namespace cabin

@@ -12,6 +12,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -199,6 +200,11 @@ int main(int argc, char** argv) {
                                  cfg.microvm_max_sessions};
   mc.driver_limits["sim"] = {std::chrono::milliseconds(cfg.start_timeout_ms), cfg.max_sessions};
   mc.memory_bytes = cfg.sandbox_memory_mb << 20;
+  mc.node_memory_bytes = (host_memory_mb() << 20) / 100 * cfg.sessions_memory_percent;
+  mc.driver_limits["namespace"].default_vcpus =
+      cfg.sandbox_cpus > 0 ? static_cast<int>(std::ceil(cfg.sandbox_cpus)) : host_cpus();
+  mc.driver_limits["microvm"].default_vcpus = cfg.microvm_vcpus;
+  mc.driver_limits["sim"].holds_host = false;
   mc.templates = cfg.microvm_templates == "on";
   for (const auto& text : cfg.pools) {
     auto pool = sessions::parse_pool(text);
@@ -208,6 +214,13 @@ int main(int argc, char** argv) {
   mc.logs_dir = cfg.state_dir / "logs";
   std::filesystem::create_directories(mc.logs_dir, ec);
   mc.recordings_dir = cfg.state_dir / "recordings";
+  mc.state_dir = cfg.state_dir;
+  mc.state_min_free_bytes = cfg.state_min_free_mb << 20;
+  mc.retention.max_age = std::chrono::hours(cfg.retention_hours);
+  mc.retention.max_bytes = cfg.retention_max_mb << 20;
+  mc.recording_copy_timeout = std::chrono::seconds(cfg.recording_copy_timeout_s);
+  mc.recording_stall = std::min<std::chrono::milliseconds>(mc.recording_stall,
+                                                          mc.recording_copy_timeout);
   std::filesystem::create_directories(mc.recordings_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
   mc.handoff_key = *handoff_key;
@@ -386,6 +399,14 @@ int main(int argc, char** argv) {
     log->info("{} tenant keys from {}", *n, cfg.tenant_keys_file.string());
   }
   api.use_keys(api_keys->get());
+  (*profile_store)->use_budgets([keys = api_keys->get()](const std::string& owner) {
+    profiles::ProfileBudget b;
+    if (auto k = keys->get(owner)) {
+      b.max_profiles = k->max_profiles;
+      b.max_bytes = static_cast<uint64_t>(k->max_profiles_mb) << 20;
+    }
+    return b;
+  });
   preview::PreviewProxy preview_proxy(cfg, manager, tokens, token_connections, previews);
   http_api::HttpServer server(ioc.get_executor(), api, preview_proxy, tls, conn_limits);
   const size_t threads = cfg.threads > 0 ? static_cast<size_t>(cfg.threads)
@@ -468,6 +489,16 @@ int main(int argc, char** argv) {
   };
   key_watch.expires_after(kKeyWatch);
   key_watch.async_wait(on_key_watch);
+  // Ended sessions' logs and recordings, pruned at start and every kPruneEvery.
+  constexpr auto kPruneEvery = std::chrono::minutes(10);
+  net::steady_timer prune(ioc);
+  std::function<void(boost::system::error_code)> on_prune = [&](boost::system::error_code ec) {
+    if (ec) return;
+    manager.prune_state_now();
+    prune.expires_after(kPruneEvery);
+    prune.async_wait(on_prune);
+  };
+  on_prune({});
   net::signal_set signals(ioc, SIGINT, SIGTERM);
   signals.async_wait([&](boost::system::error_code, int sig) {
     log->info("signal {}: shutting down", sig);
@@ -476,6 +507,7 @@ int main(int argc, char** argv) {
     metrics_server.stop();
     hup.cancel();
     key_watch.cancel();
+    prune.cancel();
     cabin::spawn(
         ioc,
         [&]() -> net::awaitable<void> {

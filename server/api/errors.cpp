@@ -62,6 +62,10 @@ constexpr std::array kCatalogue{
     ErrorKind{"too_many_connections", Errc::kTooManyRequests},
     ErrorKind{"too_many_streams", Errc::kTooManyRequests},
     ErrorKind{"quota_sessions", Errc::kTooManyRequests},
+    ErrorKind{"quota_memory", Errc::kTooManyRequests},
+    ErrorKind{"quota_vcpus", Errc::kTooManyRequests},
+    ErrorKind{"quota_recordings", Errc::kTooManyRequests},
+    ErrorKind{"quota_profiles", Errc::kTooManyRequests},
     ErrorKind{"rate_creates", Errc::kTooManyRequests},
     ErrorKind{"headers_too_large", Errc::kHeadersTooLarge},
     ErrorKind{"agent_error", Errc::kBadGateway},
@@ -75,6 +79,8 @@ constexpr std::array kCatalogue{
     ErrorKind{"driver_unavailable", Errc::kUnavailable},
     ErrorKind{"sandbox_unavailable", Errc::kUnavailable},
     ErrorKind{"capacity", Errc::kUnavailable},
+    ErrorKind{"capacity_memory", Errc::kUnavailable},
+    ErrorKind{"state_disk_full", Errc::kUnavailable},
     ErrorKind{"draining", Errc::kUnavailable},
     ErrorKind{"not_ready", Errc::kUnavailable},
     ErrorKind{"node_unavailable", Errc::kUnavailable},
@@ -197,6 +203,48 @@ Error quota_sessions(int max, int64_t retry_after_s) {
   Error e = CABIN_ERROR("quota_sessions", "this API key runs its maximum of " +
                                               std::to_string(max) +
                                               " sessions (max_sessions); end one first");
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+Error quota_memory(uint64_t max_mb, uint64_t held_mb, uint64_t asked_mb, int64_t retry_after_s) {
+  Error e = CABIN_ERROR("quota_memory",
+                        "this API key's sessions may hold " + std::to_string(max_mb) +
+                            " MiB of memory together (max_memory_mb); they hold " +
+                            std::to_string(held_mb) + " MiB and this one asks for " +
+                            std::to_string(asked_mb) +
+                            ": end a session or ask for less (resources.memory_mb)");
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+Error quota_vcpus(int max, int held, int asked, int64_t retry_after_s) {
+  Error e = CABIN_ERROR("quota_vcpus", "this API key's sessions may hold " + std::to_string(max) +
+                                           " vCPUs together (max_vcpus); they hold " +
+                                           std::to_string(held) + " and this one asks for " +
+                                           std::to_string(asked) +
+                                           ": end a session or ask for fewer (resources.vcpus)");
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+Error quota_recordings(uint64_t max_mb, uint64_t held_mb, int64_t asked_mb) {
+  return CABIN_ERROR("quota_recordings",
+                     "this API key's recordings may take " + std::to_string(max_mb) +
+                         " MiB (max_recordings_mb); those kept and running take " +
+                         std::to_string(held_mb) + " MiB and this one may take " +
+                         std::to_string(asked_mb) +
+                         ": delete some (DELETE /v1/sessions/{id}/recordings/{rid}) or ask for "
+                         "a smaller max_mb");
+}
+Error quota_profiles(std::string message) {
+  return CABIN_ERROR("quota_profiles", std::move(message));
+}
+Error capacity_memory(uint64_t limit_mb, uint64_t held_mb, uint64_t asked_mb,
+                      int64_t retry_after_s) {
+  Error e = CABIN_ERROR(
+      "capacity_memory",
+      "the sessions on this node hold " + std::to_string(held_mb) + " MiB of memory limits, and " +
+          std::to_string(asked_mb) + " MiB more would pass the " + std::to_string(limit_mb) +
+          " MiB it gives them (--sessions-memory-percent of its memory); try later, or ask for "
+          "less (resources.memory_mb)");
   e.retry_after_s = retry_after_s;
   return e;
 }

@@ -59,6 +59,12 @@ Error too_many_connections(std::string message);
 Error too_many_streams(std::string message);
 // A tenant key over a quota, with an honest Retry-After.
 Error quota_sessions(int max, int64_t retry_after_s);
+Error quota_memory(uint64_t max_mb, uint64_t held_mb, uint64_t asked_mb, int64_t retry_after_s);
+Error quota_vcpus(int max, int held, int asked, int64_t retry_after_s);
+// What a key's recordings or saved profiles may take of the state dir (no Retry-After: only a
+// deletion makes room).
+Error quota_recordings(uint64_t max_mb, uint64_t held_mb, int64_t asked_mb);
+Error quota_profiles(std::string message);
 Error rate_creates(int per_minute, int64_t retry_after_s);
 // 502
 Error agent_error(std::string message);
@@ -70,6 +76,9 @@ Error preview_bad_answer(std::string message);
 Error web_ui_unavailable();
 // No room for another session (0: no Retry-After).
 Error capacity(std::string message, int64_t retry_after_s);
+// The node's memory would be overcommitted (--sessions-memory-percent).
+Error capacity_memory(uint64_t limit_mb, uint64_t held_mb, uint64_t asked_mb,
+                      int64_t retry_after_s);
 Error draining();
 Error not_ready(std::string message);
 // cabin-gateway: the node that holds the session does not answer (it may come back).

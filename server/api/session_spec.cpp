@@ -114,11 +114,22 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
     if (auto f = it->find("vcpus"); f != it->end()) {
       auto n = read_int(*f, "resources.vcpus", 1, kMaxVcpus);
       if (!n) return n.error();
+      if (*n > limits.max_vcpus) {
+        return invalid_field("resources.vcpus",
+                             "is more than this server gives one sandbox: at most " +
+                                 std::to_string(limits.max_vcpus) + " (--max-sandbox-vcpus)");
+      }
       spec.resources.vcpus = static_cast<int>(*n);
     }
     if (auto f = it->find("memory_mb"); f != it->end()) {
       auto n = read_int(*f, "resources.memory_mb", kMinMemoryMb, kMaxMemoryMb);
       if (!n) return n.error();
+      if (*n > limits.max_memory_mb) {
+        return invalid_field("resources.memory_mb",
+                             "is more than this server gives one sandbox: at most " +
+                                 std::to_string(limits.max_memory_mb) +
+                                 " (--max-sandbox-memory-mb)");
+      }
       spec.resources.memory_mb = static_cast<uint64_t>(*n);
     }
   }

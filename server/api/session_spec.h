@@ -45,6 +45,13 @@ struct RecordingSpec {
   int64_t max_mb = 512;
 };
 inline constexpr int64_t kMaxRecordingMb = 4096;
+// The most bytes of a recording cabind copies out of the sandbox: its max_mb and a margin for
+// what the encoder writes between the recorder's size checks and the file's end. A sandbox that
+// claims more is refused, whatever its file holds.
+inline constexpr int64_t kRecordingMarginMb = 8;
+inline constexpr uint64_t recording_cap_bytes(int64_t max_mb) {
+  return static_cast<uint64_t>(max_mb + kRecordingMarginMb) << 20;
+}
 // `j` must be an object; `prefix` names its fields in errors ("record.").
 Result<RecordingSpec> parse_recording_spec(const nlohmann::json& j, std::string_view prefix = {});
 
@@ -74,6 +81,9 @@ struct SpecLimits {
   int64_t max_timeout_s = 86400;
   int64_t default_timeout_s = 3600;
   int64_t default_idle_timeout_s = 300;  // capped by the session's timeout_s
+  // The server's caps on one sandbox (--max-sandbox-vcpus, --max-sandbox-memory-mb).
+  int max_vcpus = 16;
+  int64_t max_memory_mb = 65536;
 };
 
 inline constexpr int kMinDimension = 200;

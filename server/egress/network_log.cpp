@@ -10,23 +10,54 @@ NetworkLog::NetworkLog(std::filesystem::path file) : path_(std::move(file)) {
   if (!path_.empty()) file_.open(path_, std::ios::app);
 }
 
+NetworkLog::~NetworkLog() {
+  if (file_.is_open()) write_repeats();
+}
+
+void NetworkLog::write_line(uint64_t seq, const std::string& line) {
+  if (file_full_) return;
+  if (file_bytes_ + line.size() > kMaxLogFileBytes) {
+    // The file stops growing; the last line says so.
+    file_ << nlohmann::json{{"seq", seq},
+                            {"kind", "log_full"},
+                            {"reason", "the log file reached its size limit"}}
+                 .dump()
+          << "\n";
+    file_full_ = true;
+  } else {
+    file_ << line;
+    file_bytes_ += line.size();
+  }
+  file_.flush();
+}
+
+void NetworkLog::write_repeats() {
+  if (repeats_ == 0) return;
+  write_line(last_repeat_seq_, nlohmann::json{{"seq", last_repeat_seq_},
+                                              {"kind", "repeated"},
+                                              {"count", repeats_},
+                                              {"reason", "the refusal above, again"}}
+                                       .dump() +
+                                   "\n");
+  repeats_ = 0;
+}
+
 void NetworkLog::append(EgressRecord r) {
   r.seq = next_seq_++;
   if (file_.is_open() && !file_full_) {
-    const std::string line = record_json(r).dump() + "\n";
-    if (file_bytes_ + line.size() > kMaxLogFileBytes) {
-      // The file stops growing; the last line says so.
-      file_ << nlohmann::json{{"seq", r.seq},
-                              {"kind", "log_full"},
-                              {"reason", "the log file reached its size limit"}}
-                   .dump()
-            << "\n";
-      file_full_ = true;
-    } else {
-      file_ << line;
-      file_bytes_ += line.size();
+    // What makes two refusals the same: all but their numbers and times.
+    std::string refusal;
+    if (!r.allowed) {
+      refusal = nlohmann::json{r.kind, r.method, r.host, r.port, r.rule, r.reason, r.status}.dump();
     }
-    file_.flush();
+    if (!refusal.empty() && refusal == last_refusal_) {
+      ++repeats_;
+      last_repeat_seq_ = r.seq;
+    } else {
+      write_repeats();
+      write_line(r.seq, record_json(r).dump() + "\n");
+      last_refusal_ = std::move(refusal);
+    }
   }
   recent_.push_back(std::move(r));
   if (recent_.size() > kLogRecordsInMemory) recent_.pop_front();

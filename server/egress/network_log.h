@@ -22,6 +22,12 @@ class NetworkLog {
  public:
   // `file`: where records are appended (empty: memory only).
   explicit NetworkLog(std::filesystem::path file);
+  ~NetworkLog();
+  NetworkLog(const NetworkLog&) = delete;
+  NetworkLog& operator=(const NetworkLog&) = delete;
+  // Into the file, a refusal just like the one written before it is counted rather than
+  // written: a line of kind "repeated" with the count follows once another record comes (or the
+  // log ends). Memory keeps every record.
   void append(EgressRecord r);
   // Records with seq > since, oldest first, at most `limit`.
   std::vector<EgressRecord> since(uint64_t since, size_t limit = kMaxLogAnswer) const;
@@ -37,6 +43,12 @@ class NetworkLog {
   std::ofstream file_;
   uint64_t file_bytes_ = 0;
   bool file_full_ = false;
+  // The last line written to the file, when it was a refusal, and its repeats since.
+  std::string last_refusal_;
+  uint64_t repeats_ = 0;
+  uint64_t last_repeat_seq_ = 0;
+  void write_line(uint64_t seq, const std::string& line);
+  void write_repeats();
   std::deque<EgressRecord> recent_;
   uint64_t next_seq_ = 1;
 };

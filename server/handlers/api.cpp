@@ -498,7 +498,7 @@ net::awaitable<Response> Api::dispatch(const api::Route& route, const Authn& aut
     case RouteId::kListRecordings:
     case RouteId::kStopRecording:
     case RouteId::kDeleteRecording:
-      co_return co_await recordings(route, req);
+      co_return co_await recordings(route, authn, req);
     case RouteId::kMintToken:
       co_return mint_token(route, req);
     case RouteId::kRevokeTokens:

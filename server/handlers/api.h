@@ -49,6 +49,9 @@ struct Authn {
   std::string who() const { return by_token ? "token" : key ? key->id : "admin"; }
 };
 
+// The tenant a request acts for, with its key's quotas (none for the admin key).
+sessions::Tenant tenant_of(const Authn& authn);
+
 // The endpoints' logger ("api").
 spdlog::logger& api_log();
 
@@ -186,7 +189,8 @@ class Api {
   net::awaitable<Response> delete_file(const api::Route& route);
   Response list_downloads(const api::Route& route) const;
   // recordings_api.cpp: start, list, stop, delete; the video, streamed.
-  net::awaitable<Response> recordings(const api::Route& route, const Request& req);
+  net::awaitable<Response> recordings(const api::Route& route, const Authn& authn,
+                                      const Request& req);
   net::awaitable<void> recording_video(const api::Route& route, ClientStream socket);
   net::awaitable<void> events(const api::Route& route, const Authn& authn, Request req,
                               ClientStream socket);

@@ -14,6 +14,11 @@ json Api::key_json(const store::ApiKeyRecord& k) const {
             {"name", k.name},
             {"max_sessions", k.max_sessions},
             {"max_creates_per_minute", k.max_creates_per_minute},
+            {"max_memory_mb", k.max_memory_mb},
+            {"max_vcpus", k.max_vcpus},
+            {"max_recordings_mb", k.max_recordings_mb},
+            {"max_profiles", k.max_profiles},
+            {"max_profiles_mb", k.max_profiles_mb},
             {"created_at", format_rfc3339(k.created_at)}};
   if (k.revoked_at != 0) j["revoked_at"] = format_rfc3339(k.revoked_at);
   return j;

@@ -34,13 +34,14 @@ Result<api::RecordingSpec> recording_spec(const std::string& body) {
 
 }  // namespace
 
-net::awaitable<Response> Api::recordings(const api::Route& route, const Request& req) {
+net::awaitable<Response> Api::recordings(const api::Route& route, const Authn& authn,
+                                         const Request& req) {
   using api::RouteId;
   switch (route.id) {
     case RouteId::kStartRecording: {
       auto spec = recording_spec(req.body());
       if (!spec) co_return error_response(spec.error());
-      auto r = co_await sessions_.start_recording(route.session_id, *spec);
+      auto r = co_await sessions_.start_recording(route.session_id, *spec, tenant_of(authn));
       if (!r) co_return error_response(r.error());
       co_return json_response(http::status::created, *r);
     }

@@ -125,19 +125,18 @@ Response Api::info(const Authn& authn) const {
          {"resolution_max", api::kMaxDimension}}}});
 }
 
-namespace {
-
 sessions::Tenant tenant_of(const Authn& authn) {
   sessions::Tenant tenant;
   if (authn.key) {
     tenant.id = authn.key->id;
     tenant.max_sessions = authn.key->max_sessions;
     tenant.max_creates_per_minute = authn.key->max_creates_per_minute;
+    tenant.max_memory_bytes = static_cast<uint64_t>(authn.key->max_memory_mb) << 20;
+    tenant.max_vcpus = authn.key->max_vcpus;
+    tenant.max_recordings_bytes = static_cast<uint64_t>(authn.key->max_recordings_mb) << 20;
   }
   return tenant;
 }
-
-}  // namespace
 
 net::awaitable<Response> Api::fork(const Authn& authn, const api::Route& route,
                                    const Request& req) {
@@ -173,7 +172,8 @@ net::awaitable<Response> Api::fork(const Authn& authn, const api::Route& route,
 net::awaitable<Response> Api::create(const Authn& authn, const Request& req,
                                      Cancellation* cancel) {
   api::SpecLimits limits{config_.max_timeout_s, config_.default_timeout_s,
-                         config_.default_idle_timeout_s};
+                         config_.default_idle_timeout_s, config_.max_sandbox_vcpus,
+                         static_cast<int64_t>(config_.max_sandbox_memory_mb)};
   auto spec = api::parse_session_spec(req.body(), limits);
   if (!spec) co_return error_response(spec.error());
   const sessions::Tenant tenant = tenant_of(authn);

@@ -74,8 +74,9 @@ void declare_cabind(Registry& r) {
             "How long taking over a session an earlier cabind left running took.", {"driver"},
             kPauseBuckets);
   r.declare("cabin_create_refusals_total", Type::kCounter,
-            "Creates refused before a sandbox started, by reason (quota_sessions, rate_creates, "
-            "capacity, queue_full, queue_timeout, client_gone, draining).",
+            "Creates refused before a sandbox started, by reason (quota_sessions, quota_memory, "
+            "quota_vcpus, rate_creates, capacity, capacity_memory, state_disk_full, queue_full, "
+            "queue_timeout, client_gone, draining).",
             {"reason"});
   r.declare("cabin_create_queue_waiting", Type::kGauge, "Creates waiting for room now.", {});
   r.declare("cabin_create_queue_wait_seconds", Type::kHistogram,

@@ -139,6 +139,20 @@ Result<ProfileRecord> ProfileStore::create(const std::string& owner, const std::
     return invalid_field("name", "must be 1.." + std::to_string(kMaxProfileName) +
                                      " printable characters");
   }
+  if (budget_of_) {
+    const ProfileBudget b = budget_of_(owner);
+    const auto [count, bytes] = held_by(owner, "");
+    if (b.max_profiles > 0 && count >= b.max_profiles) {
+      return api::errors::quota_profiles("this API key has its maximum of " +
+                                         std::to_string(b.max_profiles) +
+                                         " saved profiles (max_profiles): delete one first");
+    }
+    if (b.max_bytes > 0 && bytes >= b.max_bytes) {
+      return api::errors::quota_profiles(
+          "this API key's saved profiles take " + std::to_string(bytes >> 20) + " MiB, its " +
+          std::to_string(b.max_bytes >> 20) + " (max_profiles_mb): delete one first");
+    }
+  }
   ProfileRecord r;
   r.id = api::new_profile_id();
   r.owner = owner;
@@ -148,6 +162,29 @@ Result<ProfileRecord> ProfileStore::create(const std::string& owner, const std::
   order_[r.id] = next_++;
   profiles_[r.id] = r;
   return r;
+}
+
+std::pair<int, uint64_t> ProfileStore::held_by(const std::string& owner,
+                                               const std::string& except) const {
+  int count = 0;
+  uint64_t bytes = 0;
+  for (const auto& [id, r] : profiles_) {
+    if (r.owner != owner) continue;
+    ++count;
+    if (id != except) bytes += r.size_bytes;
+  }
+  return {count, bytes};
+}
+
+std::optional<Error> ProfileStore::over_budget(const ProfileRecord& r, uint64_t size) const {
+  if (!budget_of_) return std::nullopt;
+  const ProfileBudget b = budget_of_(r.owner);
+  const uint64_t others = held_by(r.owner, r.id).second;
+  if (b.max_bytes == 0 || others + size <= b.max_bytes) return std::nullopt;
+  return api::errors::quota_profiles(
+      "saving profile " + r.id + " (" + std::to_string(size >> 20) + " MiB) would take this API " +
+      "key's saved profiles past " + std::to_string(b.max_bytes >> 20) +
+      " MiB (max_profiles_mb); it keeps what it had");
 }
 
 Result<ProfileRecord> ProfileStore::get(const std::string& id, const std::string& owner) const {
@@ -246,6 +283,8 @@ Result<void> ProfileStore::check_in(const std::string& id, const std::string& se
     auto packed = pack(*from, limits_, kChromiumCacheDirs);
     if (!packed) {
       kept = packed.error();
+    } else if (auto over = over_budget(r, packed->size())) {
+      kept = std::move(*over);
     } else if (auto sealed = seal(key_, *packed, seal_context(id)); !sealed) {
       kept = make_error(Errc::kInternal, "profile_io", "sealing the profile failed");
     } else {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -31,6 +32,12 @@ struct ProfileRecord {
 };
 
 inline constexpr size_t kMaxProfileName = 128;
+
+// What one owner's saved profiles may take: how many, and their archives' bytes; 0: no bound.
+struct ProfileBudget {
+  int max_profiles = 0;
+  uint64_t max_bytes = 0;
+};
 // Marks the Chromium profile in `dir` as left by a browser that exited cleanly (its Preferences'
 // exit_type), so that a copy taken while it ran does not offer to restore a crashed session.
 // Preferences it cannot read are left as they are.
@@ -47,8 +54,13 @@ class ProfileStore {
   ProfileStore(const ProfileStore&) = delete;
   ProfileStore& operator=(const ProfileStore&) = delete;
 
+  // Each owner's budget (the admin's: none), asked at each create and save.
+  void use_budgets(std::function<ProfileBudget(const std::string& owner)> budget_of) {
+    budget_of_ = std::move(budget_of);
+  }
   // A new, empty profile of `owner`'s. invalid_request for a name that is empty, too long or
-  // not printable.
+  // not printable; 429 quota_profiles when the owner has max_profiles, or its profiles take
+  // max_bytes or more.
   Result<ProfileRecord> create(const std::string& owner, const std::string& name, int64_t now);
   // profile_not_found unless `owner` made it ("admin" sees every profile).
   Result<ProfileRecord> get(const std::string& id, const std::string& owner) const;
@@ -61,7 +73,8 @@ class ProfileStore {
   Result<ProfileRecord> check_out(const std::string& id, const std::string& owner,
                                   const std::string& session, const std::filesystem::path& into);
   // Takes it back from `session`. With `from`, the tree there is packed, sealed and kept as the
-  // profile's from now on; one over the limits is refused and the profile keeps what it had.
+  // profile's from now on; one over the limits, or that would take its owner's profiles past
+  // their max_bytes (quota_profiles), is refused and the profile keeps what it had.
   // Free again either way.
   Result<void> check_in(const std::string& id, const std::string& session,
                         const std::filesystem::path* from, int64_t now);
@@ -76,6 +89,10 @@ class ProfileStore {
   // What an archive is sealed to: its profile's id, so that it opens in no other's place.
   static std::string seal_context(const std::string& id);
   void bind_legacy_archives();
+  // How many profiles `owner` has, and their saved bytes but those of `except`.
+  std::pair<int, uint64_t> held_by(const std::string& owner, const std::string& except) const;
+  // quota_profiles when a save of `size` bytes would take r's owner past its budget.
+  std::optional<Error> over_budget(const ProfileRecord& r, uint64_t size) const;
   Result<void> save(const ProfileRecord& r);
 
   sqlite3* db_;
@@ -85,6 +102,7 @@ class ProfileStore {
   std::map<std::string, ProfileRecord> profiles_;  // by id
   std::map<std::string, uint64_t> order_;          // id -> creation order
   uint64_t next_ = 0;
+  std::function<ProfileBudget(const std::string&)> budget_of_;
 };
 
 }  // namespace cabin::profiles

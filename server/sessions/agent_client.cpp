@@ -523,10 +523,10 @@ net::awaitable<Result<agent_protocol::RecordingStatus>> AgentClient::recording_s
 }
 
 net::awaitable<Result<agent_protocol::RecordingStatus>> AgentClient::stop_recording(
-    const std::string& id) {
+    const std::string& id, std::chrono::milliseconds timeout) {
   co_return recording_answer(co_await request(
       http::verb::post, std::string(agent_protocol::kRecordingsStopPath) + "?id=" + id, {},
-      std::chrono::seconds(60), 4096));
+      timeout, 4096));
 }
 
 net::awaitable<Result<Tunnel>> AgentClient::frames(const std::string& agent_query) {

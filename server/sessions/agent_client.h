@@ -122,7 +122,9 @@ class AgentClient {
   net::awaitable<Result<agent_protocol::RecordingStatus>> start_recording(
       const agent_protocol::RecordingRequest& r);
   net::awaitable<Result<agent_protocol::RecordingStatus>> recording_status(const std::string& id);
-  net::awaitable<Result<agent_protocol::RecordingStatus>> stop_recording(const std::string& id);
+  // Stopping answers once the file is complete, within `timeout`.
+  net::awaitable<Result<agent_protocol::RecordingStatus>> stop_recording(
+      const std::string& id, std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // A stream of frames (docs/agent-protocol.md), handed over after the answer's header.
   net::awaitable<Result<Tunnel>> frames(const std::string& agent_query);
   // GET path from the browser's DevTools on 127.0.0.1:port: the answer's body, at most

@@ -12,8 +12,10 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <fstream>
+#include <limits>
 
 #include "common/clock.h"
+#include "common/deadline.h"
 #include "common/log.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
@@ -47,14 +49,38 @@ json without_sandbox_path(json r) {
 
 }  // namespace
 
+uint64_t SessionManager::recordings_held(const std::string& owner) const {
+  uint64_t bytes = 0;
+  if (config_.recordings_dir.empty()) return 0;
+  for (const auto& row : store_.list_of(owner, true, std::numeric_limits<int>::max())) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(config_.recordings_dir / row.id, ec)) {
+      if (e.path().extension() == ".mp4") bytes += e.file_size(ec);
+    }
+    if (auto it = live_.find(row.id); it != live_.end()) {
+      for (const auto& [rid, r] : it->second->recordings_)
+        bytes += api::recording_cap_bytes(r.value("max_mb", api::kMaxRecordingMb));
+    }
+  }
+  return bytes;
+}
+
 net::awaitable<Result<json>> SessionManager::start_recording(const std::string& id,
-                                                             const RecordingSpec& spec) {
+                                                             const RecordingSpec& spec,
+                                                             const Tenant& tenant) {
   if (config_.recordings_dir.empty())
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable", "recordings are off");
   auto found = live(id);
   if (!found) co_return found.error();
   SessionPtr s = *found;
   if (s->paused()) co_return api::errors::session_paused();
+  if (tenant.max_recordings_bytes > 0) {
+    const uint64_t held = recordings_held(s->record().owner);
+    const uint64_t asked = api::recording_cap_bytes(spec.max_mb);
+    if (held + asked > tenant.max_recordings_bytes)
+      co_return api::errors::quota_recordings(tenant.max_recordings_bytes >> 20, held >> 20,
+                                              static_cast<int64_t>(asked >> 20));
+  }
   agent_protocol::RecordingRequest req;
   req.id = api::new_recording_id();
   req.fps = spec.fps;
@@ -102,14 +128,15 @@ net::awaitable<Result<json>> SessionManager::start_recording(const std::string& 
   co_return without_sandbox_path(r);
 }
 
-net::awaitable<Result<json>> SessionManager::finish_recording(const SessionPtr& s,
-                                                              const std::string& rid) {
+net::awaitable<Result<json>> SessionManager::finish_recording(
+    const SessionPtr& s, const std::string& rid,
+    std::optional<std::chrono::steady_clock::time_point> until) {
   auto it = s->recordings_.find(rid);
   if (it == s->recordings_.end()) {
     if (auto kept = recording(s->id(), rid)) co_return *kept;
     co_return no_recording();
   }
-  // One finishes it; another caller waits for that.
+  // One finishes it; another caller waits for that, which ends within its bound.
   if (it->second.value("status", "") == "stopping") {
     net::steady_timer t(ex_);
     while (s->recordings_.count(rid)) {
@@ -123,19 +150,33 @@ net::awaitable<Result<json>> SessionManager::finish_recording(const SessionPtr& 
   it->second["status"] = "stopping";
   json r = it->second;
   const std::string why = s->ending_ ? "session_ended" : "";
-  auto st = co_await s->agent_.stop_recording(rid);
+  const auto deadline =
+      until.value_or(std::chrono::steady_clock::now() + config_.recording_copy_timeout);
+  auto time_left = [&] {
+    return std::max(std::chrono::milliseconds(0),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  };
+  auto st = co_await s->agent_.stop_recording(
+      rid, std::min<std::chrono::milliseconds>(std::chrono::seconds(60), time_left()));
   const fs::path dir = config_.recordings_dir / s->id();
   std::error_code fec;
   fs::create_directories(dir, fec);
   uint64_t copied = 0;
   std::string failure = st ? (st->state == "failed" ? st->reason : "") : st.error().message;
   if (st) {
-    // The file, out of the sandbox while it still runs.
+    // The file, out of the sandbox while it still runs. The sandbox says how long it is: no more
+    // than the recording's max_mb is taken, and every read has a deadline.
+    const uint64_t cap = api::recording_cap_bytes(r.value("max_mb", api::kMaxRecordingMb));
     auto file = co_await s->agent_.read_file(st->path);
     const fs::path part = dir / (rid + ".mp4.part");
-    UniqueFd out(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    const bool fits = file && *file->length <= cap;
+    UniqueFd out(fits ? ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1);
     if (!file) {
       failure = "the file: " + file.error().message;
+    } else if (!fits) {
+      failure = "the sandbox's file is " + std::to_string(*file->length) +
+                " bytes, more than max_mb allows (" + std::to_string(cap) + " with a margin)";
     } else if (!out.valid()) {
       failure = "the file: " + std::string(std::strerror(errno));
     } else {
@@ -157,16 +198,22 @@ net::awaitable<Result<json>> SessionManager::finish_recording(const SessionPtr& 
       left -= early;
       copied += early;
       boost::system::error_code ec;
+      bool stalled = false;
       while (ok && left > 0) {
+        Deadline stall(file->stream, std::min(config_.recording_stall, time_left()));
         const size_t n = co_await file->stream.async_read_some(
             net::buffer(chunk.data(), static_cast<size_t>(std::min<uint64_t>(chunk.size(), left))),
             net::redirect_error(net::use_awaitable, ec));
+        stalled = stall.expired();
         if (ec) break;
         ok = put(chunk.data(), n);
         left -= n;
         copied += n;
       }
-      if (!ok || left > 0) {
+      if (stalled) {
+        failure = "the sandbox stopped sending the file, " + std::to_string(left) +
+                  " bytes short; given up";
+      } else if (!ok || left > 0) {
         failure = "the file stopped " + std::to_string(left) + " bytes short";
       } else {
         fs::rename(part, dir / (rid + ".mp4"), fec);

@@ -98,18 +98,79 @@ std::vector<store::SessionRecord> SessionManager::list_of(const std::string& own
   return rows;
 }
 
-int SessionManager::tenant_load(const std::string& owner) const {
-  auto p = pending_.find(owner);
-  int n = p == pending_.end() ? 0 : p->second;
-  for (const auto& [_, s] : live_) n += s->record().owner == owner;
-  return n;
+Result<void> check_tenant_budget(const Footprint& held, const Footprint& add, const Budget& b,
+                                 int64_t retry_after_s) {
+  if (b.max_sessions > 0 && held.sessions + add.sessions > b.max_sessions)
+    return api::errors::quota_sessions(b.max_sessions, retry_after_s);
+  if (b.max_memory_bytes > 0 && held.memory_bytes + add.memory_bytes > b.max_memory_bytes) {
+    return api::errors::quota_memory(b.max_memory_bytes >> 20, held.memory_bytes >> 20,
+                                     add.memory_bytes >> 20, retry_after_s);
+  }
+  if (b.max_vcpus > 0 && held.vcpus + add.vcpus > b.max_vcpus)
+    return api::errors::quota_vcpus(b.max_vcpus, held.vcpus, add.vcpus, retry_after_s);
+  return {};
 }
 
-// What an admitted create holds until its session is live or the create fails: a place in its
-// tenant's count, and once it has room, a start on its driver. Both go back together.
+Result<void> check_node_memory(uint64_t held, uint64_t add, uint64_t limit,
+                               int64_t retry_after_s) {
+  if (limit == 0 || held + add <= limit) return {};
+  return api::errors::capacity_memory(limit >> 20, held >> 20, add >> 20, retry_after_s);
+}
+
+Footprint SessionManager::footprint(const api::SessionSpec& spec,
+                                    const std::string& driver) const {
+  const DriverLimits l = limits_for(driver);
+  if (!l.holds_host) return {1, 0, 0};
+  return {1, memory_bytes(spec), spec.resources.vcpus > 0 ? spec.resources.vcpus : l.default_vcpus};
+}
+
+Footprint SessionManager::tenant_footprint(const std::string& owner) const {
+  auto p = pending_.find(owner);
+  Footprint f = p == pending_.end() ? Footprint{} : p->second;
+  for (const auto& [_, s] : live_) {
+    if (s->record().owner == owner) f += footprint(s->spec(), s->record().driver);
+  }
+  return f;
+}
+
+uint64_t SessionManager::node_memory() const {
+  uint64_t bytes = 0;
+  for (const auto& [_, p] : pending_) bytes += p.memory_bytes;
+  for (const auto& [_, s] : live_) bytes += footprint(s->spec(), s->record().driver).memory_bytes;
+  for (const auto& s : pool_starting_)
+    bytes += footprint(s->spec(), s->record().driver).memory_bytes;
+  for (const auto& pool : pools_) {
+    for (const auto& s : pool.ready) bytes += footprint(s->spec(), s->record().driver).memory_bytes;
+  }
+  return bytes;
+}
+
+Pruned SessionManager::prune_state_now() {
+  auto holds = [this](const std::string& id) {
+    if (live_.count(id)) return true;
+    for (const auto& s : pool_starting_)
+      if (s->id() == id) return true;
+    for (const auto& pool : pools_) {
+      for (const auto& s : pool.ready)
+        if (s->id() == id) return true;
+    }
+    return false;
+  };
+  const Pruned p = prune_state(config_.logs_dir, config_.recordings_dir, holds,
+                               clock_.unix_seconds(), config_.retention);
+  if (p.sessions > 0) {
+    log()->info("pruned what {} ended sessions left (logs, recordings): {} bytes", p.sessions,
+                p.bytes);
+  }
+  return p;
+}
+
+// What an admitted create holds until its session is live or the create fails: its place in its
+// tenant's budgets, and once it has room, a start on its driver. Both go back together.
 struct SessionManager::Admission {
-  Admission(SessionManager& m, std::string owner) : m(m), owner(std::move(owner)) {
-    ++m.pending_[this->owner];
+  Admission(SessionManager& m, std::string owner, Footprint f)
+      : m(m), owner(std::move(owner)), held(f) {
+    m.pending_[this->owner] += held;
   }
   Admission(const Admission&) = delete;
   Admission& operator=(const Admission&) = delete;
@@ -118,7 +179,9 @@ struct SessionManager::Admission {
   void release() {
     if (pending) {
       pending = false;
-      if (--m.pending_[owner] <= 0) m.pending_.erase(owner);
+      auto& p = m.pending_[owner];
+      p -= held;
+      if (p.sessions <= 0) m.pending_.erase(owner);
     }
     if (!driver.empty()) {
       --m.starting_[driver];
@@ -128,6 +191,7 @@ struct SessionManager::Admission {
   }
   SessionManager& m;
   std::string owner;
+  Footprint held;
   bool pending = true;
   std::string driver;  // set while it holds a start on this driver
 };
@@ -256,7 +320,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
     // Here rather than in create_on: a claimed pool sandbox records too, and the first frame is
     // the start page the caller asked for.
     SessionPtr s = *r;
-    if (auto rec = co_await start_recording(s->id(), *spec.record); !rec) {
+    if (auto rec = co_await start_recording(s->id(), *spec.record, tenant); !rec) {
       const std::string why = "its recording could not start: " + rec.error().message;
       co_await finish(s, store::SessionStatus::kFailed, why);
       r = make_error(Errc::kUnavailable, "sandbox_unavailable", why);
@@ -334,11 +398,27 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
     if (!profiles_) co_return api::errors::profile_not_found();
     if (auto p = profiles_->get(spec.profile->id, tenant.id); !p) co_return p.error();
   }
-  // The tenant's own limits come before the queue: a tenant over them never waits.
   auto& m = metrics::registry();
-  if (tenant.max_sessions > 0 && tenant_load(tenant.id) >= tenant.max_sessions) {
-    m.inc("cabin_create_refusals_total", {"quota_sessions"});
-    co_return api::errors::quota_sessions(tenant.max_sessions, soonest_end_s(&tenant.id));
+  if (auto disk = check_state_disk(config_.state_dir, config_.state_min_free_bytes); !disk) {
+    m.inc("cabin_create_refusals_total", {"state_disk_full"});
+    co_return disk.error();
+  }
+  // The tenant's own limits come before the queue: a tenant over them never waits.
+  const Footprint asked = footprint(spec, driver_name);
+  if (auto within = check_tenant_budget(
+          tenant_footprint(tenant.id), asked,
+          {tenant.max_sessions, tenant.max_memory_bytes, tenant.max_vcpus},
+          soonest_end_s(&tenant.id));
+      !within) {
+    m.inc("cabin_create_refusals_total", {within.error().code});
+    co_return within.error();
+  }
+  // Nor may the node's memory be promised twice over.
+  if (auto fits = check_node_memory(node_memory(), asked.memory_bytes, config_.node_memory_bytes,
+                                    soonest_end_s(nullptr));
+      !fits) {
+    m.inc("cabin_create_refusals_total", {"capacity_memory"});
+    co_return fits.error();
   }
   if (tenant.max_creates_per_minute > 0) {
     if (int64_t wait = rates_.take(tenant.id, tenant.max_creates_per_minute); wait > 0) {
@@ -346,7 +426,7 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
       co_return api::errors::rate_creates(tenant.max_creates_per_minute, wait);
     }
   }
-  Admission admission(*this, tenant.id);
+  Admission admission(*this, tenant.id, asked);
   if (auto room = co_await wait_for_room(driver_name, admission, cancel); !room) {
     // Nothing started: the create does not count against the tenant's rate.
     if (tenant.max_creates_per_minute > 0)
@@ -817,10 +897,13 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   s->expiry_.cancel();
   s->idle_timer_.cancel();
   s->release_control("session_ended");
-  // Recordings are kept: stopped and copied out while the sandbox still runs.
+  // Recordings are kept: stopped and copied out while the sandbox still runs, all within one
+  // bound, after which what is left of them is kept as failed.
   std::vector<std::string> recording_ids;
   for (const auto& [rid, r] : s->recordings_) recording_ids.push_back(rid);
-  for (const auto& rid : recording_ids) (void)co_await finish_recording(s, rid);
+  const auto recordings_until = std::chrono::steady_clock::now() + config_.recording_copy_timeout;
+  for (const auto& rid : recording_ids)
+    (void)co_await finish_recording(s, rid, recordings_until);
   if (s->egress_) s->egress_->stop();
   const auto& profile = s->spec().profile;
   bool save_profile = profile && profile->persist && started;

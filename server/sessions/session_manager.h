@@ -30,6 +30,7 @@
 #include "server/profiles/profile_store.h"
 #include "server/sessions/rate_limiter.h"
 #include "server/sessions/session.h"
+#include "server/sessions/state_disk.h"
 #include "server/store/session_store.h"
 
 namespace cabin::sessions {
@@ -37,7 +38,40 @@ namespace cabin::sessions {
 struct DriverLimits {
   std::chrono::milliseconds start_timeout{30000};  // sandbox created until DevTools answers
   int max_sessions = 16;                           // live sessions on this driver
+  int default_vcpus = 1;  // what a session that asks for none counts against budgets
+  bool holds_host = true;  // its sessions hold host memory and CPUs (not "sim")
 };
+
+// What sessions hold, counted against a tenant's budgets and the node's memory.
+struct Footprint {
+  int sessions = 0;
+  uint64_t memory_bytes = 0;  // their memory limits
+  int vcpus = 0;
+  Footprint& operator+=(const Footprint& o) {
+    sessions += o.sessions;
+    memory_bytes += o.memory_bytes;
+    vcpus += o.vcpus;
+    return *this;
+  }
+  Footprint& operator-=(const Footprint& o) {
+    sessions -= o.sessions;
+    memory_bytes -= o.memory_bytes;
+    vcpus -= o.vcpus;
+    return *this;
+  }
+};
+
+// Why `add` does not fit beside `held` under a tenant's budgets (429 quota_sessions,
+// quota_memory, quota_vcpus) or the node's memory (503 capacity_memory); 0 and empty limits are
+// no bound. `retry_after_s` goes with the refusal.
+struct Budget {
+  int max_sessions = 0;
+  uint64_t max_memory_bytes = 0;
+  int max_vcpus = 0;
+};
+Result<void> check_tenant_budget(const Footprint& held, const Footprint& add, const Budget& b,
+                                 int64_t retry_after_s);
+Result<void> check_node_memory(uint64_t held, uint64_t add, uint64_t limit, int64_t retry_after_s);
 
 // Egress: each session's way out, through a proxy of cabind's on its sandbox's loopback.
 struct EgressConfig {
@@ -79,6 +113,21 @@ struct ManagerConfig {
   // Where recordings are kept (<dir>/<session>/<recording>.mp4 and .json) until deleted;
   // empty: recordings are refused.
   std::filesystem::path recordings_dir;
+  // The memory limits of all sessions (live, starting and pooled) together at most; 0: no
+  // bound (--sessions-memory-percent of the host's memory).
+  uint64_t node_memory_bytes = 0;
+  // Creates are refused (503 state_disk_full) while the file system of state_dir has less than
+  // this free; 0: never.
+  std::filesystem::path state_dir;
+  uint64_t state_min_free_bytes = 0;
+  // What ended sessions left in logs_dir and recordings_dir is pruned by this
+  // (prune_state_now()).
+  Retention retention;
+  // A recording's stop and copy out of the sandbox end within this (then it is kept as failed),
+  // and each read of the copy waits at most recording_stall: a sandbox that stops sending
+  // cannot hold a stop, or the end of its session.
+  std::chrono::milliseconds recording_copy_timeout{300000};
+  std::chrono::milliseconds recording_stall{30000};
   int pids_max = 2048;
   EgressConfig egress;
   // Seals each live session's handoff in the store (auth::load_or_create_key_file); a manager
@@ -112,6 +161,10 @@ struct Tenant {
   std::string id = "admin";        // recorded as its sessions' owner: "admin" or a key's id
   int max_sessions = 0;            // its live sessions at most; 0: only the server's caps
   int max_creates_per_minute = 0;  // 0: no rate of its own
+  uint64_t max_memory_bytes = 0;   // its sessions' memory limits together; 0: no budget
+  int max_vcpus = 0;               // its sessions' vCPUs together; 0: no budget
+  // Its recordings, kept and running (at their max_mb), together; 0: no budget.
+  uint64_t max_recordings_bytes = 0;
 };
 
 class SessionManager {
@@ -185,7 +238,13 @@ class SessionManager {
   std::vector<store::SessionRecord> list_of(const std::string& owner, bool include_ended) const;
   // An owner's live sessions (ending ones too, until their sandboxes are gone) and its creates
   // under way: what its max_sessions counts.
-  int tenant_load(const std::string& owner) const;
+  int tenant_load(const std::string& owner) const { return tenant_footprint(owner).sessions; }
+  // What the tenant's live sessions and creates under way hold.
+  Footprint tenant_footprint(const std::string& owner) const;
+  // The memory limits of every sandbox there is: live, starting, pooled.
+  uint64_t node_memory() const;
+  // Prunes ended sessions' logs and recordings by config().retention; what went.
+  Pruned prune_state_now();
   // Creates waiting for room now.
   size_t queue_waiting() const { return queue_.size(); }
   // New timers for a live session: its lifetime (from creation; it must end in the future) and
@@ -200,8 +259,12 @@ class SessionManager {
   // Screen recordings (agent_protocol::kRecordingsPath), kept in recordings_dir after the
   // session ends until deleted. Each is a JSON record (docs/api.md).
   using RecordingSpec = api::RecordingSpec;
+  // 429 quota_recordings when it could take `tenant` past its max_recordings_bytes.
   net::awaitable<Result<nlohmann::json>> start_recording(const std::string& id,
-                                                         const RecordingSpec& spec);
+                                                         const RecordingSpec& spec,
+                                                         const Tenant& tenant = {});
+  // What `owner`'s recordings take: the files kept, and those running at their max_mb.
+  uint64_t recordings_held(const std::string& owner) const;
   net::awaitable<Result<nlohmann::json>> stop_recording(const std::string& id,
                                                         const std::string& rid);
   // A live session's recordings and those kept of it, oldest first.
@@ -304,9 +367,11 @@ class SessionManager {
   // A ready (or adopted) session from now on: its lifetime and idle timers, its handoff.
   void start_running(const SessionPtr& s);
   // Stops a live recording, copies its file out of the sandbox into recordings_dir and keeps
-  // its record there; the record.
-  net::awaitable<Result<nlohmann::json>> finish_recording(const SessionPtr& s,
-                                                          const std::string& rid);
+  // its record there; the record. Given up as failed at `until` (default: recording_copy_timeout
+  // from now).
+  net::awaitable<Result<nlohmann::json>> finish_recording(
+      const SessionPtr& s, const std::string& rid,
+      std::optional<std::chrono::steady_clock::time_point> until = std::nullopt);
   // Carries the agent's browser events (pages, dialogs, downloads) into the session's event
   // log while the session lives, reconnecting after the stream breaks (a pause, a restore).
   net::awaitable<void> follow_browser(std::weak_ptr<Session> weak);
@@ -439,7 +504,9 @@ class SessionManager {
   audit::AuditLog* audit_ = nullptr;
   profiles::ProfileStore* profiles_ = nullptr;
   std::filesystem::path profiles_live_;
-  std::map<std::string, int> pending_;  // per owner: creates admitted, not live yet
+  std::map<std::string, Footprint> pending_;  // per owner: creates admitted, not live yet
+  // What one session of `spec` on `driver` holds.
+  Footprint footprint(const api::SessionSpec& spec, const std::string& driver) const;
   std::list<std::shared_ptr<Waiter>> queue_;  // creates waiting for room, oldest first
   struct Pool {
     PoolState state;

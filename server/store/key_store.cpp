@@ -24,6 +24,25 @@ bool lower_hex(std::string_view s) {
   return true;
 }
 
+// The quotas added after the table's first form, with what keys made before them get.
+constexpr std::pair<const char*, int64_t> kLaterQuotas[] = {
+    {"max_memory_mb", api::kDefaultKeyMaxMemoryMb},
+    {"max_vcpus", api::kDefaultKeyMaxVcpus},
+    {"max_recordings_mb", api::kDefaultKeyMaxRecordingsMb},
+    {"max_profiles", api::kDefaultKeyMaxProfiles},
+    {"max_profiles_mb", api::kDefaultKeyMaxProfilesMb},
+};
+
+void set_quotas(ApiKeyRecord& r, const api::KeySpec& spec) {
+  r.max_sessions = spec.max_sessions;
+  r.max_creates_per_minute = spec.max_creates_per_minute;
+  r.max_memory_mb = spec.max_memory_mb;
+  r.max_vcpus = spec.max_vcpus;
+  r.max_recordings_mb = spec.max_recordings_mb;
+  r.max_profiles = spec.max_profiles;
+  r.max_profiles_mb = spec.max_profiles_mb;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
@@ -39,9 +58,17 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
                      " id TEXT PRIMARY KEY, name TEXT NOT NULL, secret_hash TEXT NOT NULL,"
                      " max_sessions INTEGER NOT NULL, max_creates_per_minute INTEGER NOT NULL,"
                      " created_at INTEGER NOT NULL, revoked_at INTEGER NOT NULL DEFAULT 0);"));
+  for (const auto& [column, value] : kLaterQuotas) {
+    if (Stmt(db, (std::string("SELECT ") + column + " FROM api_keys LIMIT 0").c_str()).ok())
+      continue;
+    CABIN_TRY(exec_sql(db, (std::string("ALTER TABLE api_keys ADD COLUMN ") + column +
+                            " INTEGER NOT NULL DEFAULT " + std::to_string(value) + ";")
+                               .c_str()));
+  }
   Stmt s(db,
          "SELECT id, name, secret_hash, max_sessions, max_creates_per_minute, created_at,"
-         " revoked_at FROM api_keys ORDER BY rowid");
+         " revoked_at, max_memory_mb, max_vcpus, max_recordings_mb, max_profiles,"
+         " max_profiles_mb FROM api_keys ORDER BY rowid");
   if (!s.ok()) return db_error(db, "prepare read keys");
   while (s.step() == SQLITE_ROW) {
     Entry e;
@@ -52,6 +79,11 @@ Result<std::unique_ptr<KeyStore>> KeyStore::open(const std::string& path) {
     e.record.max_creates_per_minute = static_cast<int>(s.integer(4));
     e.record.created_at = s.integer(5);
     e.record.revoked_at = s.integer(6);
+    e.record.max_memory_mb = s.integer(7);
+    e.record.max_vcpus = static_cast<int>(s.integer(8));
+    e.record.max_recordings_mb = s.integer(9);
+    e.record.max_profiles = static_cast<int>(s.integer(10));
+    e.record.max_profiles_mb = s.integer(11);
     e.seq = store->next_seq_++;
     store->keys_.emplace(e.record.id, std::move(e));
   }
@@ -64,19 +96,21 @@ Result<KeyStore::Minted> KeyStore::mint(const api::KeySpec& spec, int64_t now) {
   Entry e;
   e.record.id = api::new_key_id();
   e.record.name = spec.name;
-  e.record.max_sessions = spec.max_sessions;
-  e.record.max_creates_per_minute = spec.max_creates_per_minute;
+  set_quotas(e.record, spec);
   e.record.created_at = now;
   const std::string secret = random_hex(kSecretHexChars / 2);
   e.secret_hash = sha256_hex(secret);
   e.seq = next_seq_;
   Stmt s(db_,
          "INSERT INTO api_keys (id, name, secret_hash, max_sessions, max_creates_per_minute,"
-         " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+         " created_at, max_memory_mb, max_vcpus, max_recordings_mb, max_profiles,"
+         " max_profiles_mb) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
   if (!s.ok()) return db_error(db_, "prepare insert key");
   s.bind(1, e.record.id).bind(2, e.record.name).bind(3, e.secret_hash);
   s.bind(4, int64_t{e.record.max_sessions}).bind(5, int64_t{e.record.max_creates_per_minute});
-  s.bind(6, now);
+  s.bind(6, now).bind(7, e.record.max_memory_mb).bind(8, int64_t{e.record.max_vcpus});
+  s.bind(9, e.record.max_recordings_mb).bind(10, int64_t{e.record.max_profiles});
+  s.bind(11, e.record.max_profiles_mb);
   if (s.step() != SQLITE_DONE) return db_error(db_, "insert key");
   Minted out{e.record, std::string(kKeyPrefix) + e.record.id + "." + secret};
   ++next_seq_;
@@ -171,8 +205,8 @@ Result<size_t> KeyStore::set_file_keys(std::string_view text, int64_t now) {
         id = value.get<std::string>();
       } else if (name == "secret_sha256" && value.is_string()) {
         hash = value.get<std::string>();
-      } else if (name == "name" || name == "max_sessions" || name == "max_creates_per_minute") {
-        spec[name] = value;
+      } else if (name == "name" || name.starts_with("max_")) {
+        spec[name] = value;  // parse_key_spec refuses what is not a quota
       } else {
         return bad("unknown or malformed field \"" + name + "\"");
       }
@@ -186,8 +220,7 @@ Result<size_t> KeyStore::set_file_keys(std::string_view text, int64_t now) {
     Entry e;
     e.record.id = id;
     e.record.name = parsed->name;
-    e.record.max_sessions = parsed->max_sessions;
-    e.record.max_creates_per_minute = parsed->max_creates_per_minute;
+    set_quotas(e.record, *parsed);
     e.record.created_at = now;
     e.record.from_file = true;
     if (auto old = file_keys_.find(id); old != file_keys_.end())

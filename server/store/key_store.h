@@ -23,14 +23,19 @@ struct ApiKeyRecord {
   std::string name;
   int max_sessions = 0;
   int max_creates_per_minute = 0;
+  int64_t max_memory_mb = 0;
+  int max_vcpus = 0;
+  int64_t max_recordings_mb = 0;
+  int max_profiles = 0;
+  int64_t max_profiles_mb = 0;
   int64_t created_at = 0;  // unix seconds
   int64_t revoked_at = 0;  // 0 while it works
   bool from_file = false;  // kept in --tenant-keys-file, not minted here
 };
 
 // --tenant-keys-file: keys every node behind a gateway verifies alike, from one file (a
-// Kubernetes Secret). {"keys": [{"id", "name", "secret_sha256", "max_sessions"?,
-// "max_creates_per_minute"?}]}; the bearer value of each is "cabin_<id>.<secret>", the secret 64
+// Kubernetes Secret). {"keys": [{"id", "name", "secret_sha256", and the quotas of
+// api::KeySpec}]}; the bearer value of each is "cabin_<id>.<secret>", the secret 64
 // hex digits whose SHA-256 (hex) the file holds.
 inline constexpr size_t kMaxTenantKeysFileBytes = 1 << 20;
 

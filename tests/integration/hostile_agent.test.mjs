@@ -1,6 +1,7 @@
 // A compromised agent inside a real sandbox cannot exhaust cabind: a nesting bomb, a body larger
 // than the endpoint can honestly carry, an endless image and a frame header that lies each get a
 // clean 502 agent_error (or a closed stream), while cabind keeps answering everyone else at once.
+// Nor can its recordings fill the host's disk or hold its session's end.
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import fs from 'node:fs';
@@ -9,7 +10,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { BIN_DIR, removeTree, useCabind, wsOpen } from './helpers.mjs';
+import { BIN_DIR, removeTree, useCabind, withDeadline, wsOpen } from './helpers.mjs';
 
 const FAKE_AGENT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures',
                              'hostile-agent.py');
@@ -20,7 +21,10 @@ fs.copyFileSync(FAKE_AGENT, path.join(binDir, 'cabin-agent'));
 fs.chmodSync(path.join(binDir, 'cabin-agent'), 0o755);
 fs.chmodSync(binDir, 0o755);
 
-const ctx = useCabind({ args: ['--bin-dir', binDir] });
+const COPY_TIMEOUT_S = 3;
+const ctx = useCabind({
+  args: ['--bin-dir', binDir, '--recording-copy-timeout-s', String(COPY_TIMEOUT_S)],
+});
 let s;
 let created;
 
@@ -92,8 +96,40 @@ test('a frame header that lies about its length ends the stream, not cabind', as
   assert.equal(health.status, 200);
 });
 
-test('the session still ends cleanly', async () => {
+test('a recording far larger than its max_mb is refused, and not copied', async () => {
   await session();
-  const r = await ctx.server.api('DELETE', `/v1/sessions/${s.id}`);
-  assert.equal(r.status, 200, r.text);
+  const r = await ctx.server.api('POST', `/v1/sessions/${s.id}/recordings`, { max_mb: 1 });
+  assert.equal(r.status, 201, r.text);
+  const stop = await ctx.server.api('POST', `/v1/sessions/${s.id}/recordings/${r.json.id}/stop`);
+  assert.equal(stop.status, 200, stop.text);
+  assert.equal(stop.json.status, 'failed', stop.text);
+  assert.match(stop.json.reason, /more than max_mb/);
+  // max_mb and the margin cabind allows for the encoder's last writes.
+  const cap = (1 + 8) << 20;
+  assert.ok(stop.json.bytes <= cap, stop.text);
+  const dir = path.join(ctx.server.stateDir, 'recordings', s.id);
+  let stored = 0;
+  for (const name of fs.readdirSync(dir)) {
+    if (!name.endsWith('.json')) stored += fs.statSync(path.join(dir, name)).size;
+  }
+  assert.ok(stored <= cap, `${stored} bytes kept`);
+});
+
+test('a recording that stops coming cannot hold the session\'s end', async () => {
+  await session();
+  const r = await ctx.server.api('POST', `/v1/sessions/${s.id}/recordings`, { max_mb: 2 });
+  assert.equal(r.status, 201, r.text);
+  const t0 = performance.now();
+  const del = await withDeadline(ctx.server.api('DELETE', `/v1/sessions/${s.id}`), 20000,
+                                 'DELETE of a session whose recording stalls');
+  const took = performance.now() - t0;
+  assert.equal(del.status, 200, del.text);
+  assert.ok(took < (COPY_TIMEOUT_S + 3) * 1000, `DELETE took ${took.toFixed(0)} ms`);
+  const got = await ctx.server.api('GET', `/v1/sessions/${s.id}`);
+  assert.equal(got.json.status, 'ended', got.text);
+  const list = await ctx.server.api('GET', `/v1/sessions/${s.id}/recordings`);
+  assert.equal(list.status, 200, list.text);
+  const rec = list.json.recordings.find((x) => x.id === r.json.id);
+  assert.equal(rec?.status, 'failed', list.text);
+  assert.match(rec.reason, /stopped sending/);
 });

@@ -134,6 +134,23 @@ test('profiles are their tenant\'s own, bad ones are refused before anything sta
   assert.equal((await profile(id)).json.in_use_by, null);
 });
 
+test('a tenant key has at most its max_profiles saved profiles', async () => {
+  const minted = await server.api('POST', '/v1/keys', { name: 'one profile', max_profiles: 1 });
+  assert.equal(minted.status, 201, minted.text);
+  assert.equal(minted.json.max_profiles, 1);
+  const key = minted.json.key;
+  const first = await api(server.base, key, 'POST', '/v1/profiles', { name: 'first' });
+  assert.equal(first.status, 201, first.text);
+  const second = await api(server.base, key, 'POST', '/v1/profiles', { name: 'second' });
+  assert.equal(second.status, 429, second.text);
+  assert.equal(second.json.error.code, 'quota_profiles');
+  assert.match(second.json.error.message, /max_profiles/);
+  // Deleting one makes room again.
+  assert.equal((await api(server.base, key, 'DELETE', `/v1/profiles/${first.json.id}`)).status, 200);
+  const again = await api(server.base, key, 'POST', '/v1/profiles', { name: 'again' });
+  assert.equal(again.status, 201, again.text);
+});
+
 test('a session left to the next cabind keeps its profile; one that is lost frees it', async () => {
   const args = [...shop.cabindArgs, '--on-shutdown', 'keep'];
   const first = await startCabind({ args });

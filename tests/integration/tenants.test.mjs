@@ -278,3 +278,53 @@ test('past the cap creates wait in order for room, and are refused when the queu
     await removeServerDirs(server);
   }
 });
+
+test('resources: a server cap per sandbox (400) and tenant budgets (429)', async () => {
+  const server = await startCabind({
+    args: ['--max-sandbox-memory-mb', '1024', '--max-sandbox-vcpus', '2',
+      '--sandbox-memory-mb', '512'],
+  });
+  try {
+    const over = await server.api('POST', '/v1/sessions', { resources: { memory_mb: 2048 } });
+    assert.equal(over.status, 400, over.text);
+    assert.equal(over.json.error.code, 'invalid_request');
+    assert.match(over.json.error.message, /resources\.memory_mb.*--max-sandbox-memory-mb/);
+    const cpus = await server.api('POST', '/v1/sessions', { resources: { vcpus: 3 } });
+    assert.equal(cpus.status, 400, cpus.text);
+    assert.match(cpus.json.error.message, /resources\.vcpus.*--max-sandbox-vcpus/);
+
+    const minted = await server.api('POST', '/v1/keys',
+      { name: 'small', max_memory_mb: 512, max_vcpus: 1 });
+    assert.equal(minted.status, 201, minted.text);
+    assert.equal(minted.json.max_memory_mb, 512);
+    assert.equal(minted.json.max_vcpus, 1);
+    const asTenant = (body) => server.api('POST', '/v1/sessions', body, { key: minted.json.key });
+    const big = await asTenant({ resources: { memory_mb: 1024 } });
+    assert.equal(big.status, 429, big.text);
+    assert.equal(big.json.error.code, 'quota_memory');
+    assert.match(big.json.error.message, /max_memory_mb/);
+    assertRetryAfter(big, 3600);
+    const many = await asTenant({ resources: { vcpus: 2 } });
+    assert.equal(many.status, 429, many.text);
+    assert.equal(many.json.error.code, 'quota_vcpus');
+    assert.match(many.json.error.message, /max_vcpus/);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('--sessions-memory-percent: a create that would overcommit the node is 503', async () => {
+  const totalMb = Number(fs.readFileSync('/proc/meminfo', 'utf8').match(/MemTotal:\s+(\d+)/)[1]) >> 10;
+  const server = await startCabind({ args: ['--sessions-memory-percent', '1'] });
+  try {
+    // More than 1 % of the host's memory, in one session.
+    const r = await server.api('POST', '/v1/sessions',
+      { resources: { memory_mb: Math.ceil(totalMb / 100) + 512 } });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.json.error.code, 'capacity_memory');
+    assert.match(r.json.error.message, /--sessions-memory-percent/);
+    assertRetryAfter(r, 3600);
+  } finally {
+    await server.stop();
+  }
+});

@@ -83,6 +83,7 @@ Result<FileRoots::Readable> FileRoots::open_file(const std::string& path) const 
   if (S_ISDIR(st.st_mode)) return errno_error(EISDIR, path);
   if (!S_ISREG(st.st_mode))
     return make_error(Errc::kInvalidArgument, "not_a_file", path + " is not a regular file");
+  if (check_) CABIN_TRY(check_(*agent_protocol::check_file_path(path), st));
   // Reads of a regular file do not block; O_NONBLOCK only kept a FIFO from hanging the open.
   (void)::fcntl(fd.get(), F_SETFL, O_RDONLY);
   return Readable{std::move(fd), static_cast<uint64_t>(st.st_size)};

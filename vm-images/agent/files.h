@@ -5,6 +5,9 @@
 
 #include <sys/types.h>
 
+#include <sys/stat.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,7 +19,11 @@ namespace cabin::agent {
 
 class FileRoots {
  public:
-  explicit FileRoots(std::vector<std::string> roots) : roots_(std::move(roots)) {}
+  // Asked before a file is given out for reading, with its checked path and what fstat said of
+  // the descriptor opened: an error refuses it (the recorder vouches for its own files so).
+  using ReadCheck = std::function<Result<void>(const std::string& path, const struct stat& st)>;
+  explicit FileRoots(std::vector<std::string> roots, ReadCheck check = {})
+      : roots_(std::move(roots)), check_(std::move(check)) {}
 
   // `path` (checked with agent_protocol::check_file_path) opened with `flags`.
   Result<UniqueFd> open(const std::string& path, int flags) const;
@@ -55,6 +62,7 @@ class FileRoots {
   Result<std::pair<std::string, std::string>> split(const std::string& path) const;
 
   std::vector<std::string> roots_;
+  ReadCheck check_;
 };
 
 }  // namespace cabin::agent

@@ -231,11 +231,15 @@ int main(int argc, char** argv) {
     rfb->set_clipboard_text(std::move(text));
     return true;
   };
-  Recorder recorder(io.get_executor(), {});
+  RecorderOptions recording;
+  recording.dir = sup.home + "/.cabin-agent/recordings";
+  Recorder recorder(io.get_executor(), recording);
   http.recorder = &recorder;
   BrowserEvents browser_events(io.get_executor(), state, sup.home + "/Downloads");
   http.events = &browser_events;
-  const FileRoots files({sup.home, "/tmp"});
+  const FileRoots files({sup.home, "/tmp"}, [&recorder](const std::string& p, const struct stat& st) {
+    return recorder.check_read(p, st);
+  });
   http.files = &files;
   // Only files the files API reaches may go to a page.
   http.upload = [&files, &browser_events](

@@ -46,6 +46,22 @@ std::string last_log_line(const std::string& path) {
   return tail.size() > 200 ? tail.substr(0, 200) : tail;
 }
 
+// `name` under `at` as a dir of ours alone: made with mode 0700 if missing, then opened without
+// following a symlink and checked; one of ours with a wider mode is narrowed.
+Result<UniqueFd> private_dir(int at, const std::string& name) {
+  if (::mkdirat(at, name.c_str(), 0700) != 0 && errno != EEXIST)
+    return make_error(Errc::kInternal, "recording_failed", name + ": " + std::strerror(errno));
+  UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid())
+    return make_error(Errc::kInternal, "recording_failed", name + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || st.st_uid != ::geteuid())
+    return make_error(Errc::kInternal, "recording_failed", name + " is not the agent's own");
+  if ((st.st_mode & 077) != 0 && ::fchmod(fd.get(), 0700) != 0)
+    return make_error(Errc::kInternal, "recording_failed", name + ": " + std::strerror(errno));
+  return fd;
+}
+
 }  // namespace
 
 struct Recorder::Recording {
@@ -75,10 +91,14 @@ struct Recorder::Recording {
   ap::RecordingStatus status;
   std::string log_path;             // ffmpeg's stderr
   Clock::time_point last_progress;  // when ffmpeg's pipe last took bytes
+  // The file as the recorder created it, before ffmpeg opened it by its name.
+  UniqueFd file;
+  dev_t dev = 0;
+  ino_t ino = 0;
 
   uint64_t file_size() const {
     struct stat st {};
-    return ::stat(status.path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+    return ::fstat(file.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
   }
 
   void stop(std::string why) {
@@ -230,9 +250,19 @@ Result<ap::RecordingStatus> Recorder::start(const std::string& display_name,
   const auto size = display->size();
   auto rec = std::make_shared<Recording>(ex_, std::move(*display), std::move(*capturer), opts_);
   rec->req = req;
-  if (::mkdir(opts_.dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return make_error(Errc::kInternal, "recording_failed", opts_.dir + ": " + std::strerror(errno));
+  CABIN_TRY(open_dir());
   rec->status = {req.id, "recording", "", 0, 0, 0, opts_.dir + "/" + req.id + ".mp4"};
+  // Created here, so that what is read back later can be checked to be this very file.
+  const std::string leaf = req.id + ".mp4";
+  (void)::unlinkat(dir_.get(), leaf.c_str(), 0);
+  rec->file = UniqueFd(::openat(dir_.get(), leaf.c_str(),
+                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  struct stat made {};
+  if (!rec->file.valid() || ::fstat(rec->file.get(), &made) != 0)
+    return make_error(Errc::kInternal, "recording_failed",
+                      rec->status.path + ": " + std::strerror(errno));
+  rec->dev = made.st_dev;
+  rec->ino = made.st_ino;
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
@@ -241,8 +271,8 @@ Result<ap::RecordingStatus> Recorder::start(const std::string& display_name,
   UniqueFd write_end(pipe_fds[1]);
   (void)::fcntl(write_end.get(), F_SETPIPE_SZ, 1 << 20);
   rec->log_path = opts_.dir + "/" + req.id + ".log";
-  UniqueFd log_file(
-      ::open(rec->log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  UniqueFd log_file(::openat(dir_.get(), (req.id + ".log").c_str(),
+                             O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
   const std::string video_size = std::to_string(size.width) + "x" + std::to_string(size.height);
   SpawnOptions so;
   so.argv = {
@@ -286,6 +316,35 @@ Result<ap::RecordingStatus> Recorder::status(const std::string& id) const {
   ap::RecordingStatus s = it->second->status;
   if (!it->second->finished) s.bytes = it->second->file_size();
   return s;
+}
+
+Result<void> Recorder::open_dir() {
+  if (dir_.valid()) return {};
+  const auto slash = opts_.dir.rfind('/');
+  if (opts_.dir.empty() || opts_.dir[0] != '/' || slash == 0 || slash + 1 == opts_.dir.size())
+    return make_error(Errc::kInternal, "recording_failed", "no dir for recordings: " + opts_.dir);
+  const std::string parent = opts_.dir.substr(0, slash);
+  const auto up = parent.rfind('/');
+  UniqueFd above(::open(up == 0 ? "/" : parent.substr(0, up).c_str(),
+                        O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!above.valid())
+    return make_error(Errc::kInternal, "recording_failed", parent + ": " + std::strerror(errno));
+  CABIN_ASSIGN_OR_RETURN(UniqueFd own, private_dir(above.get(), parent.substr(up + 1)));
+  CABIN_ASSIGN_OR_RETURN(dir_, private_dir(own.get(), opts_.dir.substr(slash + 1)));
+  return {};
+}
+
+Result<void> Recorder::check_read(const std::string& path, const struct stat& st) const {
+  if (path.size() <= opts_.dir.size() || path.compare(0, opts_.dir.size(), opts_.dir) != 0 ||
+      path[opts_.dir.size()] != '/')
+    return {};
+  for (const auto& [id, r] : recordings_) {
+    if (r->status.path != path) continue;
+    if (st.st_dev == r->dev && st.st_ino == r->ino && st.st_nlink == 1) return {};
+    break;
+  }
+  return make_error(Errc::kPermissionDenied, "path_not_allowed",
+                    path + " is not a recording's file as the recorder made it");
 }
 
 void Recorder::stop_all() {

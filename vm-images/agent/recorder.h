@@ -7,6 +7,8 @@
 #include "common/asio.h"  // first: see there
 // clang-format on
 
+#include <sys/stat.h>
+
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <map>
@@ -15,12 +17,15 @@
 
 #include "common/agent_protocol.h"
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace cabin::agent {
 
 struct RecorderOptions {
   std::string ffmpeg = "/usr/bin/ffmpeg";
-  std::string dir = "/tmp/.cabin-recordings";  // the files, named <id>.mp4
+  // The files, named <id>.mp4: a dir of the agent's own (mode 0700, as its parent, which the
+  // recorder makes too), not one every process of the sandbox may write to.
+  std::string dir = "/home/cabin/.cabin-agent/recordings";
   // A stop (or the duration limit) waits for a frame ffmpeg has not taken yet until ffmpeg has
   // taken no bytes for this long, then abandons it: an encoder that stalls cannot hold a stop.
   std::chrono::milliseconds stall_grace{5000};
@@ -46,12 +51,21 @@ class Recorder {
   Result<agent_protocol::RecordingStatus> status(const std::string& id) const;
   // Stops them all (the agent is going away).
   void stop_all();
+  // For FileRoots: a file in the recorder's dir is given out only if it is a recording's file,
+  // the very one the recorder created (its inode) with no other name (st_nlink 1). Files
+  // elsewhere pass.
+  Result<void> check_read(const std::string& path, const struct stat& st) const;
 
   struct Recording;
 
  private:
+  // Makes the dir (and its parent) if missing, checks that both are the agent's alone, and
+  // keeps the dir open.
+  Result<void> open_dir();
+
   net::any_io_executor ex_;
   RecorderOptions opts_;
+  UniqueFd dir_;
   std::map<std::string, std::shared_ptr<Recording>> recordings_;
 };
 

@@ -1,19 +1,26 @@
 // The recorder against a real Xvfb and stand-ins for ffmpeg: one that takes no frames (a stop and
 // the duration limit still end the recording, in bounded time), one slow to start (its first
-// frame is kept) and one that fails (its reason reaches the record).
+// frame is kept) and one that fails (its reason reaches the record); and the file it gives out
+// being the one it made.
 // clang-format off
 #include "common/asio.h"  // first: see there
 // clang-format on
 
 #include "vm-images/agent/recorder.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
 
+#include "common/unique_fd.h"
 #include "tests/unit/agent/test_util.h"
 #include "tests/unit/vnc/xvfb_fixture.h"
+#include "vm-images/agent/files.h"
 
 using namespace cabin;
 using namespace cabin::agent;
@@ -104,4 +111,43 @@ TEST_CASE("a failing encoder's own last words are the recording's reason", "[rec
   const auto s = r.ended(10s);
   CHECK(s.state == "failed");
   CHECK(s.reason == "ffmpeg exited with status 69: Invalid buffer size, packet size 1000");
+}
+
+TEST_CASE("the recorder gives out only the file it made, in a dir of its own", "[recorder]") {
+  StalledRecording r(320, 240, 3600);
+  const std::string dir = r.dir.path() + "/recordings";
+  struct stat st {};
+  REQUIRE(::lstat(dir.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0700);
+  const std::string path = r.recorder->status("r1")->path;
+  CHECK(path == dir + "/r1.mp4");
+  const FileRoots files({r.dir.path()}, [&](const std::string& p, const struct stat& s) {
+    return r.recorder->check_read(p, s);
+  });
+  CHECK(files.open_file(path).ok());
+  auto refused = [&] {
+    auto f = files.open_file(path);
+    return !f.ok() && f.error().code == "path_not_allowed";
+  };
+  // A second name: whatever writes there writes the recording.
+  const std::string other = r.dir.path() + "/other";
+  REQUIRE(::link(path.c_str(), other.c_str()) == 0);
+  CHECK(refused());
+  REQUIRE(::unlink(other.c_str()) == 0);
+  CHECK(files.open_file(path).ok());
+  // Another file put in its place, a sparse one as large as it likes.
+  {
+    UniqueFd big(::open(other.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    REQUIRE(big.valid());
+    REQUIRE(::ftruncate(big.get(), off_t{1} << 40) == 0);
+  }
+  REQUIRE(::rename(other.c_str(), path.c_str()) == 0);
+  CHECK(refused());
+  // Files elsewhere are not its business.
+  {
+    UniqueFd plain(::open(other.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    REQUIRE(plain.valid());
+  }
+  CHECK(files.open_file(other).ok());
+  CHECK(run_sync(r.io, r.recorder->stop("r1"), 10s).ok());
 }

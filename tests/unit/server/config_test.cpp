@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -133,4 +134,46 @@ TEST_CASE("the cgroup root is the host's by default, and an absolute path when g
   CHECK(relative.exit);
   CHECK(relative.exit_code == 2);
   CHECK_THAT(relative.message, Catch::Contains("--cgroup-root"));
+}
+
+TEST_CASE("resource caps default to the host's memory and CPUs; disk bounds come from anywhere") {
+  for (const char* v : {"CABIN_MAX_SANDBOX_MEMORY_MB", "CABIN_RETENTION_HOURS",
+                        "CABIN_STATE_MIN_FREE_MB"})
+    ::unsetenv(v);
+  auto d = parse({});
+  REQUIRE_FALSE(d.exit);
+  CHECK(d.config.max_sandbox_memory_mb == std::max(cabin::host_memory_mb(), d.config.sandbox_memory_mb));
+  CHECK(d.config.max_sandbox_vcpus == std::min(cabin::host_cpus(), 16));
+  CHECK(d.config.sessions_memory_percent == 100);
+  CHECK(d.config.retention_hours == 168);
+  CHECK(d.config.state_min_free_mb == 1024);
+  CHECK(d.config.recording_copy_timeout_s == 300);
+
+  auto flags = parse({"--max-sandbox-memory-mb", "4096", "--max-sandbox-vcpus", "2",
+                      "--sessions-memory-percent", "150", "--retention-max-mb", "0"});
+  REQUIRE_FALSE(flags.exit);
+  CHECK(flags.config.max_sandbox_memory_mb == 4096);
+  CHECK(flags.config.max_sandbox_vcpus == 2);
+  CHECK(flags.config.sessions_memory_percent == 150);
+  CHECK(flags.config.retention_max_mb == 0);
+
+  ::setenv("CABIN_RETENTION_HOURS", "24", 1);
+  auto env = parse({});
+  ::unsetenv("CABIN_RETENTION_HOURS");
+  REQUIRE_FALSE(env.exit);
+  CHECK(env.config.retention_hours == 24);
+
+  TempDir t;
+  const fs::path file = t.path / "cabind.toml";
+  std::ofstream(file) << "state-min-free-mb = 10\nrecording-copy-timeout-s = 5\n";
+  auto from_file = parse({"--config", file.string()});
+  REQUIRE_FALSE(from_file.exit);
+  CHECK(from_file.config.state_min_free_mb == 10);
+  CHECK(from_file.config.recording_copy_timeout_s == 5);
+
+  // A default above the cap is a mistake to fix, not to guess at.
+  auto above = parse({"--sandbox-memory-mb", "4096", "--max-sandbox-memory-mb", "2048"});
+  CHECK(above.exit);
+  CHECK(above.exit_code == 2);
+  CHECK_THAT(above.message, Catch::Contains("--max-sandbox-memory-mb"));
 }

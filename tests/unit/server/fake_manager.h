@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,7 +24,8 @@ namespace cabin::testing {
 
 struct FakeManager {
   explicit FakeManager(int max_sessions = 16, std::vector<sessions::PoolConfig> pools = {},
-                       std::filesystem::path recordings_dir = {}) {
+                       std::filesystem::path recordings_dir = {},
+                       const std::function<void(sessions::ManagerConfig&)>& tweak = {}) {
     auto d = std::make_unique<FakeDriver>(io.get_executor());
     driver = d.get();
     std::map<std::string, std::unique_ptr<drivers::SandboxDriver>> drivers;
@@ -33,6 +35,7 @@ struct FakeManager {
     config.driver_limits["namespace"].start_timeout = std::chrono::seconds(2);
     config.pools = std::move(pools);
     config.recordings_dir = std::move(recordings_dir);
+    if (tweak) tweak(config);
     manager = std::make_unique<sessions::SessionManager>(io.get_executor(), config,
                                                          std::move(drivers), *store, clock);
   }

@@ -56,6 +56,73 @@ TEST_CASE("a key spec refuses what is not a plain name or a quota in range", "[k
   CHECK(api::parse_key_spec(R"({"name":")" + std::string(64, 'a') + R"("})").ok());
 }
 
+TEST_CASE("a key spec budgets memory, vCPUs, recordings and profiles, bounded by default",
+          "[keys]") {
+  auto s = spec(R"({"name":"r","max_memory_mb":4096,"max_vcpus":3,"max_recordings_mb":100,
+                    "max_profiles":2,"max_profiles_mb":50})");
+  CHECK(s.max_memory_mb == 4096);
+  CHECK(s.max_vcpus == 3);
+  CHECK(s.max_recordings_mb == 100);
+  CHECK(s.max_profiles == 2);
+  CHECK(s.max_profiles_mb == 50);
+  auto d = spec(R"({"name":"a"})");
+  CHECK(d.max_memory_mb == api::kDefaultKeyMaxMemoryMb);
+  CHECK(d.max_vcpus == api::kDefaultKeyMaxVcpus);
+  CHECK(d.max_recordings_mb == api::kDefaultKeyMaxRecordingsMb);
+  CHECK(d.max_profiles == api::kDefaultKeyMaxProfiles);
+  CHECK(d.max_profiles_mb == api::kDefaultKeyMaxProfilesMb);
+  for (const char* bad : {R"({"name":"x","max_memory_mb":100})", R"({"name":"x","max_vcpus":0})",
+                          R"({"name":"x","max_vcpus":10001})",
+                          R"({"name":"x","max_memory_mb":"1024"})",
+                          R"({"name":"x","max_profiles":0})", R"({"name":"x","max_recordings_mb":0})",
+                          R"({"name":"x","max_profiles_mb":"1"})"}) {
+    INFO(bad);
+    CHECK_FALSE(api::parse_key_spec(bad).ok());
+  }
+}
+
+TEST_CASE("budgets are kept across a restart; keys made before them get the defaults",
+          "[keys]") {
+  testing::TempDir dir;
+  const std::string db = (dir.path / "cabin.db").string();
+  {
+    // A table as it was before the budgets.
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(db.c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw,
+                         "CREATE TABLE api_keys (id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+                         " secret_hash TEXT NOT NULL, max_sessions INTEGER NOT NULL,"
+                         " max_creates_per_minute INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+                         " revoked_at INTEGER NOT NULL DEFAULT 0);"
+                         "INSERT INTO api_keys VALUES ('key_aaaaaaaaaaaaaaaaaaaa', 'old', '00',"
+                         " 2, 3, 1000, 0);",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  std::string id;
+  {
+    auto ks = std::move(KeyStore::open(db).value());
+    auto old = ks->get("key_aaaaaaaaaaaaaaaaaaaa");
+    REQUIRE(old);
+    CHECK(old->max_sessions == 2);
+    CHECK(old->max_memory_mb == api::kDefaultKeyMaxMemoryMb);
+    CHECK(old->max_vcpus == api::kDefaultKeyMaxVcpus);
+    CHECK(old->max_profiles == api::kDefaultKeyMaxProfiles);
+    auto m = ks->mint(spec(R"({"name":"new","max_memory_mb":1024,"max_vcpus":3,)"
+                           R"("max_profiles_mb":9})"),
+                      2000);
+    REQUIRE(m.ok());
+    id = m->record.id;
+  }
+  auto ks = std::move(KeyStore::open(db).value());
+  auto again = ks->get(id);
+  REQUIRE(again);
+  CHECK(again->max_memory_mb == 1024);
+  CHECK(again->max_vcpus == 3);
+  CHECK(again->max_profiles_mb == 9);
+  CHECK(again->max_recordings_mb == api::kDefaultKeyMaxRecordingsMb);
+}
+
 TEST_CASE("key ids have a fixed alphabet and length, checked by the router", "[keys]") {
   const auto id = api::new_key_id();
   CHECK(api::valid_key_id(id));

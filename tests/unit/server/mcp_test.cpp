@@ -1,6 +1,7 @@
 #include "server/api/mcp.h"
 
 #include <catch2/catch.hpp>
+#include <set>
 #include <string>
 
 #include "server/api/openapi_doc.h"

@@ -169,6 +169,55 @@ TEST_CASE("a saved tree over the limits is refused and the profile keeps what it
   CHECK_FALSE(fs::exists(state.path / "profiles" / (p->id + ".sealed")));
 }
 
+TEST_CASE("an owner's profiles are held to its count and bytes, on create and on save",
+          "[profiles]") {
+  TempDir state, one, two, three;
+  auto s = ProfileStore::open(":memory:", state.path / "profiles", cabin::random_bytes(32));
+  REQUIRE(s.ok());
+  auto& store = **s;
+  ProfileBudget budget{2, 2000};
+  store.use_budgets([&](const std::string& owner) {
+    return owner == "key_a" ? budget : ProfileBudget{};
+  });
+  auto p1 = store.create("key_a", "one", 1);
+  auto p2 = store.create("key_a", "two", 1);
+  REQUIRE(p1.ok());
+  REQUIRE(p2.ok());
+  auto third = store.create("key_a", "three", 1);
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == "quota_profiles");
+  CHECK(third.error().errc == cabin::Errc::kTooManyRequests);
+  CHECK_THAT(third.error().message, Catch::Contains("max_profiles"));
+  CHECK(store.create("key_b", "other", 1).ok());  // another owner's budget is its own
+  CHECK(store.create("admin", "mine", 1).ok());
+
+  // A save that would take the owner past its bytes keeps what the profile had.
+  REQUIRE(store.check_out(p1->id, "key_a", "ses_one", one.path).ok());
+  std::ofstream(one.path / "a") << std::string(1200, 'a');
+  REQUIRE(store.check_in(p1->id, "ses_one", &one.path, 2).ok());
+  const uint64_t first = store.get(p1->id, "key_a")->size_bytes;
+  REQUIRE(first > 1200);
+  REQUIRE(first < 2000);
+  REQUIRE(store.check_out(p2->id, "key_a", "ses_two", two.path).ok());
+  std::ofstream(two.path / "b") << std::string(1200, 'b');
+  auto over = store.check_in(p2->id, "ses_two", &two.path, 3);
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().code == "quota_profiles");
+  CHECK_THAT(over.error().message, Catch::Contains("max_profiles_mb"));
+  CHECK(store.get(p2->id, "key_a")->saved_at == 0);
+  CHECK(store.get(p2->id, "key_a")->in_use_by.empty());
+  // Saving the same profile again counts its new size, not its old one besides.
+  REQUIRE(store.check_out(p1->id, "key_a", "ses_three", three.path).ok());
+  REQUIRE(store.check_in(p1->id, "ses_three", &three.path, 4).ok());
+
+  // Its bytes at the budget: no new profile, whatever the count.
+  budget = {10, first};
+  auto full = store.create("key_a", "four", 5);
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.error().code == "quota_profiles");
+  CHECK_THAT(full.error().message, Catch::Contains("max_profiles_mb"));
+}
+
 TEST_CASE("profiles of sessions that did not come back are free again", "[profiles]") {
   TempDir state, a, b;
   auto s = ProfileStore::open(":memory:", state.path / "profiles", cabin::random_bytes(32));

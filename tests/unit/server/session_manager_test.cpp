@@ -5,17 +5,21 @@
 
 #include "server/sessions/session_manager.h"
 
+#include <sys/time.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <vector>
 
 #include "common/agent_protocol.h"
 #include "common/clock.h"
 #include "common/spawn.h"
+#include "server/api/ids.h"
 #include "server/metrics/metrics.h"
 #include "tests/unit/run_sync.h"
 #include "tests/unit/server/fake_manager.h"
@@ -167,6 +171,153 @@ TEST_CASE("a recording asked for in the create starts with the session, or the c
   std::filesystem::remove_all(dir);
 }
 
+namespace rec_test {
+
+// A temporary recordings dir, removed after the test.
+struct RecordingsDir {
+  RecordingsDir()
+      : path(std::filesystem::temp_directory_path() /
+             ("cabin-rec-copy-" + std::to_string(::getpid()) + "-" + std::to_string(++made))) {
+    std::filesystem::create_directories(path);
+  }
+  ~RecordingsDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::filesystem::path path;
+  static inline int made = 0;
+};
+
+// An agent whose recordings, once stopped, are a file that it says is `claimed` bytes long, of
+// which it sends `sent` and then holds the connection open without a word more.
+testing::AgentHandler recording_agent(uint64_t claimed, size_t sent) {
+  return [=](const testing::AgentRequest& req) {
+    const std::string target(req.target());
+    agent_protocol::RecordingStatus st;
+    st.state = "recording";
+    st.path = "/tmp/rec.mp4";
+    if (target == agent_protocol::kRecordingsPath) {
+      st.id = agent_protocol::parse_recording_request(req.body())->id;
+    } else if (target.starts_with(agent_protocol::kRecordingsStopPath)) {
+      st.id = target.substr(target.find("id=") + 3);
+      st.state = "stopped";
+      st.reason = "stopped";
+    } else if (target.starts_with(agent_protocol::kRecordingsPath)) {
+      st.id = target.substr(target.find("id=") + 3);
+    } else if (target.starts_with(agent_protocol::kFilesPath)) {
+      testing::AgentResponse res{boost::beast::http::status::ok, 11};
+      res.set("X-Fake-Hold", "1");
+      res.body() = std::string(sent, 'v');
+      res.set(boost::beast::http::field::content_length, std::to_string(claimed));
+      return res;
+    } else {
+      return testing::default_agent_answer(req);
+    }
+    return json_answer(boost::beast::http::status::ok, agent_protocol::to_json(st).dump());
+  };
+}
+
+std::string started_recording(testing::FakeManager& f, const SessionPtr& s, int64_t max_mb) {
+  api::RecordingSpec spec;
+  spec.max_mb = max_mb;
+  auto r = run_sync(f.io, f.manager->start_recording(s->id(), spec));
+  REQUIRE(r.ok());
+  return (*r)["id"].get<std::string>();
+}
+
+}  // namespace rec_test
+
+TEST_CASE("a recording is copied out whole when its file is what the sandbox says",
+          "[sessions][recordings]") {
+  rec_test::RecordingsDir dir;
+  cabin::testing::FakeManager f(16, {}, dir.path);
+  f.driver->handler = rec_test::recording_agent(3000, 3000);
+  SessionPtr s = f.create_ok();
+  const std::string rid = rec_test::started_recording(f, s, 1);
+  auto r = run_sync(f.io, f.manager->stop_recording(s->id(), rid), 10s);
+  REQUIRE(r.ok());
+  CHECK((*r)["status"] == "stopped");
+  CHECK((*r)["bytes"] == 3000);
+  CHECK(std::filesystem::file_size(dir.path / s->id() / (rid + ".mp4")) == 3000);
+}
+
+TEST_CASE("a recording longer than its max_mb allows is refused and nothing is kept",
+          "[sessions][recordings]") {
+  rec_test::RecordingsDir dir;
+  cabin::testing::FakeManager f(16, {}, dir.path);
+  // A sparse 2 GiB file, or a guest that simply says so.
+  f.driver->handler = rec_test::recording_agent(uint64_t{2} << 30, 64 * 1024);
+  SessionPtr s = f.create_ok();
+  const std::string rid = rec_test::started_recording(f, s, 1);
+  CHECK(api::recording_cap_bytes(1) < (uint64_t{2} << 30));
+  auto r = run_sync(f.io, f.manager->stop_recording(s->id(), rid), 10s);
+  REQUIRE(r.ok());
+  CHECK((*r)["status"] == "failed");
+  CHECK_THAT((*r)["reason"].get<std::string>(), Catch::Contains("more than max_mb"));
+  CHECK((*r)["bytes"] == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.path / s->id() / (rid + ".mp4")));
+  CHECK_FALSE(std::filesystem::exists(dir.path / s->id() / (rid + ".mp4.part")));
+}
+
+TEST_CASE("a sandbox that stops sending its recording cannot hold the session's end",
+          "[sessions][recordings]") {
+  rec_test::RecordingsDir dir;
+  cabin::testing::FakeManager f(16, {}, dir.path, [](sessions::ManagerConfig& c) {
+    c.recording_copy_timeout = 1500ms;
+    c.recording_stall = 300ms;
+  });
+  // Within max_mb, but it stops after 4 KiB: a stopped agent.
+  f.driver->handler = rec_test::recording_agent(1 << 20, 4096);
+  SessionPtr s = f.create_ok();
+  const std::string id = s->id();
+  const std::string rid = rec_test::started_recording(f, s, 1);
+  s.reset();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ended = run_sync(f.io, f.manager->end(id, "deleted"), 10s);
+  REQUIRE(ended.ok());
+  CHECK(std::chrono::steady_clock::now() - t0 < 1500ms);
+  CHECK(ended->status == SessionStatus::kEnded);
+  CHECK(f.manager->live_count() == 0);
+  auto kept = f.manager->recording(id, rid);
+  REQUIRE(kept);
+  CHECK((*kept)["status"] == "failed");
+  CHECK_THAT((*kept)["reason"].get<std::string>(), Catch::Contains("stopped sending"));
+  CHECK_FALSE(std::filesystem::exists(dir.path / id / (rid + ".mp4")));
+}
+
+TEST_CASE("a tenant's recordings, kept and running, stay within its max_recordings_mb",
+          "[sessions][recordings]") {
+  rec_test::RecordingsDir dir;
+  cabin::testing::FakeManager f(16, {}, dir.path);
+  f.driver->handler = rec_test::recording_agent(3000, 3000);
+  sessions::Tenant t;
+  t.id = "key_rec";
+  // Room for two recordings of max_mb 1 (each counts its max_mb and the copy's margin), and a
+  // little more.
+  t.max_recordings_bytes = 2 * api::recording_cap_bytes(1) + 4096;
+  auto made = run_sync(f.io, f.manager->create(f.spec(), t));
+  REQUIRE(made.ok());
+  const SessionPtr s = *made;
+  api::RecordingSpec one;
+  one.max_mb = 1;
+  auto first = run_sync(f.io, f.manager->start_recording(s->id(), one, t));
+  REQUIRE(first.ok());
+  auto second = run_sync(f.io, f.manager->start_recording(s->id(), one, t));
+  REQUIRE(second.ok());
+  auto third = run_sync(f.io, f.manager->start_recording(s->id(), one, t));
+  REQUIRE_FALSE(third.ok());
+  CHECK(third.error().code == "quota_recordings");
+  CHECK(third.error().errc == Errc::kTooManyRequests);
+  CHECK_THAT(third.error().message, Catch::Contains("max_recordings_mb"));
+  // Stopped, one is its file's 3000 bytes rather than its max_mb: room for another.
+  REQUIRE(run_sync(f.io, f.manager->stop_recording(s->id(), (*first)["id"].get<std::string>()))
+              .ok());
+  CHECK(f.manager->recordings_held("key_rec") == 3000 + api::recording_cap_bytes(1));
+  CHECK(run_sync(f.io, f.manager->start_recording(s->id(), one, t)).ok());
+  // The admin has no budget.
+  CHECK(run_sync(f.io, f.manager->start_recording(s->id(), one)).ok());
+}
+
 TEST_CASE("a driver that cannot start a sandbox fails create, and the record says why",
           "[sessions]") {
   Fixture f;
@@ -231,6 +382,159 @@ TEST_CASE("the server's session limit is a 503 capacity error", "[sessions]") {
   REQUIRE_FALSE(third.ok());
   CHECK(third.error().code == "capacity");
   CHECK(f.driver->sandboxes.size() == 2);  // refused before any sandbox was made
+}
+
+TEST_CASE("budgets add what is held to what is asked, and name the one passed", "[sessions]") {
+  using sessions::Budget;
+  using sessions::Footprint;
+  const uint64_t gib = uint64_t{1} << 30;
+  const Footprint held{2, 3 * gib, 4};
+  CHECK(sessions::check_tenant_budget(held, {1, gib, 2}, Budget{3, 4 * gib, 6}, 5).ok());
+  CHECK(sessions::check_tenant_budget(held, {1, gib, 2}, Budget{}, 5).ok());  // no budgets
+  auto sessions_over = sessions::check_tenant_budget(held, {1, 0, 0}, Budget{2, 0, 0}, 5);
+  REQUIRE_FALSE(sessions_over.ok());
+  CHECK(sessions_over.error().code == "quota_sessions");
+  auto memory_over = sessions::check_tenant_budget(held, {1, gib + 1, 0}, Budget{0, 4 * gib, 0}, 7);
+  REQUIRE_FALSE(memory_over.ok());
+  CHECK(memory_over.error().code == "quota_memory");
+  CHECK(memory_over.error().errc == Errc::kTooManyRequests);
+  CHECK(memory_over.error().retry_after_s == 7);
+  CHECK_THAT(memory_over.error().message, Catch::Contains("4096 MiB") && Catch::Contains("3072"));
+  auto vcpus_over = sessions::check_tenant_budget(held, {1, 0, 3}, Budget{0, 0, 6}, 5);
+  REQUIRE_FALSE(vcpus_over.ok());
+  CHECK(vcpus_over.error().code == "quota_vcpus");
+  CHECK(sessions::check_node_memory(3 * gib, gib, 4 * gib, 1).ok());
+  CHECK(sessions::check_node_memory(100 * gib, gib, 0, 1).ok());  // no bound
+  auto node = sessions::check_node_memory(3 * gib, gib + 1, 4 * gib, 1);
+  REQUIRE_FALSE(node.ok());
+  CHECK(node.error().code == "capacity_memory");
+  CHECK(node.error().errc == Errc::kUnavailable);
+}
+
+TEST_CASE("a tenant's memory and vCPU budgets count its live sessions, and no one else's",
+          "[sessions]") {
+  Fixture f;
+  sessions::Tenant small;
+  small.id = "key_small";
+  small.max_memory_bytes = uint64_t{3} << 30;
+  small.max_vcpus = 4;
+  auto create = [&](const sessions::Tenant& t, const std::string& body) {
+    return run_sync(f.io, f.manager->create(f.spec(body), t));
+  };
+  REQUIRE(create(small, R"({"resources":{"memory_mb":2048,"vcpus":2}})").ok());
+  auto more_memory = create(small, R"({"resources":{"memory_mb":2048}})");
+  REQUIRE_FALSE(more_memory.ok());
+  CHECK(more_memory.error().code == "quota_memory");
+  auto more_vcpus = create(small, R"({"resources":{"memory_mb":1024,"vcpus":3}})");
+  REQUIRE_FALSE(more_vcpus.ok());
+  CHECK(more_vcpus.error().code == "quota_vcpus");
+  CHECK(f.driver->sandboxes.size() == 1);  // refused before any sandbox was made
+  // What is left fits; another tenant has its own.
+  auto fits = create(small, R"({"resources":{"memory_mb":1024,"vcpus":2}})");
+  REQUIRE(fits.ok());
+  CHECK(f.manager->tenant_footprint("key_small").memory_bytes == uint64_t{3} << 30);
+  CHECK(f.manager->tenant_footprint("key_small").vcpus == 4);
+  sessions::Tenant other = small;
+  other.id = "key_other";
+  CHECK(create(other, R"({"resources":{"memory_mb":2048}})").ok());
+  // An ended session gives its share back.
+  REQUIRE(run_sync(f.io, f.manager->end((*fits)->id(), "deleted")).ok());
+  CHECK(create(small, R"({"resources":{"memory_mb":1024}})").ok());
+}
+
+TEST_CASE("no create may promise the node more memory than it gives its sessions",
+          "[sessions]") {
+  cabin::testing::FakeManager f(16, {}, {}, [](sessions::ManagerConfig& c) {
+    c.memory_bytes = uint64_t{1} << 30;
+    c.node_memory_bytes = uint64_t{5} << 30;
+  });
+  auto a = f.create(R"({"resources":{"memory_mb":2048}})");
+  REQUIRE(a.ok());
+  REQUIRE(f.create(R"({"resources":{"memory_mb":2048}})").ok());
+  CHECK(f.manager->node_memory() == uint64_t{4} << 30);
+  auto over = f.create(R"({"resources":{"memory_mb":2048}})");
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().code == "capacity_memory");
+  CHECK(over.error().retry_after_s >= 1);
+  CHECK(f.create().ok());  // the default 1 GiB still fits
+  REQUIRE(run_sync(f.io, f.manager->end((*a)->id(), "deleted")).ok());
+  CHECK(f.create(R"({"resources":{"memory_mb":2048}})").ok());
+}
+
+TEST_CASE("a sandbox's tmpfs mounts are each within its memory limit", "[sessions]") {
+  for (int64_t mb : {api::kMinMemoryMb, int64_t{1000}, int64_t{2048}, api::kMaxMemoryMb}) {
+    const uint64_t bytes = static_cast<uint64_t>(mb) << 20;
+    CHECK(drivers::sandbox_tmpfs_bytes(bytes) <= bytes / 2);
+  }
+}
+
+TEST_CASE("creates are refused while the state dir's file system is nearly full", "[sessions]") {
+  rec_test::RecordingsDir dir;
+  CHECK(sessions::check_state_disk(dir.path, 0).ok());
+  CHECK(sessions::check_state_disk(dir.path, 1).ok());
+  const uint64_t more_than_any = uint64_t{1} << 62;
+  auto full = sessions::check_state_disk(dir.path, more_than_any);
+  REQUIRE_FALSE(full.ok());
+  CHECK(full.error().code == "state_disk_full");
+  CHECK(full.error().errc == Errc::kUnavailable);
+  CHECK_THAT(full.error().message, Catch::Contains("--state-min-free-mb"));
+  cabin::testing::FakeManager f(16, {}, {}, [&](sessions::ManagerConfig& c) {
+    c.state_dir = dir.path;
+    c.state_min_free_bytes = more_than_any;
+  });
+  auto refused = f.create();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == "state_disk_full");
+  CHECK(f.driver->sandboxes.empty());
+}
+
+TEST_CASE("ended sessions' logs and recordings are pruned by age, then oldest first by size",
+          "[sessions]") {
+  rec_test::RecordingsDir dir;
+  const auto logs = dir.path / "logs";
+  const auto recs = dir.path / "recordings";
+  std::filesystem::create_directories(logs);
+  std::filesystem::create_directories(recs);
+  const std::time_t now = ::time(nullptr);
+  // Files of `bytes` for session `id`, last written `age_s` ago.
+  auto leave = [&](const std::string& id, size_t bytes, std::time_t age_s) {
+    const std::filesystem::path files[] = {logs / (id + ".log"), logs / (id + ".network.jsonl"),
+                                           recs / id / "rec_x.mp4"};
+    std::filesystem::create_directories(recs / id);
+    for (const auto& p : files) {
+      std::ofstream(p) << std::string(bytes, 'x');
+      const struct timeval tv[2] = {{now - age_s, 0}, {now - age_s, 0}};
+      REQUIRE(::utimes(p.c_str(), tv) == 0);
+    }
+    const struct timeval tv[2] = {{now - age_s, 0}, {now - age_s, 0}};
+    REQUIRE(::utimes((recs / id).c_str(), tv) == 0);
+  };
+  const std::string old_id = api::new_session_id(), mid_id = api::new_session_id(),
+                    new_id = api::new_session_id(), live_id = api::new_session_id();
+  leave(old_id, 1000, 10 * 86400);
+  leave(mid_id, 1000, 3600);
+  leave(new_id, 1000, 60);
+  leave(live_id, 1000, 30 * 86400);
+  std::ofstream(logs / "not-a-session.log") << "kept";
+  auto live = [&](const std::string& id) { return id == live_id; };
+  sessions::Retention r;
+  r.max_age = std::chrono::hours(7 * 24);
+  auto pruned = sessions::prune_state(logs, recs, live, now, r);
+  CHECK(pruned.sessions == 1);
+  CHECK(pruned.bytes == 3000);
+  CHECK_FALSE(std::filesystem::exists(logs / (old_id + ".log")));
+  CHECK_FALSE(std::filesystem::exists(recs / old_id));
+  CHECK(std::filesystem::exists(logs / (mid_id + ".network.jsonl")));
+  // Over the size: the oldest ended one goes until the rest fit.
+  r.max_bytes = 4000;
+  pruned = sessions::prune_state(logs, recs, live, now, r);
+  CHECK(pruned.sessions == 1);
+  CHECK_FALSE(std::filesystem::exists(recs / mid_id));
+  CHECK(std::filesystem::exists(recs / new_id / "rec_x.mp4"));
+  // A live session's files and what is not a session's are never touched.
+  CHECK(std::filesystem::exists(logs / (live_id + ".log")));
+  CHECK(std::filesystem::exists(recs / live_id));
+  CHECK(std::filesystem::exists(logs / "not-a-session.log"));
 }
 
 TEST_CASE("revoking tokens bumps the session's generation, kept in the store", "[sessions]") {

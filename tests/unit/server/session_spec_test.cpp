@@ -61,6 +61,22 @@ TEST_CASE("a full spec parses") {
   CHECK_FALSE(s->display);
 }
 
+TEST_CASE("resources above the server's caps per sandbox are refused, naming the flag") {
+  SpecLimits limits;
+  limits.max_vcpus = 2;
+  limits.max_memory_mb = 1024;
+  CHECK(parse_session_spec(R"({"resources":{"vcpus":2,"memory_mb":1024}})", limits));
+  auto memory = parse_session_spec(R"({"resources":{"memory_mb":1025}})", limits);
+  REQUIRE_FALSE(memory);
+  CHECK(memory.error().code == "invalid_request");
+  CHECK_THAT(memory.error().message,
+             Catch::Contains("resources.memory_mb") && Catch::Contains("--max-sandbox-memory-mb"));
+  auto vcpus = parse_session_spec(R"({"resources":{"vcpus":3}})", limits);
+  REQUIRE_FALSE(vcpus);
+  CHECK_THAT(vcpus.error().message,
+             Catch::Contains("resources.vcpus") && Catch::Contains("--max-sandbox-vcpus"));
+}
+
 TEST_CASE("a profile names a saved one, kept back only when asked") {
   auto kept = parse_session_spec(R"({"profile":{"id":"prf_0123456789abcdefghij","persist":true}})",
                                  SpecLimits{});
