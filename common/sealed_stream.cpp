@@ -91,63 +91,112 @@ bool crypt_piece(bool encrypt, std::string_view key, uint64_t index, bool last, 
 
 }  // namespace
 
-Result<uint64_t> seal_stream(int from, int to, std::string_view key, std::string_view context) {
-  if (key.size() != kKey) return stream_error("the sealing key is not 32 bytes");
+StreamSealer::StreamSealer(std::string_view key, std::string_view context)
+    : ok_(key.size() == kKey) {
   const std::string salt = random_bytes(kSalt);
-  const std::string k = file_key(key, salt, context);
-  std::string head(kMagic);
-  head += salt;
-  if (!write_full(to, head.data(), head.size())) return stream_error(strerror(errno));
-  std::vector<char> piece(4 + kSealedPiece + kTag);
+  head_ = std::string(kMagic) + salt;
+  if (ok_) key_ = file_key(key, salt, context);
+}
+
+std::string StreamSealer::piece(std::string_view plain, bool last) {
+  // Only the last piece is short (an empty one follows a whole last piece).
+  if (!ok_ || plain.size() > kSealedPiece || (plain.size() < kSealedPiece) != last) {
+    ok_ = false;
+    return {};
+  }
+  const auto len = static_cast<uint32_t>(plain.size());
+  std::string out(4 + len + kTag, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(len >> (24 - 8 * i));
+  std::memcpy(out.data() + 4, plain.data(), len);
+  auto* tag = reinterpret_cast<unsigned char*>(out.data() + 4 + len);
+  if (!crypt_piece(true, key_, index_++, last, out.data() + 4, len, tag)) ok_ = false;
+  return out;
+}
+
+Result<StreamOpener> StreamOpener::open(int fd, std::string_view key, std::string_view context) {
+  if (key.size() != kKey) return stream_error("the sealing key is not 32 bytes");
+  std::string head(kMagic.size() + kSalt, '\0');
+  if (read_full(fd, head.data(), head.size()) != static_cast<ssize_t>(head.size()) ||
+      std::string_view(head).substr(0, kMagic.size()) != kMagic) {
+    return stream_error("not a sealed file");
+  }
+  StreamOpener o;
+  o.fd_ = fd;
+  o.key_ = file_key(key, head.substr(kMagic.size()), context);
+  return o;
+}
+
+Result<std::string> StreamOpener::next() {
+  if (done_) return std::string();
+  unsigned char size[4];
+  if (read_full(fd_, reinterpret_cast<char*>(size), 4) != 4)
+    return stream_error("the sealed file ends before its last piece");
+  const uint32_t len = (uint32_t{size[0]} << 24) | (uint32_t{size[1]} << 16) |
+                       (uint32_t{size[2]} << 8) | uint32_t{size[3]};
+  if (len > kSealedPiece) return stream_error("a sealed piece is larger than any written");
+  std::string piece(len + kTag, '\0');
+  if (read_full(fd_, piece.data(), piece.size()) != static_cast<ssize_t>(piece.size()))
+    return stream_error("the sealed file ends inside a piece");
+  const bool last = len < kSealedPiece;
+  auto* tag = reinterpret_cast<unsigned char*>(piece.data() + len);
+  if (!crypt_piece(false, key_, index_, last, piece.data(), len, tag)) {
+    return stream_error("piece " + std::to_string(index_) +
+                        " does not open: the file was changed, or sealed with another key or "
+                        "for something else");
+  }
+  ++index_;
+  done_ = last;
+  piece.resize(len);
+  return piece;
+}
+
+Result<uint64_t> sealed_plain_size(int fd) {
+  uint64_t at = kMagic.size() + kSalt, plain = 0;
+  for (;;) {
+    unsigned char size[4];
+    if (::pread(fd, size, 4, static_cast<off_t>(at)) != 4)
+      return stream_error("the sealed file ends before its last piece");
+    const uint32_t len = (uint32_t{size[0]} << 24) | (uint32_t{size[1]} << 16) |
+                         (uint32_t{size[2]} << 8) | uint32_t{size[3]};
+    if (len > kSealedPiece) return stream_error("a sealed piece is larger than any written");
+    plain += len;
+    at += 4 + len + kTag;
+    if (len < kSealedPiece) return plain;
+  }
+}
+
+Result<uint64_t> seal_stream(int from, int to, std::string_view key, std::string_view context) {
+  StreamSealer sealer(key, context);
+  if (!sealer.ok()) return stream_error("the sealing key is not 32 bytes");
+  if (!write_full(to, sealer.head().data(), sealer.head().size()))
+    return stream_error(std::string("writing: ") + strerror(errno));
+  std::string plain(kSealedPiece, '\0');
   uint64_t total = 0;
-  for (uint64_t index = 0;; ++index) {
-    const ssize_t n = read_full(from, piece.data() + 4, kSealedPiece);
+  for (;;) {
+    const ssize_t n = read_full(from, plain.data(), kSealedPiece);
     if (n < 0) return stream_error(std::string("reading: ") + strerror(errno));
-    // Only the last piece is short (an empty one follows a whole last piece).
-    const auto len = static_cast<uint32_t>(n);
-    const bool last = len < kSealedPiece;
-    for (int i = 0; i < 4; ++i) piece[i] = static_cast<char>(len >> (24 - 8 * i));
-    auto* tag = reinterpret_cast<unsigned char*>(piece.data() + 4 + len);
-    if (!crypt_piece(true, k, index, last, piece.data() + 4, len, tag))
-      return stream_error("sealing a piece failed");
-    if (!write_full(to, piece.data(), 4 + len + kTag))
+    const bool last = static_cast<size_t>(n) < kSealedPiece;
+    const std::string out = sealer.piece(std::string_view(plain).substr(0, static_cast<size_t>(n)), last);
+    if (!sealer.ok()) return stream_error("sealing a piece failed");
+    if (!write_full(to, out.data(), out.size()))
       return stream_error(std::string("writing: ") + strerror(errno));
-    total += len;
+    total += static_cast<uint64_t>(n);
     if (last) return total;
   }
 }
 
 Result<uint64_t> open_stream(int from, int to, std::string_view key, std::string_view context) {
-  if (key.size() != kKey) return stream_error("the sealing key is not 32 bytes");
-  std::string head(kMagic.size() + kSalt, '\0');
-  if (read_full(from, head.data(), head.size()) != static_cast<ssize_t>(head.size()) ||
-      std::string_view(head).substr(0, kMagic.size()) != kMagic) {
-    return stream_error("not a sealed file");
-  }
-  const std::string k = file_key(key, head.substr(kMagic.size()), context);
-  std::vector<char> piece(kSealedPiece + kTag);
+  auto opener = StreamOpener::open(from, key, context);
+  if (!opener) return opener.error();
   uint64_t total = 0;
-  for (uint64_t index = 0;; ++index) {
-    unsigned char size[4];
-    if (read_full(from, reinterpret_cast<char*>(size), 4) != 4)
-      return stream_error("the sealed file ends before its last piece");
-    const uint32_t len = (uint32_t{size[0]} << 24) | (uint32_t{size[1]} << 16) |
-                         (uint32_t{size[2]} << 8) | uint32_t{size[3]};
-    if (len > kSealedPiece) return stream_error("a sealed piece is larger than any written");
-    if (read_full(from, piece.data(), len + kTag) != static_cast<ssize_t>(len + kTag))
-      return stream_error("the sealed file ends inside a piece");
-    const bool last = len < kSealedPiece;
-    auto* tag = reinterpret_cast<unsigned char*>(piece.data() + len);
-    if (!crypt_piece(false, k, index, last, piece.data(), len, tag)) {
-      return stream_error("piece " + std::to_string(index) +
-                          " does not open: the file was changed, or sealed with another key or "
-                          "for something else");
-    }
-    if (!write_full(to, piece.data(), len))
+  while (!opener->done()) {
+    auto piece = opener->next();
+    if (!piece) return piece.error();
+    if (!write_full(to, piece->data(), piece->size()))
       return stream_error(std::string("writing: ") + strerror(errno));
-    total += len;
-    if (last) return total;
+    total += piece->size();
   }
+  return total;
 }
 
 bool is_sealed_stream(int fd) {

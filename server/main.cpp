@@ -189,6 +189,17 @@ int main(int argc, char** argv) {
     return fail("--default-driver: no driver named " + cfg.default_driver);
   }
 
+  // Saved profiles and recordings outlive reboots, so their key does too: beside the sealed
+  // archives unless the operator keeps it elsewhere.
+  const auto profile_key_file =
+      cfg.profile_key_file.empty() ? cfg.state_dir / "profile.key" : cfg.profile_key_file;
+  if (cfg.profile_key_file.empty()) {
+    log->info("profiles and recordings are sealed with {}, in the state dir: a copy of the state "
+              "dir carries the key too (--profile-key-file keeps it elsewhere)",
+              profile_key_file.string());
+  }
+  auto profile_key = auth::load_or_create_key_file(profile_key_file);
+  if (!profile_key) return fail(profile_key.error().message);
   sessions::ManagerConfig mc;
   mc.default_driver = cfg.default_driver;
   mc.max_sessions = cfg.max_sessions;
@@ -214,6 +225,7 @@ int main(int argc, char** argv) {
   mc.logs_dir = cfg.state_dir / "logs";
   std::filesystem::create_directories(mc.logs_dir, ec);
   mc.recordings_dir = cfg.state_dir / "recordings";
+  mc.recordings_key = *profile_key;
   mc.state_dir = cfg.state_dir;
   mc.state_min_free_bytes = cfg.state_min_free_mb << 20;
   mc.retention.max_age = std::chrono::hours(cfg.retention_hours);
@@ -275,17 +287,6 @@ int main(int argc, char** argv) {
   audit::AuditLog audit(cfg.state_dir / "audit.log");
   sessions::SessionManager manager(ioc.get_executor(), mc, std::move(drivers), **store, clock);
   manager.use_audit(&audit);
-  // Profiles outlive reboots, so their key does too: beside the sealed archives unless the
-  // operator keeps it elsewhere.
-  const auto profile_key_file =
-      cfg.profile_key_file.empty() ? cfg.state_dir / "profile.key" : cfg.profile_key_file;
-  if (cfg.profile_key_file.empty()) {
-    log->info("profiles are sealed with {}, in the state dir: a copy of the state dir carries "
-              "the key too (--profile-key-file keeps it elsewhere)",
-              profile_key_file.string());
-  }
-  auto profile_key = auth::load_or_create_key_file(profile_key_file);
-  if (!profile_key) return fail(profile_key.error().message);
   auto profile_store = profiles::ProfileStore::open((cfg.state_dir / "cabin.db").string(),
                                                     cfg.state_dir / "profiles", *profile_key);
   if (!profile_store) return fail(profile_store.error().message);

@@ -11,8 +11,10 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <optional>
 
 #include "common/json_fields.h"
+#include "common/sealed_stream.h"
 #include "common/unique_fd.h"
 #include "server/api/errors.h"
 #include "server/api/session_spec.h"
@@ -99,19 +101,50 @@ net::awaitable<void> Api::recording_video(const api::Route& route, ClientStream 
                                           "the recording has no video (it failed)")));
     co_return;
   }
+  // Sealed at rest (older recordings were kept in the clear): opened piece by piece as it goes.
+  std::optional<StreamOpener> opener;
+  uint64_t length = static_cast<uint64_t>(st.st_size);
+  if (is_sealed_stream(fd.get())) {
+    auto plain = sealed_plain_size(fd.get());
+    auto o = plain ? StreamOpener::open(fd.get(), sessions_.recordings_key(),
+                                        sessions::SessionManager::recording_context(
+                                            route.session_id, route.recording_id))
+                   : Result<StreamOpener>(plain.error());
+    if (!o) {
+      co_await refuse_connection(
+          socket, error_response(make_error(Errc::kNotFound, "recording_not_found",
+                                            "the recording's file does not open (changed, or "
+                                            "sealed with another key): " +
+                                                o.error().message)));
+      co_return;
+    }
+    length = *plain;
+    opener.emplace(std::move(*o));
+  }
   const std::string h =
       "HTTP/1.1 200 OK\r\nServer: cabind\r\nContent-Type: video/mp4\r\n"
       "Content-Length: " +
-      std::to_string(st.st_size) + "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
+      std::to_string(length) + "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
   socket.tcp().expires_after(kVideoStall);
   co_await net::async_write(socket, net::buffer(h), net::redirect_error(net::use_awaitable, ec));
   std::string chunk(256 * 1024, '\0');
   while (!ec) {
-    const ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    std::string_view piece;
+    if (opener) {
+      if (opener->done()) break;
+      auto next = opener->next();
+      if (!next) break;  // the client sees the body end short: the file was changed
+      chunk = std::move(*next);
+      piece = chunk;
+    } else {
+      const ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      piece = std::string_view(chunk.data(), static_cast<size_t>(n));
+    }
+    if (piece.empty()) continue;
     socket.tcp().expires_after(kVideoStall);
-    co_await net::async_write(socket, net::buffer(chunk.data(), static_cast<size_t>(n)),
+    co_await net::async_write(socket, net::buffer(piece.data(), piece.size()),
                               net::redirect_error(net::use_awaitable, ec));
   }
   socket.shutdown(net::socket_base::shutdown_send, ec);

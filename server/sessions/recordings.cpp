@@ -13,10 +13,12 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <fstream>
 #include <limits>
+#include <optional>
 
 #include "common/clock.h"
 #include "common/deadline.h"
 #include "common/log.h"
+#include "common/sealed_stream.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
 #include "server/api/errors.h"
@@ -182,7 +184,7 @@ net::awaitable<Result<json>> SessionManager::finish_recording(
     } else {
       uint64_t left = *file->length;
       std::string chunk(256 * 1024, '\0');
-      auto put = [&](const char* p, size_t n) {
+      auto write_all = [&](const char* p, size_t n) {
         while (n > 0) {
           const ssize_t w = ::write(out.get(), p, n);
           if (w < 0 && errno == EINTR) continue;
@@ -192,9 +194,33 @@ net::awaitable<Result<json>> SessionManager::finish_recording(
         }
         return true;
       };
-      bool ok = true;
+      // Sealed as it comes, in whole pieces; the last (shorter, maybe empty) once all came.
+      std::optional<StreamSealer> sealer;
+      if (!config_.recordings_key.empty()) {
+        sealer.emplace(config_.recordings_key, recording_context(s->id(), rid));
+      }
+      std::string pending;
+      auto put = [&](const char* p, size_t n) {
+        if (!sealer) return write_all(p, n);
+        if (!sealer->ok()) return false;
+        pending.append(p, n);
+        size_t at = 0;
+        for (; pending.size() - at >= kSealedPiece; at += kSealedPiece) {
+          const std::string out =
+              sealer->piece(std::string_view(pending).substr(at, kSealedPiece), false);
+          if (!sealer->ok() || !write_all(out.data(), out.size())) return false;
+        }
+        pending.erase(0, at);
+        return true;
+      };
+      auto finish = [&] {
+        if (!sealer) return true;
+        const std::string out = sealer->piece(pending, true);
+        return sealer->ok() && write_all(out.data(), out.size());
+      };
+      bool ok = !sealer || write_all(sealer->head().data(), sealer->head().size());
       const size_t early = static_cast<size_t>(std::min<uint64_t>(file->buffer.size(), left));
-      ok = put(static_cast<const char*>(file->buffer.data().data()), early);
+      ok = ok && put(static_cast<const char*>(file->buffer.data().data()), early);
       left -= early;
       copied += early;
       boost::system::error_code ec;
@@ -215,6 +241,8 @@ net::awaitable<Result<json>> SessionManager::finish_recording(
                   " bytes short; given up";
       } else if (!ok || left > 0) {
         failure = "the file stopped " + std::to_string(left) + " bytes short";
+      } else if (!finish()) {
+        failure = "sealing the file failed";
       } else {
         fs::rename(part, dir / (rid + ".mp4"), fec);
         if (fec) failure = "the file: " + fec.message();

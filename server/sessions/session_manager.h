@@ -113,6 +113,9 @@ struct ManagerConfig {
   // Where recordings are kept (<dir>/<session>/<recording>.mp4 and .json) until deleted;
   // empty: recordings are refused.
   std::filesystem::path recordings_dir;
+  // Recordings are sealed with this at rest (32 bytes; the profiles' key: both outlive reboots),
+  // each bound to its session and recording ids; empty: kept in the clear.
+  std::string recordings_key;
   // The memory limits of all sessions (live, starting and pooled) together at most; 0: no
   // bound (--sessions-memory-percent of the host's memory).
   uint64_t node_memory_bytes = 0;
@@ -275,6 +278,10 @@ class SessionManager {
   std::string live_recording_path(const std::string& id, const std::string& rid) const;
   // The video file of a kept one.
   std::filesystem::path recording_file(const std::string& id, const std::string& rid) const;
+  const std::string& recordings_key() const { return config_.recordings_key; }
+  static std::string recording_context(const std::string& id, const std::string& rid) {
+    return "cabin recording " + id + " " + rid;
+  }
   net::awaitable<Result<void>> delete_recording(const std::string& id, const std::string& rid);
   // Freezes a running session: its sandbox stops where it is and uses no CPU, its connections
   // stay open, its lifetime still runs, its idle time does not. Pausing a paused one answers it

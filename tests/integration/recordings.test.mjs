@@ -90,6 +90,10 @@ describe('screen recordings', () => {
     assert.ok(Math.abs(p.duration - 10) <= 1, `duration ${p.duration}`);
     assert.ok(Math.abs(p.frames - 100) <= 10, `frames ${p.frames}`);
     assert.equal(fs.statSync(file).size, done.bytes);
+    // At rest it is sealed: the state dir holds no frame of it in the clear.
+    const kept = fs.readFileSync(path.join(ctx.server.stateDir, 'recordings', s.id, `${r.json.id}.mp4`));
+    assert.equal(kept.subarray(0, 10).toString('latin1'), 'CABINSEAL\x01');
+    assert.equal(kept.indexOf(fs.readFileSync(file).subarray(0, 4096)), -1);
     // The page's green, below its toolbar, in a frame from the middle.
     const green = await page.evaluate(() => [window.screenX + 10,
       window.screenY + (window.outerHeight - window.innerHeight) + 400]);

@@ -92,3 +92,30 @@ TEST_CASE("sealed streams: another key or context, a change, a cut or a reorder 
   CHECK_FALSE(opened("", key, "ses_a"));
   CHECK_FALSE(opened(file, key.substr(0, 16), "ses_a"));
 }
+
+TEST_CASE("sealed streams: sealed piece by piece as bytes come, opened by the file reader") {
+  const std::string key = cabin::random_bytes(32);
+  for (size_t size : {size_t{0}, cabin::kSealedPiece, 2 * cabin::kSealedPiece + 7}) {
+    INFO(size);
+    const std::string plain(size, 'r');
+    cabin::StreamSealer sealer(key, "rec");
+    std::string file = sealer.head();
+    size_t at = 0;
+    for (; size - at >= cabin::kSealedPiece; at += cabin::kSealedPiece) {
+      file += sealer.piece(std::string_view(plain).substr(at, cabin::kSealedPiece), false);
+    }
+    file += sealer.piece(std::string_view(plain).substr(at), true);
+    REQUIRE(sealer.ok());
+    auto fd = memfile(file);
+    auto n = cabin::sealed_plain_size(fd.get());
+    REQUIRE(n);
+    CHECK(*n == size);
+    auto back = opened(file, key, "rec");
+    REQUIRE(back);
+    CHECK(*back == plain);
+  }
+  // A short piece that is not the last, or a whole one said to be, is refused.
+  cabin::StreamSealer bad(key, "rec");
+  (void)bad.piece("short", false);
+  CHECK_FALSE(bad.ok());
+}
