@@ -49,6 +49,9 @@ const std::vector<ExecSyscallRule>& exec_filter_rules() {
        "net namespace (nf_tables, packet sockets, tc), a large kernel attack surface"},
       {SYS_unshare, EPERM, 0, kCloneNamespaces | CLONE_NEWTIME, "as clone"},
       {SYS_setns, EPERM, -1, 0, "no joining namespaces that some other process made"},
+      {SYS_process_vm_readv, EPERM, -1, 0, "reads another process's memory, as ptrace would"},
+      {SYS_process_vm_writev, EPERM, -1, 0, "writes another process's memory, as ptrace would"},
+      {SYS_pidfd_getfd, EPERM, -1, 0, "takes a copy of another process's descriptor"},
   };
   return rules;
 }

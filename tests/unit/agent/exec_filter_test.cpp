@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +42,15 @@ std::string probe_calls() {
   add("unshare_user_net", errno_of(::unshare(CLONE_NEWUSER | CLONE_NEWNET)));
   add("unshare_none", errno_of(::unshare(0)));
   add("setns", errno_of(::syscall(SYS_setns, -1, 0)));
+  // On our own pid: nothing but the filter stops these.
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  add("pidfd_getfd", errno_of(::syscall(SYS_pidfd_getfd, pidfd, 0, 0)));
+  if (pidfd >= 0) ::close(pidfd);
+  char byte = 'x', got = 0;
+  struct iovec local{&got, 1}, remote{&byte, 1};
+  add("vm_readv", errno_of(::syscall(SYS_process_vm_readv, ::getpid(), &local, 1, &remote, 1, 0)));
+  add("vm_writev",
+      errno_of(::syscall(SYS_process_vm_writev, ::getpid(), &local, 1, &remote, 1, 0)));
   // fork and posix_spawn (clone3 first, then clone without namespaces) still work.
   pid_t child = ::fork();
   if (child == 0) ::_exit(7);
@@ -69,7 +79,8 @@ TEST_CASE("exec filter rules: each says why, clone3, clone, unshare and setns", 
     CHECK(r.err > 0);
     nrs.insert(r.nr);
   }
-  CHECK(nrs == std::set<long>{SYS_clone3, SYS_clone, SYS_unshare, SYS_setns});
+  CHECK(nrs == std::set<long>{SYS_clone3, SYS_clone, SYS_unshare, SYS_setns, SYS_process_vm_readv,
+                              SYS_process_vm_writev, SYS_pidfd_getfd});
   // arch check, nr load, x32 check, then two or five instructions a rule and the final allow.
   CHECK(build_exec_filter({}).size() >= 5);
 }
@@ -78,7 +89,9 @@ TEST_CASE("exec filter denies new namespaces and clone3, leaves fork and spawn",
   CHECK(in_filtered_child(probe_calls) ==
         "clone3=" + std::to_string(ENOSYS) + " unshare_user=" + std::to_string(EPERM) +
             " unshare_user_net=" + std::to_string(EPERM) + " unshare_none=0 setns=" +
-            std::to_string(EPERM) + " fork=0 spawn=0 socket=0 ");
+            std::to_string(EPERM) + " pidfd_getfd=" + std::to_string(EPERM) +
+            " vm_readv=" + std::to_string(EPERM) + " vm_writev=" + std::to_string(EPERM) +
+            " fork=0 spawn=0 socket=0 ");
 }
 
 TEST_CASE("exec through the agent's filter helper", "[agent][exec]") {

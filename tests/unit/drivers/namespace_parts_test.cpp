@@ -201,7 +201,8 @@ TEST_CASE("seccomp denylist is sane") {
   }
   for (const char* must : {"kexec_load", "init_module", "bpf", "perf_event_open", "keyctl",
                            "userfaultfd", "open_by_handle_at", "mount", "umount2", "pivot_root",
-                           "move_mount", "fsopen", "swapon", "reboot", "ptrace", "syslog"})
+                           "move_mount", "fsopen", "swapon", "reboot", "ptrace", "syslog",
+                           "process_vm_writev", "process_vm_readv", "pidfd_getfd"})
     CHECK(plain.count(must) == 1);
   // Chromium's own sandbox needs these.
   for (const char* allowed : {"clone", "clone3", "unshare", "chroot", "seccomp", "prctl"})
