@@ -20,6 +20,8 @@ namespace cabin::agent {
 
 struct RecorderOptions {
   std::string ffmpeg = "/usr/bin/ffmpeg";
+  // Non-empty: ffmpeg starts through this binary's exec filter helper (exec_filter.h).
+  std::string filter_helper;
   std::string dir = "/tmp/.cabin-recordings";  // the files, named <id>.mp4
   // A stop (or the duration limit) waits for a frame ffmpeg has not taken yet until ffmpeg has
   // taken no bytes for this long, then abandons it: an encoder that stalls cannot hold a stop.
