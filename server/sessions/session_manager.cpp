@@ -971,11 +971,13 @@ Result<std::filesystem::path> SessionManager::empty_profile_dir(const std::strin
     return make_error(Errc::kInternal, "profile_io",
                       "cannot make the session's profile dir: " + ec.message());
   }
-  std::filesystem::permissions(dir, std::filesystem::perms::owner_all,
-                               std::filesystem::perm_options::replace, ec);
+  // The sandbox's group's too, as the home it lies in: exec'd commands run in that group.
+  std::filesystem::permissions(
+      dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_all,
+      std::filesystem::perm_options::replace, ec);
   // Without root there is no mount, and no cgroup limits either (the driver says so).
   if (::geteuid() == 0) {
-    const std::string options = "size=" + std::to_string(bytes) + ",mode=0700";
+    const std::string options = "size=" + std::to_string(bytes) + ",mode=0770";
     if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                 options.c_str()) != 0) {
       const int err = errno;

@@ -3,12 +3,11 @@
 // `end_reason` that names what died and how, the client is disconnected, nothing of the sandbox
 // is left on the host, and the store and another session carry on.
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import { after, test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
-import { Cdp, sessionPids, useCabind, waitFor, waitForNoLeftovers } from './helpers.mjs';
+import { Cdp, sessionProcess, useCabind, waitFor, waitForNoLeftovers } from './helpers.mjs';
 
 const ctx = useCabind();
 let bystander;
@@ -17,24 +16,6 @@ let bystanderCdp;
 after(async () => {
   await bystanderCdp?.close();
 });
-
-function readText(p) {
-  try {
-    return fs.readFileSync(p, 'utf8');
-  } catch {
-    return '';
-  }
-}
-
-// The session's process whose comm is `comm` (the browser: the Chromium process without --type).
-function processOf(sessionId, comm) {
-  const found = sessionPids(sessionId).filter((pid) => {
-    if (readText(`/proc/${pid}/comm`).trim() !== comm) return false;
-    return comm !== 'chromium' || !readText(`/proc/${pid}/cmdline`).includes('--type=');
-  });
-  assert.equal(found.length, 1, `one ${comm} in ${sessionId}: ${found}`);
-  return found[0];
-}
 
 // Another session, made once, that must not notice any of this.
 async function bystanderStarted() {
@@ -72,7 +53,7 @@ for (const [comm, reason] of [
     })().catch((err) => err);
     await waitFor(() => rounds >= 5, { what: 'the client busy with the page' });
 
-    const pid = processOf(s.id, comm);
+    const pid = sessionProcess(s.id, comm);
     const killedAt = Date.now();
     process.kill(pid, 'SIGKILL');
     const ended = await waitFor(async () => {

@@ -647,6 +647,25 @@ export function sessionPids(sessionId) {
   return pids;
 }
 
+// The session's one process whose comm is `comm` (for chromium, the browser: the process without
+// --type), seen from the host.
+export function sessionProcess(sessionId, comm) {
+  const found = sessionPids(sessionId).filter((pid) => {
+    if ((readText(`/proc/${pid}/comm`) || '').trim() !== comm) return false;
+    return comm !== 'chromium' || !(readText(`/proc/${pid}/cmdline`) || '').includes('--type=');
+  });
+  assert.equal(found.length, 1, `one ${comm} in ${sessionId}: ${found}`);
+  return found[0];
+}
+
+// A field of /proc/PID/status on the host ("Seccomp_filters", "CapEff", "NSpid"...); undefined
+// when the process is gone.
+export function procStatus(pid, field) {
+  const line = (readText(`/proc/${pid}/status`) || '').split('\n')
+    .find((l) => l.startsWith(`${field}:`));
+  return line?.slice(field.length + 1).trim();
+}
+
 // fd number -> what it refers to (`socket:[123]`, `pipe:[45]`, a path) for one process; empty
 // when it is gone.
 // The pid of the QEMU of a microVM session: it runs in its session's directory.

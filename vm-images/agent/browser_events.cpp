@@ -142,6 +142,9 @@ net::awaitable<void> BrowserEvents::watch(DevToolsEndpoint devtools) {
 
   std::vector<json> out;
   const CdpEvents on_event = [&](const json& m) { on_message(m, out); };
+  // Made here, not by Chromium (0700): exec'd commands, another uid in this group, read downloads.
+  if (::mkdir(downloads_dir_.c_str(), 0770) != 0 && errno != EEXIST)
+    log()->warn("browser events: {}: {}", downloads_dir_, std::strerror(errno));
   // Downloads land under their guid and are named once they are complete (finish_download).
   json behavior = {
       {"behavior", "allowAndName"}, {"downloadPath", downloads_dir_}, {"eventsEnabled", true}};
@@ -269,10 +272,12 @@ net::awaitable<void> BrowserEvents::finish_download(std::string guid, std::strin
   if (here && ::rename(from.c_str(), path.c_str()) != 0) co_return failed(std::strerror(errno));
   UniqueFd in(::open(here ? path.c_str() : from.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (!in.valid()) co_return failed(std::strerror(errno));
+  // Chromium leaves it 0600; the group (exec'd commands' too) may read and change it.
+  if (here) (void)::fchmod(in.get(), 0664);
   UniqueFd out;
   if (!here) {
     out =
-        UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+        UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0664));
     if (!out.valid()) co_return failed(std::strerror(errno));
   }
   // A megabyte at a time, yielding between, so a large file does not stall requests.

@@ -15,7 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
 
+#include "common/capabilities.h"
 #include "common/notifier.h"
 #include "common/spawn.h"
 #include "vm-images/agent/exec_filter.h"
@@ -73,41 +76,38 @@ net::awaitable<void> write_stdin(std::shared_ptr<ExecState> st) {
   st->changed.notify_all();
 }
 
-// argv[0] as posix_spawnp would find it in the agent's PATH, so that a missing command is still
-// a spawn failure when the filter helper starts in its place.
-Result<std::string> find_program(const std::string& name) {
-  auto missing = [&](int err) {
-    return make_error(Errc::kInvalidArgument, "spawn_failed",
-                      "cannot start '" + name + "': " + strerror(err));
-  };
-  if (name.empty()) return missing(ENOENT);
-  if (name.find('/') != std::string::npos) {
-    if (::access(name.c_str(), X_OK) != 0) return missing(errno);
-    return name;
-  }
-  const char* path_env = std::getenv("PATH");
-  std::string_view path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
-  int err = ENOENT;
-  while (true) {
-    const size_t colon = path.find(':');
-    std::string dir(path.substr(0, colon));
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    struct stat sb;
-    if (::stat(candidate.c_str(), &sb) == 0 && S_ISREG(sb.st_mode)) {
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-      err = EACCES;
-    }
-    if (colon == std::string_view::npos) break;
-    path.remove_prefix(colon + 1);
-  }
-  return missing(err);
-}
-
 net::awaitable<void> wait_child(std::shared_ptr<ExecState> st) {
   co_await st->child->wait();
   st->exited = true;
   st->changed.notify_all();
 }
+
+// posix_spawn's child starts with this thread's capabilities. For the one spawn of the helper
+// that becomes the exec uid, CAP_SETUID goes inheritable and ambient (so it survives the helper's
+// execve); before and after, this thread's children get none.
+class SetuidForSpawn {
+ public:
+  static Result<SetuidForSpawn> raise() {
+    auto now = caps::get();
+    if (!now) return now.error();
+    caps::Sets s = *now;
+    s.inheritable |= caps::bit(CAP_SETUID);
+    if (auto r = caps::set(s); !r) return r.error();
+    SetuidForSpawn raised(*now);
+    if (auto r = caps::raise_ambient(caps::bit(CAP_SETUID)); !r) return r.error();
+    return raised;
+  }
+  SetuidForSpawn(SetuidForSpawn&& o) noexcept : before_(std::exchange(o.before_, std::nullopt)) {}
+  ~SetuidForSpawn() {
+    if (!before_) return;
+    (void)caps::clear_ambient();
+    (void)caps::set(*before_);
+  }
+
+ private:
+  explicit SetuidForSpawn(caps::Sets before) : before_(before) {}
+  std::optional<caps::Sets> before_;
+};
 
 }  // namespace
 
@@ -135,8 +135,7 @@ net::awaitable<Result<ExecResult>> run_exec(ExecRequest spec, ExecOptions opts) 
   if (!opts.filter_helper.empty() && !spec.argv.empty()) {
     auto program = find_program(spec.argv[0]);
     if (!program) co_return program.error();
-    so.argv = {opts.filter_helper, kExecFilteredFlag, std::move(*program)};
-    so.argv.insert(so.argv.end(), spec.argv.begin(), spec.argv.end());
+    so.argv = filtered_exec_argv(opts.filter_helper, opts.exec_uid, *program, spec.argv);
   } else {
     so.argv = std::move(spec.argv);
   }
@@ -145,7 +144,14 @@ net::awaitable<Result<ExecResult>> run_exec(ExecRequest spec, ExecOptions opts) 
   so.stdin_fd = in->read.get();
   so.stdout_fd = out->write.get();
   so.stderr_fd = err->write.get();
+  std::optional<SetuidForSpawn> setuid;
+  if (opts.exec_uid && !opts.filter_helper.empty()) {
+    auto raised = SetuidForSpawn::raise();
+    if (!raised) co_return raised.error();
+    setuid.emplace(std::move(*raised));
+  }
   auto child = ChildProcess::spawn(ex, so);
+  setuid.reset();
   if (!child) co_return child.error();
   // Drop our copies of the child's ends so EOF arrives when the child's side closes.
   in->read.reset();

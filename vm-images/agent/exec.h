@@ -5,6 +5,8 @@
 #include "common/asio.h"  // first: see there
 // clang-format on
 
+#include <sys/types.h>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
@@ -12,8 +14,8 @@
 #include <optional>
 #include <string>
 
-#include "common/result.h"
 #include "common/agent_protocol.h"
+#include "common/result.h"
 
 namespace cabin::agent {
 
@@ -27,8 +29,11 @@ struct ExecOptions {
   // processes may still hold open; then the pipes are closed.
   std::chrono::milliseconds drain_grace{200};
   // Non-empty: commands start through this binary's exec_filter helper (`HELPER --exec-filtered
-  // PATH ARGV...`), so they run under the exec filter; Chromium, started elsewhere, does not.
+  // USER PATH ARGV...`), so they run under the exec filter; Chromium, started elsewhere, does not.
   std::string filter_helper;
+  // With filter_helper: the uid commands run as. The agent holds CAP_SETUID in its permitted
+  // set (the namespace sandbox's PID 1 gives it) and lends it to the helper alone.
+  std::optional<uid_t> exec_uid;
 };
 
 // Errors: spawn_failed (400) when the command cannot start. Expects SIGPIPE to be ignored (the

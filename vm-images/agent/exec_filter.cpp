@@ -8,9 +8,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+
+#include "common/capabilities.h"
 
 namespace cabin::agent {
 namespace {
@@ -49,6 +52,9 @@ const std::vector<ExecSyscallRule>& exec_filter_rules() {
        "net namespace (nf_tables, packet sockets, tc), a large kernel attack surface"},
       {SYS_unshare, EPERM, 0, kCloneNamespaces | CLONE_NEWTIME, "as clone"},
       {SYS_setns, EPERM, -1, 0, "no joining namespaces that some other process made"},
+      {SYS_process_vm_readv, EPERM, -1, 0, "reads another process's memory, as ptrace would"},
+      {SYS_process_vm_writev, EPERM, -1, 0, "writes another process's memory, as ptrace would"},
+      {SYS_pidfd_getfd, EPERM, -1, 0, "takes a copy of another process's descriptor"},
   };
   return rules;
 }
@@ -96,17 +102,76 @@ Result<void> install_exec_filter() {
   return {};
 }
 
+Result<FilteredExec> parse_filtered_exec(const std::vector<std::string>& argv) {
+  auto usage = [](const std::string& why) {
+    return make_error(Errc::kInvalidArgument, "exec_filter",
+                      std::string(kExecFilteredFlag) + " USER PATH ARGV0 [ARGS...]: " + why);
+  };
+  if (argv.size() < 3) return usage("too few arguments");
+  FilteredExec out;
+  if (argv[0] != "-") {
+    uid_t uid = 0;
+    const auto& u = argv[0];
+    auto [end, ec] = std::from_chars(u.data(), u.data() + u.size(), uid);
+    if (ec != std::errc() || end != u.data() + u.size() || u.empty() || uid == 0)
+      return usage("USER must be a non-zero uid or -");
+    out.uid = uid;
+  }
+  if (argv[1].empty()) return usage("PATH is empty");
+  out.argv.assign(argv.begin() + 1, argv.end());
+  return out;
+}
+
+std::vector<std::string> filtered_exec_argv(const std::string& helper, std::optional<uid_t> uid,
+                                            const std::string& path,
+                                            const std::vector<std::string>& argv) {
+  std::vector<std::string> out = {helper, kExecFilteredFlag, uid ? std::to_string(*uid) : "-",
+                                  path};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+Result<void> become_exec_user(std::optional<uid_t> uid) {
+  auto fail = [](const std::string& what) {
+    return make_error(Errc::kInternal, "exec_filter", what + ": " + strerror(errno));
+  };
+  if (uid) {
+    // Real, effective and saved: nothing leads back to the agent's uid.
+    if (::setresuid(*uid, *uid, *uid) != 0) return fail("setresuid " + std::to_string(*uid));
+    uid_t r = 0, e = 0, s = 0;
+    if (::getresuid(&r, &e, &s) != 0 || r != *uid || e != *uid || s != *uid)
+      return fail("uid did not change");
+  }
+  if (auto r = caps::set({}); !r) return r;
+  if (auto r = caps::clear_ambient(); !r) return r;
+  auto now = caps::get();
+  if (!now) return now.error();
+  if (!(*now == caps::Sets{}) || !caps::ambient_empty()) {
+    errno = EPERM;
+    return fail("capabilities left");
+  }
+  return {};
+}
+
 int run_filtered_exec(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "cabin-agent %s: PATH and ARGV expected\n", kExecFilteredFlag);
+  auto parsed = parse_filtered_exec(std::vector<std::string>(argv, argv + argc));
+  if (!parsed) {
+    std::fprintf(stderr, "cabin-agent: %s\n", parsed.error().message.c_str());
     return 127;
+  }
+  if (auto r = become_exec_user(parsed->uid); !r) {
+    std::fprintf(stderr, "cabin-agent: %s\n", r.error().message.c_str());
+    return 126;
   }
   if (auto r = install_exec_filter(); !r) {
     std::fprintf(stderr, "cabin-agent: %s\n", r.error().message.c_str());
     return 126;
   }
-  ::execv(argv[0], argv + 1);
-  std::fprintf(stderr, "cabin-agent: exec %s: %s\n", argv[0], strerror(errno));
+  std::vector<char*> args;
+  for (auto& a : parsed->argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  ::execv(args[0], args.data() + 1);
+  std::fprintf(stderr, "cabin-agent: exec %s: %s\n", args[0], strerror(errno));
   return 127;
 }
 

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <linux/filter.h>
+#include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "common/result.h"
@@ -27,10 +30,27 @@ std::vector<sock_filter> build_exec_filter(const std::vector<ExecSyscallRule>& r
 // Sets no_new_privs and stacks the filter on this process and everything it starts.
 Result<void> install_exec_filter();
 
-// `cabin-agent --exec-filtered PATH ARGV0 ARGS...`: installs the filter and execs PATH. The agent
-// itself keeps no such filter, because Chromium, which it also starts, needs user namespaces.
+// `cabin-agent --exec-filtered USER PATH ARGV0 ARGS...`: becomes USER (a uid, or "-" to stay),
+// drops every capability, installs the filter and execs PATH. The agent itself keeps no such
+// filter, because Chromium, which it also starts, needs user namespaces.
 inline constexpr char kExecFilteredFlag[] = "--exec-filtered";
-// argv[0] is PATH, argv[1..] the command's argv. Returns only on failure (the exit status).
+
+struct FilteredExec {
+  std::optional<uid_t> uid;       // none: the caller's
+  std::vector<std::string> argv;  // [0] the program's path, then its argv
+};
+// argv as run_filtered_exec gets it (USER PATH ARGV0...); the first error wins.
+Result<FilteredExec> parse_filtered_exec(const std::vector<std::string>& argv);
+// The helper's whole argv: `helper --exec-filtered USER path argv...`.
+std::vector<std::string> filtered_exec_argv(const std::string& helper, std::optional<uid_t> uid,
+                                            const std::string& path,
+                                            const std::vector<std::string>& argv);
+
+// Switches all three uids to `uid` (CAP_SETUID from the agent, through the ambient set), then
+// clears every capability set; checks that both held.
+Result<void> become_exec_user(std::optional<uid_t> uid);
+
+// argv[0..] are what follows the flag. Returns only on failure (the exit status).
 int run_filtered_exec(int argc, char** argv);
 
 }  // namespace cabin::agent

@@ -144,7 +144,7 @@ Result<FileRoots::Upload> FileRoots::create(const std::string& path) const {
   up.leaf_ = leaf;
   up.temp_ = ".cabin-upload-" + random_hex(8);
   up.file_ = UniqueFd(::openat(up.dir_.get(), up.temp_.c_str(),
-                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0664));
   if (!up.file_.valid()) {
     up.temp_.clear();
     return errno_error(errno, path);

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/agent_protocol.h"
+#include "common/capabilities.h"
 #include "common/log.h"
 #include "common/spawn.h"
 #include "vm-images/agent/agent_state.h"
@@ -41,6 +42,30 @@ namespace net = boost::asio;
 using namespace cabin::agent;
 
 namespace {
+
+// The agent's capabilities: with an exec uid, CAP_SETUID permitted (lent to the exec helper
+// alone, exec.cpp), CAP_KILL (a timed-out command is another uid's) and CAP_FOWNER (the files API
+// replaces and removes commands' files in the sticky /tmp) effective, nothing else.
+// Either way the ambient and inheritable sets, through which PID 1 handed them over, are emptied:
+// no child inherits a capability by them.
+cabin::Result<void> keep_exec_caps(bool exec_user) {
+  namespace caps = cabin::caps;
+  auto now = caps::get();
+  if (!now) return now.error();
+  caps::Sets keep = *now;
+  keep.inheritable = 0;
+  if (exec_user) {
+    const uint64_t effective = caps::bit(CAP_KILL) | caps::bit(CAP_FOWNER);
+    const uint64_t need = caps::bit(CAP_SETUID) | effective;
+    if ((now->permitted & need) != need) {
+      return cabin::make_error(cabin::Errc::kInternal, "capabilities",
+                               "--exec-uid needs CAP_SETUID, CAP_KILL and CAP_FOWNER permitted");
+    }
+    keep = {effective, need, 0};
+  }
+  if (auto r = caps::set(keep); !r) return r;
+  return caps::clear_ambient();
+}
 
 // Closes the browser; in a VM with a profile disk, then leaves the profile it wrote there.
 net::awaitable<cabin::Result<void>> close_and_keep(Supervisor* sup, std::string disk,
@@ -101,6 +126,12 @@ int main(int argc, char** argv) {
   app.add_option("--exec-filter", exec_filter,
                  "on: exec'd commands get no new namespaces (the namespace driver's sandboxes)")
       ->check(CLI::IsMember({"on", "off"}));
+  uid_t exec_uid = 0;
+  app.add_option("--exec-uid", exec_uid,
+                 "exec'd commands run as this uid (with --exec-filter on; needs CAP_SETUID, "
+                 "CAP_KILL and CAP_FOWNER permitted, which the namespace sandbox gives as root); "
+                 "0: the agent's")
+      ->check(CLI::Range(0u, 65534u));
   std::string profile_disk;
   app.add_option("--profile-disk", profile_disk,
                  "a microVM's profile disk: Chromium's profile comes from it, and goes back to it "
@@ -121,6 +152,15 @@ int main(int argc, char** argv) {
     }
   }
   sup.startup_timeout = std::chrono::milliseconds(startup_timeout_ms);
+  if (exec_uid != 0 && exec_filter != "on") {
+    std::fprintf(stderr, "cabin-agent: --exec-uid needs --exec-filter on\n");
+    return 2;
+  }
+  // Before anything is spawned: no child inherits a capability.
+  if (auto r = keep_exec_caps(exec_uid != 0); !r) {
+    std::fprintf(stderr, "cabin-agent: %s\n", r.error().message.c_str());
+    return 2;
+  }
 
   // The RFB server uses Xlib on its own thread, beside the Desktop's connection on this one.
   cabin::vnc::init_threads();
@@ -195,7 +235,15 @@ int main(int argc, char** argv) {
   http.listen = *listen;
   http.secret = std::move(secret);
   // The kernel resolves /proc/self/exe in the spawned child, which is still this binary.
-  if (exec_filter == "on") http.exec.filter_helper = "/proc/self/exe";
+  // Every helper but Chromium runs under the exec filter too: a command that took one over would
+  // otherwise have what the filter denies it.
+  RecorderOptions recorder_opts;
+  if (exec_filter == "on") {
+    http.exec.filter_helper = "/proc/self/exe";
+    if (exec_uid != 0) http.exec.exec_uid = exec_uid;
+    sup.filter_helper = "/proc/self/exe";
+    recorder_opts.filter_helper = "/proc/self/exe";
+  }
   // Before Chromium starts, which waits for its proxy to accept.
   std::optional<EgressDoor> door;
   if (egress_door && sup.egress_proxy_port != 0) {
@@ -231,9 +279,8 @@ int main(int argc, char** argv) {
     rfb->set_clipboard_text(std::move(text));
     return true;
   };
-  RecorderOptions recording;
-  recording.dir = sup.home + "/.cabin-agent/recordings";
-  Recorder recorder(io.get_executor(), recording);
+  recorder_opts.dir = sup.home + "/.cabin-agent/recordings";
+  Recorder recorder(io.get_executor(), recorder_opts);
   http.recorder = &recorder;
   BrowserEvents browser_events(io.get_executor(), state, sup.home + "/Downloads");
   http.events = &browser_events;

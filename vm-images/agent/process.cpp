@@ -1,5 +1,11 @@
 #include "vm-images/agent/process.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string_view>
 
@@ -21,6 +27,34 @@ std::vector<std::string> child_environment(
   out.reserve(vars.size());
   for (const auto& [k, v] : vars) out.push_back(k + "=" + v);
   return out;
+}
+
+Result<std::string> find_program(const std::string& name) {
+  auto missing = [&](int err) {
+    return make_error(Errc::kInvalidArgument, "spawn_failed",
+                      "cannot start '" + name + "': " + strerror(err));
+  };
+  if (name.empty()) return missing(ENOENT);
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) != 0) return missing(errno);
+    return name;
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string_view path = path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  int err = ENOENT;
+  while (true) {
+    const size_t colon = path.find(':');
+    std::string dir(path.substr(0, colon));
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat sb;
+    if (::stat(candidate.c_str(), &sb) == 0 && S_ISREG(sb.st_mode)) {
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+      err = EACCES;
+    }
+    if (colon == std::string_view::npos) break;
+    path.remove_prefix(colon + 1);
+  }
+  return missing(err);
 }
 
 }  // namespace cabin::agent

@@ -19,6 +19,8 @@
 #include "common/notifier.h"
 #include "common/spawn.h"
 #include "common/unique_fd.h"
+#include "vm-images/agent/exec_filter.h"
+#include "vm-images/agent/process.h"
 #include "vnc/capture.h"
 #include "vnc/display.h"
 
@@ -284,6 +286,11 @@ Result<ap::RecordingStatus> Recorder::start(const std::string& display_name,
       // Fragments: the file plays while it grows, and up to its last fragment if cut.
       "-movflags", "+frag_keyframe+empty_moov+default_base_moof", "-flush_packets", "1", "-f",
       "mp4", "-y", rec->status.path};
+  if (!opts_.filter_helper.empty()) {
+    auto path = find_program(opts_.ffmpeg);
+    if (!path) return path.error();
+    so.argv = filtered_exec_argv(opts_.filter_helper, std::nullopt, *path, so.argv);
+  }
   so.env = {"PATH=/usr/bin:/bin", "HOME=/tmp"};
   so.stdin_fd = read_end.get();
   so.stderr_fd = log_file.valid() ? log_file.get() : -1;

@@ -23,6 +23,8 @@ namespace cabin::agent {
 
 struct RecorderOptions {
   std::string ffmpeg = "/usr/bin/ffmpeg";
+  // Non-empty: ffmpeg starts through this binary's exec filter helper (exec_filter.h).
+  std::string filter_helper;
   // The files, named <id>.mp4: a dir of the agent's own (mode 0700, as its parent, which the
   // recorder makes too), not one every process of the sandbox may write to.
   std::string dir = "/home/cabin/.cabin-agent/recordings";

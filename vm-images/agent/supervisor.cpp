@@ -30,6 +30,8 @@
 #include "common/log.h"
 #include "common/spawn.h"
 #include "vm-images/agent/cdp.h"
+#include "vm-images/agent/exec_filter.h"
+#include "vm-images/agent/process.h"
 #include "vnc/display.h"
 #include "vnc/input.h"
 
@@ -510,6 +512,14 @@ net::awaitable<Result<void>> Supervisor::start_children() {
              "0",         std::to_string(opts_.width) + "x" + std::to_string(opts_.height) + "x24",
              "-nolisten", "tcp",
              "-noreset"};
+  if (!opts_.filter_helper.empty()) {
+    auto path = find_program(opts_.xvfb);
+    if (!path) {
+      fail("cannot start Xvfb: " + path.error().message);
+      co_return stop_or_fail();
+    }
+    xo.argv = filtered_exec_argv(opts_.filter_helper, std::nullopt, *path, xo.argv);
+  }
   xo.env = child_environment({});
   xo.stderr_fd = STDERR_FILENO;
   xo.extra_fds = {pipe->write.get()};

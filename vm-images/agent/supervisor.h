@@ -42,6 +42,9 @@ inline const std::map<std::string, WaitUntil> kWaitUntilNames = {
 struct SupervisorOptions {
   std::string xvfb = "/usr/bin/Xvfb";
   std::string chromium = "/usr/bin/chromium";
+  // Non-empty: Xvfb starts through this binary's exec filter helper (exec_filter.h), as exec'd
+  // commands do; only Chromium, whose own sandbox makes namespaces, starts without it.
+  std::string filter_helper;
   int width = 1280;
   int height = 800;
   std::string start_url = "about:blank";

@@ -29,6 +29,8 @@ Result<void> write_file(const fs::path& path, std::string_view text) {
 }
 
 // Runs a program to its end, with no descriptor of ours but stdio and a minimal environment.
+// Not through the exec filter helper: it runs and ends before the agent answers any request, so
+// no exec'd command exists yet that could reach into it.
 Result<void> run(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

@@ -55,7 +55,8 @@ int run_launcher(const LauncherArgs& args) {
     return fail(args, "join cgroup", r.error().message);
   if (host_root && !args.map_root)
     return fail(args, "id maps", "--map-root/--map-user required as root");
-  IdMaps maps = plan_id_maps(host_root, ::getuid(), ::getgid(), args.map_root, args.map_user);
+  IdMaps maps = plan_id_maps(host_root, ::getuid(), ::getgid(), args.map_root, args.map_user,
+                             args.map_exec_uid);
 
   int release[2], report[2];
   if (::pipe2(release, O_CLOEXEC) != 0 || ::pipe2(report, O_CLOEXEC) != 0)

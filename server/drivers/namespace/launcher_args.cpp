@@ -46,6 +46,8 @@ std::vector<std::string> build_launcher_argv(const std::string& launcher_path,
   if (!args.profile.empty()) argv.insert(argv.end(), {"--profile", args.profile});
   if (args.map_root) argv.insert(argv.end(), {"--map-root", ids_text(*args.map_root)});
   if (args.map_user) argv.insert(argv.end(), {"--map-user", ids_text(*args.map_user)});
+  if (args.map_exec_uid)
+    argv.insert(argv.end(), {"--map-exec-uid", std::to_string(*args.map_exec_uid)});
   if (!args.cgroup_ns.empty()) argv.insert(argv.end(), {"--cgroup-ns", args.cgroup_ns});
   for (const auto& f : args.cgroup_procs) argv.insert(argv.end(), {"--cgroup-procs", f});
   argv.insert(argv.end(), {"--tmpfs-size", std::to_string(args.tmpfs_bytes)});
@@ -94,6 +96,10 @@ Result<LauncherArgs> parse_launcher_args(const std::vector<std::string>& argv) {
       auto ids = parse_ids(v);
       if (!ids) return usage(flag + " needs UID:GID, both non-zero");
       (flag == "--map-root" ? a.map_root : a.map_user) = ids;
+    } else if (flag == "--map-exec-uid") {
+      auto uid = parse_number<uint32_t>(v);
+      if (!uid || *uid == 0) return usage("--map-exec-uid needs a non-zero UID");
+      a.map_exec_uid = *uid;
     } else if (flag == "--tmpfs-size") {
       auto n = parse_number<uint64_t>(v);
       if (!n || *n < (1u << 20)) return usage("--tmpfs-size needs bytes, at least 1 MiB");
@@ -107,8 +113,11 @@ Result<LauncherArgs> parse_launcher_args(const std::vector<std::string>& argv) {
   if (a.id.empty()) return usage("--id is required");
   if (!a.probe && a.payload.empty()) return usage("a payload argv after -- is required");
   if (!a.probe && a.agent_fd < 0) return usage("--agent-fd is required");
-  if (a.map_root.has_value() != a.map_user.has_value())
-    return usage("--map-root and --map-user go together");
+  if (a.map_root.has_value() != a.map_user.has_value() ||
+      a.map_root.has_value() != a.map_exec_uid.has_value())
+    return usage("--map-root, --map-user and --map-exec-uid go together");
+  if (a.map_exec_uid && (*a.map_exec_uid == a.map_root->uid || *a.map_exec_uid == a.map_user->uid))
+    return usage("--map-exec-uid needs a host uid of its own");
   if (a.map_root && a.map_root->uid == a.map_user->uid)
     return usage("--map-root and --map-user need distinct host uids");
   if (a.map_root && a.map_root->gid == a.map_user->gid)

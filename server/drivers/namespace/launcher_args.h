@@ -24,6 +24,13 @@ inline constexpr int kAgentListenFd = 3;
 // The unprivileged user every payload runs as, inside the sandbox's user namespace.
 inline constexpr uint32_t kSandboxUid = 1000;
 inline constexpr uint32_t kSandboxGid = 1000;
+// The user exec'd commands run as when cabind is root (its own host uid): another uid than the
+// agent's, Xvfb's and Chromium's, so a command cannot write their memory, take their descriptors
+// or signal them. Its group stays kSandboxGid, the group their shared files belong to.
+inline constexpr uint32_t kSandboxExecUid = 1001;
+// The payload's umask: files the agent, the browser and exec'd commands make are their group's
+// to read and write.
+inline constexpr unsigned kSandboxUmask = 0002;
 // Exit status of cabin-sandbox when building the sandbox failed (stderr says which step).
 inline constexpr int kSetupFailedStatus = 125;
 // Exit status when the payload could not be executed.
@@ -49,6 +56,8 @@ struct LauncherArgs {
   // Host ids for inside-root and inside-1000; only used (and required) when the launcher is root.
   std::optional<HostIds> map_root;
   std::optional<HostIds> map_user;
+  // Host uid for inside-kSandboxExecUid; given (and required) with map_root.
+  std::optional<uint32_t> map_exec_uid;
   std::vector<std::string> cgroup_procs;  // cgroup.procs files the launcher joins first
   // A cgroup namespace (an nsfs file) entered before joining them: the host's, when cabind's
   // own is a container's, whose root the cgroups lie outside of. Empty: cabind's.

@@ -235,16 +235,19 @@ std::vector<MountEntry> sandbox_mounts(const MountPlan& plan) {
       {MountKind::kSymlink, "pts/ptmx", "/dev/ptmx", 0, "", false, "the private instance's ptmx"},
       {MountKind::kRemountRo, "", "/dev", MS_NOSUID | MS_NOEXEC, "", false,
        "nothing may add device nodes or files to /dev"},
-      {MountKind::kProc, "", "/proc", kNoSuidDevExec, "", false,
-       "procfs of the sandbox's pid namespace: host processes are invisible"},
+      {MountKind::kProc, "", "/proc", kNoSuidDevExec, "hidepid=invisible", false,
+       "procfs of the sandbox's pid namespace: host processes are invisible, and a process sees "
+       "only those it could ptrace: exec'd commands (their own uid) not the agent's, Xvfb's or "
+       "Chromium's"},
       {MountKind::kSysfs, "", "/sys", MS_RDONLY | kNoSuidDevExec, "", true,
        "read-only; Chromium reads cpu and device info, and the netns shows only lo"},
       {MountKind::kTmpfs, "", "/tmp", kNoSuidDev, size + ",mode=1777", false,
        "private scratch space, e.g. the X11 socket"},
       {MountKind::kTmpfs, "", "/var/tmp", kNoSuidDev, size + ",mode=1777", false,
        "private scratch space some tools expect"},
-      {MountKind::kTmpfs, "", kSandboxHome, kNoSuidDev, size + ",mode=0700" + ids, false,
-       "the sandbox user's home: Chromium profile, downloads"},
+      {MountKind::kTmpfs, "", kSandboxHome, kNoSuidDev, size + ",mode=0770" + ids, false,
+       "the sandbox user's home: Chromium profile, downloads; its group's too, which exec'd "
+       "commands run in"},
   };
   t.insert(t.end(), rest.begin(), rest.end());
   if (!plan.profile_source.empty()) {

@@ -332,7 +332,8 @@ Result<void> chown_tree(const fs::path& top, uint32_t uid, uint32_t gid) {
 }
 
 // The agent's argv inside the sandbox.
-std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const SandboxSpec& spec) {
+std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const SandboxSpec& spec,
+                                    bool host_root) {
   if (!c.payload_override.empty()) return c.payload_override;
   std::vector<std::string> argv = {
       nsbox::kSandboxAgentPath,
@@ -350,6 +351,8 @@ std::vector<std::string> agent_argv(const NamespaceDriverConfig& c, const Sandbo
       "--exec-filter",
       "on",
   };
+  // Only root can map a second uid for them; without it commands run as the agent's user.
+  if (host_root) argv.insert(argv.end(), {"--exec-uid", std::to_string(nsbox::kSandboxExecUid)});
   if (!spec.start_url.empty()) argv.insert(argv.end(), {"--start-url", spec.start_url});
   if (!spec.wait_until.empty()) argv.insert(argv.end(), {"--wait-until", spec.wait_until});
   if (spec.egress_proxy_port != 0) {
@@ -373,12 +376,13 @@ std::vector<std::string> namespace_launcher_argv(const NamespaceDriverConfig& co
   if (host_root) {
     a.map_root = nsbox::HostIds{config.sandbox_root_uid, config.sandbox_root_gid};
     a.map_user = nsbox::HostIds{config.sandbox_uid, config.sandbox_gid};
+    a.map_exec_uid = config.sandbox_exec_uid;
   }
   if (!spec.profile_dir.empty()) a.profile = spec.profile_dir.string();
   a.cgroup_procs = cgroup_procs;
   if (!cgroup_procs.empty()) a.cgroup_ns = config.cgroup_ns;
   a.tmpfs_bytes = sandbox_tmpfs_bytes(spec.memory_bytes);
-  a.payload = agent_argv(config, spec);
+  a.payload = agent_argv(config, spec, host_root);
   return nsbox::build_launcher_argv(config.launcher_path.string(), a);
 }
 
@@ -458,6 +462,7 @@ DriverInfo NamespaceDriver::probe() const {
   if (host_root_) {
     a.map_root = nsbox::HostIds{config_.sandbox_root_uid, config_.sandbox_root_gid};
     a.map_user = nsbox::HostIds{config_.sandbox_uid, config_.sandbox_gid};
+    a.map_exec_uid = config_.sandbox_exec_uid;
   }
   net::io_context io;  // the probe's child is waited for here, before cabind runs
   auto spawned = spawn_launcher(io.get_executor(),

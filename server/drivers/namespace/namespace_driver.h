@@ -26,11 +26,13 @@ struct NamespaceDriverConfig {
   // none.
   std::filesystem::path chromium_policy;
   std::filesystem::path launcher_path;  // host path of cabin-sandbox
-  // When cabind runs as root: the host ids of the sandbox user (uid 1000 inside) and of the
-  // sandbox's root (only PID 1 uses it, while it builds the sandbox). Both must be unused on the
-  // host and distinct. Without root the sandbox user is cabind's own uid.
+  // When cabind runs as root: the host ids of the sandbox user (uid 1000 inside), of exec'd
+  // commands (uid 1001 inside, group 1000's) and of the sandbox's root (only PID 1 uses it, while
+  // it builds the sandbox). All must be unused on the host and distinct. Without root the sandbox
+  // user is cabind's own uid, and commands run as it too.
   uint32_t sandbox_uid = 601000;
   uint32_t sandbox_gid = 601000;
+  uint32_t sandbox_exec_uid = 601001;
   uint32_t sandbox_root_uid = 600000;
   uint32_t sandbox_root_gid = 600000;
   std::string cgroup_name = "cabin";  // sandboxes live in <cgroup_root>/[controller/]<name>/<id>

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/securebits.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/capabilities.h"
 #include "common/unique_fd.h"
 #include "server/drivers/namespace/mounts.h"
 #include "server/drivers/namespace/netns.h"
@@ -49,8 +52,32 @@ UniqueFd open_path(const std::string& path, int extra_flags, const char* step) {
 
 void on_signal(int) {}  // PID 1 drops signals without a handler; sigwaitinfo takes them
 
+// What the agent keeps when exec'd commands have a uid of their own, in the user namespace only,
+// and nothing else (the bounding set holds just these): CAP_SETUID, which it hands only to the
+// helper that becomes that uid before each command (cabin-agent --exec-filtered); CAP_KILL, to
+// end a timed-out command's process group, which is another uid's; CAP_FOWNER, so that the files
+// API may still replace or remove a command's file in the sticky /tmp.
+constexpr uint64_t kAgentCaps = caps::bit(CAP_SETUID) | caps::bit(CAP_KILL) | caps::bit(CAP_FOWNER);
+
+// Before the uid change: nothing beyond kAgentCaps can ever be regained, and uid 0 (which the
+// agent could become with CAP_SETUID) gets no capabilities from execve.
+void limit_payload_caps() {
+  check(caps::limit_bounding_set(kAgentCaps), "bounding set");
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_KEEP_CAPS | SECBIT_NOROOT | SECBIT_NOROOT_LOCKED, 0, 0,
+              0) != 0)
+    fail_errno("securebits");
+}
+
+// After it: kAgentCaps permitted and ambient, so they survive the agent's execve (a file without
+// capabilities, under no_new_privs). The agent drops the ambient and inheritable sets at once, so
+// Xvfb, Chromium and its other children start with none.
+void hand_agent_caps() {
+  check(caps::set({0, kAgentCaps, kAgentCaps}), "capabilities");
+  check(caps::raise_ambient(kAgentCaps), "ambient capabilities");
+}
+
 // Forked child of PID 1: drops to the sandbox user and execs the payload. Never returns.
-[[noreturn]] void exec_payload(const LauncherArgs& args, bool can_setgroups, int report_fd) {
+[[noreturn]] void exec_payload(const LauncherArgs& args, const IdMaps& maps, int report_fd) {
   ::close(report_fd);
   // The agent's listening socket at the fd it expects; nothing else of the launcher's passes on
   // (the launcher closed every other descriptor at start, and ours are CLOEXEC).
@@ -67,9 +94,12 @@ void on_signal(int) {}  // PID 1 drops signals without a handler; sigwaitinfo ta
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   // Its own session: the payload's process groups are its business.
   ::setsid();
-  if (can_setgroups && ::setgroups(0, nullptr) != 0) fail_errno("setgroups");
+  ::umask(kSandboxUmask);
+  if (!maps.deny_setgroups && ::setgroups(0, nullptr) != 0) fail_errno("setgroups");
+  if (maps.exec_uid_mapped) limit_payload_caps();
   if (::setresgid(kSandboxGid, kSandboxGid, kSandboxGid) != 0) fail_errno("setresgid 1000");
   if (::setresuid(kSandboxUid, kSandboxUid, kSandboxUid) != 0) fail_errno("setresuid 1000");
+  if (maps.exec_uid_mapped) hand_agent_caps();
   if (::chdir(kSandboxHome) != 0) fail_errno("chdir home");
   std::vector<std::string> env =
       payload_environment(std::getenv("CABIN_AGENT_SECRET"), std::getenv("CABIN_TRUSTED_CA"));
@@ -178,7 +208,7 @@ void run_sandbox_init(const LauncherArgs& args, const IdMaps& maps, const InitFd
   // The signals stay blocked (from the launcher) until the payload's fork unblocks them.
   pid_t payload = ::fork();
   if (payload < 0) fail_errno("fork payload");
-  if (payload == 0) exec_payload(args, !maps.deny_setgroups, fds.report);
+  if (payload == 0) exec_payload(args, maps, fds.report);
   // The listening socket is the payload's alone.
   if (args.agent_fd >= 0) ::close(args.agent_fd);
 

@@ -49,6 +49,8 @@ const std::vector<SyscallRule>& seccomp_denylist() {
       {"syslog", EPERM, -1, 0, "the kernel log leaks host addresses and activity"},
       {"ptrace", EPERM, -1, 0, "no debugging of other processes; a frequent kernel bug source"},
       {"process_vm_writev", EPERM, -1, 0, "writes another process's memory, like ptrace"},
+      {"process_vm_readv", EPERM, -1, 0, "reads another process's memory (keys, tokens), like ptrace"},
+      {"pidfd_getfd", EPERM, -1, 0, "takes a copy of another process's descriptor"},
       {"io_uring_setup", EPERM, -1, 0, "large kernel attack surface; nothing here needs it"},
       {"io_uring_enter", EPERM, -1, 0, "as io_uring_setup"},
       {"io_uring_register", EPERM, -1, 0, "as io_uring_setup"},

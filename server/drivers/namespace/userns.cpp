@@ -9,17 +9,21 @@
 namespace cabin::nsbox {
 
 IdMaps plan_id_maps(bool host_root, uint32_t own_uid, uint32_t own_gid,
-                    const std::optional<HostIds>& map_root,
-                    const std::optional<HostIds>& map_user) {
+                    const std::optional<HostIds>& map_root, const std::optional<HostIds>& map_user,
+                    const std::optional<uint32_t>& map_exec_uid) {
   IdMaps m;
-  if (host_root && map_root && map_user) {
-    m.uid = {{0, map_root->uid, 1}, {kSandboxUid, map_user->uid, 1}};
+  if (host_root && map_root && map_user && map_exec_uid) {
+    m.uid = {{0, map_root->uid, 1},
+             {kSandboxUid, map_user->uid, 1},
+             {kSandboxExecUid, *map_exec_uid, 1}};
     m.gid = {{0, map_root->gid, 1}, {kSandboxGid, map_user->gid, 1}};
     m.setup_uid = 0;
     m.setup_gid = 0;
+    m.exec_uid_mapped = true;
     return m;
   }
-  // Without CAP_SETUID in the parent namespace only one line, naming our own id, is allowed.
+  // Without CAP_SETUID in the parent namespace only one line, naming our own id, is allowed: no
+  // exec uid, so commands run as the agent's user.
   m.uid = {{kSandboxUid, own_uid, 1}};
   m.gid = {{kSandboxGid, own_gid, 1}};
   m.deny_setgroups = true;

@@ -27,12 +27,16 @@ struct IdMaps {
   // The inside uid/gid the sandbox's PID 1 switches to for setup (root when it is mapped).
   uint32_t setup_uid = 0;
   uint32_t setup_gid = 0;
+  // kSandboxExecUid is mapped: the agent gets what it needs to start commands as that uid.
+  bool exec_uid_mapped = false;
 };
 
-// As host root: inside 0 -> map_root and inside 1000 -> map_user (two distinct unprivileged host
-// ids; host root is never mapped). Otherwise: the caller's own ids -> 1000, one line each.
+// As host root: inside 0 -> map_root, inside 1000 -> map_user and uid 1001 (exec'd commands) ->
+// map_exec_uid (distinct unprivileged host ids; host root is never mapped). Otherwise: the
+// caller's own ids -> 1000, one line each.
 IdMaps plan_id_maps(bool host_root, uint32_t own_uid, uint32_t own_gid,
-                    const std::optional<HostIds>& map_root, const std::optional<HostIds>& map_user);
+                    const std::optional<HostIds>& map_root, const std::optional<HostIds>& map_user,
+                    const std::optional<uint32_t>& map_exec_uid);
 
 // "inside outside count\n" per line, as /proc/PID/uid_map wants it.
 std::string id_map_text(const std::vector<IdMapping>& maps);

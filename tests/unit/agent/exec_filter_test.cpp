@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,9 +16,10 @@
 #include <set>
 #include <string>
 
+#include "common/capabilities.h"
+#include "tests/fakes/temp_dir.h"
 #include "tests/unit/agent/test_util.h"
 #include "vm-images/agent/exec.h"
-#include "tests/fakes/temp_dir.h"
 
 using namespace cabin::agent;
 using cabin::agent::testing::run_sync;
@@ -41,6 +43,15 @@ std::string probe_calls() {
   add("unshare_user_net", errno_of(::unshare(CLONE_NEWUSER | CLONE_NEWNET)));
   add("unshare_none", errno_of(::unshare(0)));
   add("setns", errno_of(::syscall(SYS_setns, -1, 0)));
+  // On our own pid: nothing but the filter stops these.
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  add("pidfd_getfd", errno_of(::syscall(SYS_pidfd_getfd, pidfd, 0, 0)));
+  if (pidfd >= 0) ::close(pidfd);
+  char byte = 'x', got = 0;
+  struct iovec local{&got, 1}, remote{&byte, 1};
+  add("vm_readv", errno_of(::syscall(SYS_process_vm_readv, ::getpid(), &local, 1, &remote, 1, 0)));
+  add("vm_writev",
+      errno_of(::syscall(SYS_process_vm_writev, ::getpid(), &local, 1, &remote, 1, 0)));
   // fork and posix_spawn (clone3 first, then clone without namespaces) still work.
   pid_t child = ::fork();
   if (child == 0) ::_exit(7);
@@ -69,7 +80,8 @@ TEST_CASE("exec filter rules: each says why, clone3, clone, unshare and setns", 
     CHECK(r.err > 0);
     nrs.insert(r.nr);
   }
-  CHECK(nrs == std::set<long>{SYS_clone3, SYS_clone, SYS_unshare, SYS_setns});
+  CHECK(nrs == std::set<long>{SYS_clone3, SYS_clone, SYS_unshare, SYS_setns, SYS_process_vm_readv,
+                              SYS_process_vm_writev, SYS_pidfd_getfd});
   // arch check, nr load, x32 check, then two or five instructions a rule and the final allow.
   CHECK(build_exec_filter({}).size() >= 5);
 }
@@ -78,7 +90,9 @@ TEST_CASE("exec filter denies new namespaces and clone3, leaves fork and spawn",
   CHECK(in_filtered_child(probe_calls) ==
         "clone3=" + std::to_string(ENOSYS) + " unshare_user=" + std::to_string(EPERM) +
             " unshare_user_net=" + std::to_string(EPERM) + " unshare_none=0 setns=" +
-            std::to_string(EPERM) + " fork=0 spawn=0 socket=0 ");
+            std::to_string(EPERM) + " pidfd_getfd=" + std::to_string(EPERM) +
+            " vm_readv=" + std::to_string(EPERM) + " vm_writev=" + std::to_string(EPERM) +
+            " fork=0 spawn=0 socket=0 ");
 }
 
 TEST_CASE("exec through the agent's filter helper", "[agent][exec]") {
@@ -100,4 +114,53 @@ TEST_CASE("exec through the agent's filter helper", "[agent][exec]") {
   REQUIRE_FALSE(m.ok());
   CHECK(m.error().code == "spawn_failed");
   CHECK_THAT(m.error().message, Catch::Contains("No such file"));
+}
+
+TEST_CASE("exec filter helper's command line", "[agent][exec]") {
+  CHECK(filtered_exec_argv("/h", std::nullopt, "/bin/echo", {"echo", "hi"}) ==
+        std::vector<std::string>{"/h", kExecFilteredFlag, "-", "/bin/echo", "echo", "hi"});
+  CHECK(filtered_exec_argv("/h", 1001, "/x", {"x"}) ==
+        std::vector<std::string>{"/h", kExecFilteredFlag, "1001", "/x", "x"});
+  auto as_is = parse_filtered_exec({"-", "/bin/echo", "echo", "hi"});
+  REQUIRE(as_is.ok());
+  CHECK_FALSE(as_is->uid.has_value());
+  CHECK(as_is->argv == std::vector<std::string>{"/bin/echo", "echo", "hi"});
+  auto as_1001 = parse_filtered_exec({"1001", "/x", "x"});
+  REQUIRE(as_1001.ok());
+  CHECK(as_1001->uid == 1001u);
+  // A program named like a uid is still the program: USER is positional.
+  auto named = parse_filtered_exec({"-", "1001", "1001"});
+  REQUIRE(named.ok());
+  CHECK(named->argv == std::vector<std::string>{"1001", "1001"});
+  CHECK_FALSE(parse_filtered_exec({"0", "/x", "x"}).ok());  // never root
+  CHECK_FALSE(parse_filtered_exec({"12a", "/x", "x"}).ok());
+  CHECK_FALSE(parse_filtered_exec({"", "/x", "x"}).ok());
+  CHECK_FALSE(parse_filtered_exec({"-", "/x"}).ok());  // no argv0
+  CHECK_FALSE(parse_filtered_exec({"-", "", "x"}).ok());
+}
+
+TEST_CASE("exec through the helper as a uid of its own, with no capability", "[agent][exec]") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs CAP_SETUID, which the namespace sandbox's agent holds as root gives it");
+    return;
+  }
+  auto before = cabin::caps::get();
+  REQUIRE(before.ok());
+  ExecOptions opts;
+  opts.filter_helper = CABIN_AGENT_PATH;
+  opts.exec_uid = 65533;
+  net::io_context io;
+  ExecRequest spec;
+  spec.argv = {"sh", "-c", "id -u; id -G; grep -E '^Cap(Inh|Prm|Eff|Amb)' /proc/self/status"};
+  auto r = run_sync(io, run_exec(spec, opts));
+  REQUIRE(r.ok());
+  CHECK(r->exit_code.value_or(-1) == 0);
+  CHECK(r->stdout_data == "65533\n" + std::to_string(::getegid()) +
+                              "\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\n"
+                              "CapEff:\t0000000000000000\nCapAmb:\t0000000000000000\n");
+  // The spawn lent CAP_SETUID to that child alone: this thread's sets are as they were.
+  auto after = cabin::caps::get();
+  REQUIRE(after.ok());
+  CHECK(*after == *before);
+  CHECK(cabin::caps::ambient_empty());
 }

@@ -115,6 +115,9 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
       # The shell's own descriptors, listed by a child so that listing adds none.
       python3 -c "import os; print('fds=' + ' '.join(sorted(os.listdir('/proc/%d/fd' % os.getppid()), key=int)))"
       if ls /run/cabin >/dev/null 2>&1; then echo run_dir=visible; else echo run_dir=none; fi
+      echo "umask=$(umask)"
+      echo "proc=$(awk '$2 == "/proc" { print $4 }' /proc/self/mounts)"
+      grep -E '^Cap(Prm|Eff|Amb|Bnd)' /proc/self/status | tr -d ':\t' | sed 's/^Cap\([A-Za-z]*\)/cap_\1=/'
       echo report_done=1
     }
     exec sleep 600)SH"};
@@ -150,8 +153,17 @@ TEST_CASE("namespace sandbox isolates the payload and leaves nothing behind", "[
   CHECK(report["run_dir"] == "none");  // the host's session dir is not bound inside
   // Its own cgroup namespace: no host cgroup path shows inside.
   CHECK(report["cgroup"] == "/ ");
+  CHECK(report["umask"] == "0002");  // the group shared with exec'd commands may write
+  CHECK(report["proc"].find("hidepid=invisible") != std::string::npos);
 
   const bool root = ::geteuid() == 0;
+  // As root, the payload (the agent) holds CAP_SETUID, CAP_KILL and CAP_FOWNER, and can never hold
+  // more: the exec helper becomes uid 1001 with the first; the others end that uid's commands and
+  // replace its files in /tmp.
+  const std::string agent_caps = root ? "00000000000000a8" : "0000000000000000";
+  CHECK(report["cap_Prm"] == agent_caps);
+  CHECK(report["cap_Amb"] == agent_caps);
+  if (root) CHECK(report["cap_Bnd"] == agent_caps);
   auto layout = cabin::nsbox::detect_cgroup_layout(f.config.cgroup_root);
   auto cgroups = cabin::nsbox::sandbox_cgroup_dirs(layout, f.config.cgroup_root,
                                                    f.config.cgroup_name, spec.session_id);

@@ -40,6 +40,7 @@ TEST_CASE("launcher argv round-trips through the parser") {
   a.profile = "/var/lib/cabin/profiles/live/s_1";
   a.map_root = HostIds{600000, 600001};
   a.map_user = HostIds{601000, 601001};
+  a.map_exec_uid = 601002;
   a.cgroup_procs = {"/sys/fs/cgroup/memory/cabin/s_1/cgroup.procs",
                     "/sys/fs/cgroup/pids/cabin/s_1/cgroup.procs"};
   a.cgroup_ns = "/proc/1/ns/cgroup";
@@ -57,6 +58,7 @@ TEST_CASE("launcher argv round-trips through the parser") {
   CHECK(back->map_root->uid == 600000);
   CHECK(back->map_root->gid == 600001);
   CHECK(back->map_user->uid == 601000);
+  CHECK(back->map_exec_uid == 601002u);
   CHECK(back->cgroup_procs == a.cgroup_procs);
   CHECK(back->cgroup_ns == a.cgroup_ns);
   CHECK(back->tmpfs_bytes == a.tmpfs_bytes);
@@ -79,24 +81,44 @@ TEST_CASE("launcher argv parser rejects bad input") {
   CHECK_FALSE(parse({"--id", "s", "--profile", "rel", "--agent-fd", "3", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--bogus", "1", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--map-root", "0:0", "--map-user",
-                     "601000:601000", "--", "/x"})
+                     "601000:601000", "--map-exec-uid", "601001", "--", "/x"})
                   .ok());  // host root is never a target
+  const std::vector<std::string> maps = {"--map-root", "600000:600000", "--map-user",
+                                         "601000:601000"};
+  auto with_maps = [&](std::vector<std::string> extra) {
+    std::vector<std::string> v = {"--id", "s", "--agent-fd", "3"};
+    v.insert(v.end(), maps.begin(), maps.end());
+    v.insert(v.end(), extra.begin(), extra.end());
+    v.insert(v.end(), {"--", "/x"});
+    return parse(v);
+  };
+  CHECK(with_maps({"--map-exec-uid", "601001"}).ok());
+  CHECK_FALSE(with_maps({}).ok());  // as root, commands always get a uid of their own
+  CHECK_FALSE(with_maps({"--map-exec-uid", "601000"}).ok());  // the agent's
+  CHECK_FALSE(with_maps({"--map-exec-uid", "600000"}).ok());  // the sandbox root's
+  CHECK_FALSE(with_maps({"--map-exec-uid", "0"}).ok());
+  CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--map-exec-uid", "601001", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--map-root", "5:5", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id", "s", "--agent-fd", "3", "--tmpfs-size", "12k", "--", "/x"}).ok());
   CHECK_FALSE(parse({"--id"}).ok());
   CHECK(parse({"--id", "probe", "--probe"}).ok());
 }
 
-TEST_CASE("id maps: root maps two unprivileged ids, others map themselves to 1000") {
-  auto root = plan_id_maps(true, 0, 0, HostIds{600000, 600000}, HostIds{601000, 601001});
-  CHECK(id_map_text(root.uid) == "0 600000 1\n1000 601000 1\n");
+TEST_CASE("id maps: root maps unprivileged ids, exec'd commands' too; others map themselves") {
+  auto root = plan_id_maps(true, 0, 0, HostIds{600000, 600000}, HostIds{601000, 601001}, 601002);
+  CHECK(id_map_text(root.uid) == "0 600000 1\n1000 601000 1\n1001 601002 1\n");
+  // Commands keep the sandbox's group, which shared files belong to: no gid of their own.
   CHECK(id_map_text(root.gid) == "0 600000 1\n1000 601001 1\n");
+  CHECK(root.exec_uid_mapped);
   CHECK_FALSE(root.deny_setgroups);
   CHECK(root.setup_uid == 0);
+  CHECK(kSandboxExecUid == 1001);
 
-  auto user = plan_id_maps(false, 1234, 777, std::nullopt, std::nullopt);
+  // Only one line is allowed without root: commands stay the agent's uid.
+  auto user = plan_id_maps(false, 1234, 777, std::nullopt, std::nullopt, std::nullopt);
   CHECK(id_map_text(user.uid) == "1000 1234 1\n");
   CHECK(id_map_text(user.gid) == "1000 777 1\n");
+  CHECK_FALSE(user.exec_uid_mapped);
   CHECK(user.deny_setgroups);
   CHECK(user.setup_uid == kSandboxUid);
 }
@@ -201,7 +223,8 @@ TEST_CASE("seccomp denylist is sane") {
   }
   for (const char* must : {"kexec_load", "init_module", "bpf", "perf_event_open", "keyctl",
                            "userfaultfd", "open_by_handle_at", "mount", "umount2", "pivot_root",
-                           "move_mount", "fsopen", "swapon", "reboot", "ptrace", "syslog"})
+                           "move_mount", "fsopen", "swapon", "reboot", "ptrace", "syslog",
+                           "process_vm_writev", "process_vm_readv", "pidfd_getfd"})
     CHECK(plain.count(must) == 1);
   // Chromium's own sandbox needs these.
   for (const char* allowed : {"clone", "clone3", "unshare", "chroot", "seccomp", "prctl"})
@@ -278,6 +301,9 @@ TEST_CASE("mount table: read-only system dirs, private writable dirs, each with 
       CHECK(e.source == e.target);
   }
   CHECK(find("/proc").kind == MountKind::kProc);
+  // A process sees only those it may ptrace: exec'd commands not the browser's.
+  CHECK(find("/proc").data == "hidepid=invisible");
+  CHECK(find(kSandboxHome).data.find("mode=0770") != std::string::npos);
   CHECK(find("/tmp").kind == MountKind::kTmpfs);
   CHECK(find("/dev/shm").kind == MountKind::kTmpfs);
   CHECK(find(kSandboxHome).data.find("uid=1000") != std::string::npos);
@@ -325,20 +351,24 @@ TEST_CASE("driver builds the launcher argv for the agent") {
   CHECK(parsed->agent == "/usr/lib/cabin/cabin-agent");
   CHECK(parsed->map_root->uid == 600000);
   CHECK(parsed->map_user->uid == 601000);
+  CHECK(parsed->map_exec_uid == 601001u);
   CHECK(parsed->tmpfs_bytes == 512ull << 20);
-  CHECK(parsed->payload == std::vector<std::string>{"/opt/cabin/bin/cabin-agent", "--listen",
-                                                    "fd:3", "--width", "1024",
-                                                    "--height", "768", "--chromium-sandbox", "on",
-                                                    "--home", "/home/cabin", "--exec-filter", "on",
-                                                    "--start-url",
-                                                    "https://example.com/"});
+  CHECK(parsed->payload ==
+        std::vector<std::string>{"/opt/cabin/bin/cabin-agent", "--listen", "fd:3", "--width",
+                                 "1024", "--height", "768", "--chromium-sandbox", "on", "--home",
+                                 "/home/cabin", "--exec-filter", "on", "--exec-uid", "1001",
+                                 "--start-url", "https://example.com/"});
   // The secret travels in the environment, never on the command line.
   for (const auto& a : argv) CHECK(a.find("secret") == std::string::npos);
 
   auto unprivileged = parse_launcher_args(drivers::namespace_launcher_argv(c, spec, false, {}));
   REQUIRE(unprivileged.ok());
   CHECK_FALSE(unprivileged->map_root.has_value());
+  CHECK_FALSE(unprivileged->map_exec_uid.has_value());
   CHECK(unprivileged->cgroup_procs.empty());
+  // One uid to map: commands run as the agent's, still under the exec filter.
+  CHECK(std::find(unprivileged->payload.begin(), unprivileged->payload.end(), "--exec-uid") ==
+        unprivileged->payload.end());
 
   c.payload_override = {"/bin/sh", "-c", "true"};
   auto test_argv = parse_launcher_args(drivers::namespace_launcher_argv(c, spec, true, {}));
