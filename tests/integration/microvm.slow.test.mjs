@@ -152,13 +152,23 @@ describe('a microVM session', { timeout: BOOT_MS + 120000 }, () => {
     }
   });
 
-  test('exec runs as the unprivileged user on a read-only root', async () => {
-    const r = await exec(s.id, ['sh', '-c', 'id -u; touch /x 2>&1; echo tmp > /tmp/t && cat /tmp/t']);
+  test('exec runs as a user of its own, on a read-only root, away from the browser', async () => {
+    const r = await exec(s.id, ['sh', '-c', [
+      'id -u; id -g; touch /x 2>&1; echo tmp > /tmp/t && cat /tmp/t',
+      // The comms of every process it can list (/proc is hidepid=invisible).
+      'for p in /proc/[0-9]*; do cat "$p/comm"; done 2>/dev/null | sort -u | tr "\\n" " "; echo',
+      'unshare -U true 2>/dev/null; echo "unshare=$?"',
+    ].join('; ')]);
     assert.equal(r.exit_code, 0, r.stderr);
-    const [uid, touch, tmp] = r.stdout.trim().split('\n');
-    assert.equal(uid, '1000');
+    const [uid, gid, touch, tmp, comms, unshare] = r.stdout.trim().split('\n');
+    assert.equal(uid, '1001'); // not Chromium's 1000
+    assert.equal(gid, '1000');
     assert.match(touch, /Read-only file system|Permission denied/);
     assert.equal(tmp, 'tmp');
+    const seen = comms.trim().split(' ');
+    for (const hidden of ['Xvfb', 'chromium', 'cabin-agent']) assert.ok(!seen.includes(hidden), comms);
+    assert.ok(seen.includes('sh'), comms);
+    assert.equal(unshare, 'unshare=1'); // the exec filter
   });
 
   test('the guest reaches neither the host, nor the outside, nor DNS', async () => {
