@@ -104,7 +104,7 @@ TEST_CASE("launcher argv parser rejects bad input") {
   CHECK(parse({"--id", "probe", "--probe"}).ok());
 }
 
-TEST_CASE("id maps: root maps unprivileged ids, exec'd commands' too; others map themselves") {
+TEST_CASE("id maps: root maps unprivileged ids, exec'd commands' too, and others map themselves") {
   auto root = plan_id_maps(true, 0, 0, HostIds{600000, 600000}, HostIds{601000, 601001}, 601002);
   CHECK(id_map_text(root.uid) == "0 600000 1\n1000 601000 1\n1001 601002 1\n");
   // Commands keep the sandbox's group, which shared files belong to: no gid of their own.

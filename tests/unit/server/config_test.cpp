@@ -136,7 +136,7 @@ TEST_CASE("the cgroup root is the host's by default, and an absolute path when g
   CHECK_THAT(relative.message, Catch::Contains("--cgroup-root"));
 }
 
-TEST_CASE("resource caps default to the host's memory and CPUs; disk bounds come from anywhere") {
+TEST_CASE("resource caps default to the host's memory and CPUs, and disk bounds come from anywhere") {
   for (const char* v : {"CABIN_MAX_SANDBOX_MEMORY_MB", "CABIN_RETENTION_HOURS",
                         "CABIN_STATE_MIN_FREE_MB"})
     ::unsetenv(v);

@@ -81,7 +81,7 @@ TEST_CASE("a key spec budgets memory, vCPUs, recordings and profiles, bounded by
   }
 }
 
-TEST_CASE("budgets are kept across a restart; keys made before them get the defaults",
+TEST_CASE("budgets are kept across a restart, and keys made before them get the defaults",
           "[keys]") {
   testing::TempDir dir;
   const std::string db = (dir.path / "cabin.db").string();
