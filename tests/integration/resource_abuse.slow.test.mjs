@@ -124,12 +124,14 @@ print(n)
 
     const results = await Promise.all(abuses);
     clearInterval(watch);
-    for (const r of results) assert.equal(r.status, 200, r.text);
+    // The abuser's own sandbox may not survive its memory hog (its cgroup's OOM killer picks
+    // what it picks): its commands end or fail, and nothing of it reaches anyone else.
+    for (const r of results) assert.ok([200, 502, 503].includes(r.status), r.text);
     const stopped = await abuser('POST', `/v1/sessions/${uploader.id}/recordings/${recording.json.id}/stop`);
-    assert.ok([200, 409].includes(stopped.status), stopped.text);
+    assert.ok([200, 404, 409].includes(stopped.status), stopped.text);
     for (const s of [uploader, flooder]) {
       const d = await abuser('DELETE', `/v1/sessions/${s.id}`);
-      assert.equal(d.status, 200, d.text);
+      assert.ok([200, 404].includes(d.status), d.text);
     }
     // Stated bounds: request bodies are never held (the sockets' buffers are the kernel's);
     // a network log is at most 16 MiB, a recording its max_mb and 8 MiB more.
