@@ -21,7 +21,9 @@ const world = await startEgressWorld();
 const { servers, dnsQueries, servedQueries, tlsRequests, otherRequests, innerRequests } = world;
 after(() => world.close());
 
-const ctx = useCabind({ args: () => world.cabindArgs() });
+// Fifteen sessions live at once here: at 1 GiB each they fit the node's memory, which cabind
+// does not let sessions' limits overcommit.
+const ctx = useCabind({ args: () => [...world.cabindArgs(), '--sandbox-memory-mb', '1024'] });
 
 function allowSite(extra = {}) {
   return {
