@@ -107,7 +107,7 @@ std::string StreamSealer::piece(std::string_view plain, bool last) {
   const auto len = static_cast<uint32_t>(plain.size());
   std::string out(4 + len + kTag, '\0');
   for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(len >> (24 - 8 * i));
-  std::memcpy(out.data() + 4, plain.data(), len);
+  if (len > 0) std::memcpy(out.data() + 4, plain.data(), len);
   auto* tag = reinterpret_cast<unsigned char*>(out.data() + 4 + len);
   if (!crypt_piece(true, key_, index_++, last, out.data() + 4, len, tag)) ok_ = false;
   return out;
