@@ -544,6 +544,14 @@ struct SecretsFixture : Fixture {
     if (ec) res.result(599);
     co_return res;
   }
+  // `req` on a tunnel of its own, opened for it.
+  http::response<http::string_body> ask_anew(http::request<http::string_body> req) {
+    Tunnel t{tcp::socket(io), nullptr, {}};
+    t.s.connect({kLoopback, proxy_port});
+    run_sync(io, open(t));
+    REQUIRE_FALSE(handshake);
+    return run_sync(io, ask(t, std::move(req)));
+  }
   http::request<http::string_body> request(http::verb v, std::string target) {
     http::request<http::string_body> r{v, target, 11};
     r.set(http::field::host, "site.test:" + std::to_string(tls_port));
@@ -652,13 +660,7 @@ TEST_CASE("egress secrets: a request for another host in the tunnel is refused")
 TEST_CASE("egress secrets: only a path of the tunnel's own host gets them") {
   SecretsFixture f;
   // Each refusal ends its tunnel: a new one each time.
-  auto ask = [&](http::request<http::string_body> req) {
-    SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
-    t.s.connect({kLoopback, f.proxy_port});
-    run_sync(f.io, f.open(t));
-    REQUIRE_FALSE(f.handshake);
-    return run_sync(f.io, f.ask(t, std::move(req)));
-  };
+  auto ask = [&](http::request<http::string_body> req) { return f.ask_anew(std::move(req)); };
   // What a front end serving other names too would route by the target, not the Host.
   for (const std::string target :
        {"https://evil.test/steal", "http://evil.test/", "evil.test:443", "//evil.test/x"}) {
@@ -697,13 +699,7 @@ TEST_CASE("egress secrets: only a path of the tunnel's own host gets them") {
 
 TEST_CASE("egress secrets: a placeholder where its secret is not put is refused and never sent") {
   SecretsFixture f;
-  auto ask = [&](http::request<http::string_body> req) {
-    SecretsFixture::Tunnel t{tcp::socket(f.io), nullptr, {}};
-    t.s.connect({kLoopback, f.proxy_port});
-    run_sync(f.io, f.open(t));
-    REQUIRE_FALSE(f.handshake);
-    return run_sync(f.io, f.ask(t, std::move(req)));
-  };
+  auto ask = [&](http::request<http::string_body> req) { return f.ask_anew(std::move(req)); };
   // key goes into X-Token only: not the target, the body, or another field.
   auto res = ask(f.request(http::verb::get, "/search?q=" + f.placeholders["key"]));
   CHECK(res.result_int() == 403);
