@@ -179,7 +179,7 @@ export async function benchEgress({ ttfbN, bigMiB, rounds, injectConns, injectMs
       network: {
         mode: 'allowlist',
         allow: [{ host: NAME, ports: [tlsPort] }, { host: PLAIN, ports: [plainPort] }],
-        secrets: [{ name: 'bench', value: SECRET, hosts: [NAME], format: 'Bearer {value}' }],
+        secrets: [{ name: 'bench', value: SECRET, hosts: [NAME], ports: [tlsPort], format: 'Bearer {value}' }],
       },
     });
     if (created.status !== 201) throw new Error(`POST /v1/sessions -> ${created.status} ${created.text}`);

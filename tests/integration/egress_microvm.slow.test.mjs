@@ -50,7 +50,8 @@ describe('egress from a microVM', { timeout: BOOT_MS + 240000 }, () => {
                 { host: '*.wiki.test', ports: [servers.sitePort] },
                 { host: 'rebind.test', ports: [servers.sitePort] },
                 { host: 'vault.test', ports: [servers.tlsPort] }],
-        secrets: [{ name: 'vault', value, hosts: ['vault.test'], format: 'Bearer {value}' }],
+        secrets: [{ name: 'vault', value, hosts: ['vault.test'], ports: [servers.tlsPort],
+                    format: 'Bearer {value}', substitute: ['body'] }],
       },
     }), BOOT_MS, 'a microVM session to start');
   }, { timeout: BOOT_MS + 10000 });

@@ -3,10 +3,10 @@
 // and open pages, each a session of its own that can then diverge; the source runs on. The
 // answer says what was copied and what was not (the pages' memory).
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 
-import { Cdp, waitFor } from './helpers.mjs';
-import { exec } from './preview_helpers.mjs';
+import { Cdp, sessionProcess, waitFor } from './helpers.mjs';
 import { shopAndCabind } from './shop_site.mjs';
 
 const { shop, server } = await shopAndCabind();
@@ -56,9 +56,12 @@ test('children continue from the source\'s cookies, storage and pages, and then 
                 'hello opensesame once /home|hello opensesame once /second',
                 { timeoutMs: 15000, what: 'the source\'s two pages' });
   // Chromium writes local storage to its profile a few seconds after a change: wait for it.
-  await waitFor(async () => {
-    const r = await exec(server, source.id, ['sh', '-c', 'grep -rl "3 apples" "$HOME/chromium/Default/Local Storage" || true']);
-    return r.stdout.trim() !== '';
+  // Read from the host, through the browser's own view of its files: exec'd commands run as a
+  // uid of their own and cannot read the browser's profile.
+  const storage = `/proc/${sessionProcess(source.id, 'chromium')}/root/home/cabin/chromium/Default/Local Storage`;
+  await waitFor(() => {
+    const found = execFileSync('sh', ['-c', `grep -rl "3 apples" "${storage}" || true`]).toString();
+    return found.trim() !== '';
   }, { timeoutMs: 30000, intervalMs: 500, what: 'the cart to reach the source\'s disk' });
 
   const forked = await server.api('POST', `/v1/sessions/${source.id}/fork`, { count: 2 });

@@ -212,7 +212,7 @@ test('an adopted session keeps its way out: its live policy, its secrets and the
   const s = await first.createSession({
     network: {
       mode: 'allowlist', allow: [{ host: 'site.test', ports: [servers.tlsPort] }],
-      secrets: [{ name: 'gh', value, hosts: ['site.test'], format: 'Bearer {value}' }],
+      secrets: [{ name: 'gh', value, hosts: ['site.test'], ports: [servers.tlsPort], format: 'Bearer {value}' }],
     },
   });
   // Changed live, before the restart: other.test is allowed too.
@@ -220,7 +220,7 @@ test('an adopted session keeps its way out: its live policy, its secrets and the
     mode: 'allowlist',
     allow: [{ host: 'site.test', ports: [servers.tlsPort] },
             { host: 'other.test', ports: [servers.otherPort] }],
-    secrets: [{ name: 'gh', value, hosts: ['site.test'], format: 'Bearer {value}' }],
+    secrets: [{ name: 'gh', value, hosts: ['site.test'], ports: [servers.tlsPort], format: 'Bearer {value}' }],
   });
   assert.equal(put.status, 200, put.text);
   const placeholder = put.json.secrets[0].placeholder;

@@ -540,7 +540,7 @@ export interface paths {
         };
         /**
          * The egress decisions
-         * @description JSON lines, one `EgressRecord` per decision, oldest first, those with `seq` above `since`, at most 1000 per answer. After the session ends its log is answered from `<state-dir>/logs/<id>.network.jsonl`, whose last line may be an `EgressLogFull`.
+         * @description JSON lines, one `EgressRecord` per decision, oldest first, those with `seq` above `since`, at most 1000 per answer. After the session ends its log is answered from `<state-dir>/logs/<id>.network.jsonl`, where a refusal repeated is one line and an `EgressLogRepeated` after it, and whose last line may be an `EgressLogFull`.
          */
         get: operations["getNetworkLog"];
         put?: never;
@@ -1280,12 +1280,27 @@ export interface components {
             max_sessions?: number;
             /** @description Creates a minute, as a token bucket; default 30. */
             max_creates_per_minute?: number;
+            /** @description The memory limits of the key's live sessions together, in MiB; a session that asks for none counts `--sandbox-memory-mb`; default 16384. */
+            max_memory_mb?: number;
+            /** @description The vCPUs of the key's live sessions together; a session that asks for none counts its driver's default; default 16. */
+            max_vcpus?: number;
+            /** @description What the key's recordings may take of the state dir in MiB: those kept, and those running at their `max_mb` and 8 MiB; default 8192. */
+            max_recordings_mb?: number;
+            /** @description Saved profiles of the key; default 20. */
+            max_profiles?: number;
+            /** @description What the key's saved profiles may take together in MiB; a new one is refused once they take it, a save that would pass it keeps the profile's last; default 2048. */
+            max_profiles_mb?: number;
         };
         KeyCreated: {
             id: string;
             name: string;
             max_sessions: number;
             max_creates_per_minute: number;
+            max_memory_mb: number;
+            max_vcpus: number;
+            max_recordings_mb: number;
+            max_profiles: number;
+            max_profiles_mb: number;
             /**
              * Format: date-time
              * @description When it was minted.
@@ -1299,6 +1314,11 @@ export interface components {
             name: string;
             max_sessions: number;
             max_creates_per_minute: number;
+            max_memory_mb: number;
+            max_vcpus: number;
+            max_recordings_mb: number;
+            max_profiles: number;
+            max_profiles_mb: number;
             /**
              * Format: date-time
              * @description When it was minted.
@@ -1316,6 +1336,11 @@ export interface components {
             name: string;
             max_sessions: number;
             max_creates_per_minute: number;
+            max_memory_mb: number;
+            max_vcpus: number;
+            max_recordings_mb: number;
+            max_profiles: number;
+            max_profiles_mb: number;
             /**
              * Format: date-time
              * @description When it was minted.
@@ -1401,6 +1426,10 @@ export interface components {
             value: string;
             /** @description Where the value is put in. */
             hosts: string[];
+            /** @description The ports of `hosts` the value goes to (over HTTPS); default `[443]`. */
+            ports?: number[];
+            /** @description Where else than its header the placeholder is replaced: the request's target (path and query), its body. Default none: a host that echoes either would hand the value back. */
+            substitute?: ("target" | "body")[];
             /** @description The header that carries it; default `Authorization`. */
             header?: string;
             /** @description The header's value, with `{value}` replaced; default `{value}`. */
@@ -1437,8 +1466,10 @@ export interface components {
             /** @description What the sandbox sends in the value's place. */
             placeholder: string;
             hosts: string[];
+            ports: number[];
             header: string;
             format: string;
+            substitute: ("target" | "body")[];
         };
         /** @description The egress policy in force. */
         NetworkPolicy: {
@@ -1488,7 +1519,15 @@ export interface components {
             kind: "log_full";
             reason: string;
         };
-        EgressLogLine: components["schemas"]["EgressRecord"] | components["schemas"]["EgressLogFull"];
+        /** @description In an ended session's log file: the refusal on the line before it came `count` more times, the last with this `seq`. */
+        EgressLogRepeated: {
+            seq: number;
+            /** @constant */
+            kind: "repeated";
+            count: number;
+            reason: string;
+        };
+        EgressLogLine: components["schemas"]["EgressRecord"] | components["schemas"]["EgressLogFull"] | components["schemas"]["EgressLogRepeated"];
         /** @description Every field is optional; an empty body takes all defaults. Unknown fields are `400 unknown_field`. */
         SessionCreate: {
             /**
@@ -2506,7 +2545,7 @@ export interface components {
                 };
             };
         };
-        /** @description A tenant key over its limits, before anything waits: `quota_sessions` (it runs its `max_sessions`; `Retry-After`: until the soonest of its sessions ends on its own, at most 3600) or `rate_creates` (its `max_creates_per_minute`; `Retry-After`: until the bucket holds a create again). */
+        /** @description A tenant key over its limits, before anything waits: `quota_sessions` (it runs its `max_sessions`; `Retry-After`: until the soonest of its sessions ends on its own, at most 3600), `quota_memory` or `quota_vcpus` (its sessions' memory limits or vCPUs would pass its `max_memory_mb` or `max_vcpus`; the same `Retry-After`) or `rate_creates` (its `max_creates_per_minute`; `Retry-After`: until the bucket holds a create again). */
         TenantLimit: {
             headers: {
                 /** @description Seconds to wait. */
@@ -2517,7 +2556,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"] & {
                     error?: {
                         /** @enum {unknown} */
-                        code?: "quota_sessions" | "rate_creates";
+                        code?: "quota_sessions" | "quota_memory" | "quota_vcpus" | "rate_creates";
                     };
                 };
             };
@@ -3336,6 +3375,20 @@ export interface operations {
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
+            /** @description `quota_profiles`: the key has its `max_profiles`, or its profiles take its `max_profiles_mb`; delete one first. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "quota_profiles";
+                        };
+                    };
+                };
+            };
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
         };
@@ -3575,10 +3628,10 @@ export interface operations {
             429: components["responses"]["TenantLimit"];
             431: components["responses"]["HeadersTooLarge"];
             500: components["responses"]["InternalError"];
-            /** @description No session: `capacity` (no room, and the create queue is full or the wait ran out; with `Retry-After` unless the client left), `draining` (the server is shutting down), `driver_unavailable` (the driver cannot run here, with the reason), `sandbox_unavailable` (the sandbox could not start or become ready, with the reason; it is removed again). */
+            /** @description No session: `capacity` (no room, and the create queue is full or the wait ran out; with `Retry-After` unless the client left), `capacity_memory` (the memory limits of the node's sandboxes would pass `--sessions-memory-percent` of its memory; with `Retry-After`), `state_disk_full` (the state dir's file system has less than `--state-min-free-mb` free), `draining` (the server is shutting down), `driver_unavailable` (the driver cannot run here, with the reason), `sandbox_unavailable` (the sandbox could not start or become ready, with the reason; it is removed again). */
             503: {
                 headers: {
-                    /** @description With `capacity`: the seconds until the soonest session ends on its own, at most 3600. */
+                    /** @description With `capacity` and `capacity_memory`: the seconds until the soonest session ends on its own, at most 3600. */
                     "Retry-After"?: number;
                     [name: string]: unknown;
                 };
@@ -5396,7 +5449,20 @@ export interface operations {
                 };
             };
             401: components["responses"]["TokenUnauthenticated"];
-            403: components["responses"]["TokenScope"];
+            /** @description `token_scope`: a token of a scope this endpoint does not take; `control_not_yours`: a token releasing the lock an API key took. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "token_scope" | "control_not_yours";
+                        };
+                    };
+                };
+            };
             404: components["responses"]["SessionGone"];
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -5901,6 +5967,20 @@ export interface operations {
             };
             413: components["responses"]["BodyTooLarge"];
             414: components["responses"]["UriTooLong"];
+            /** @description `quota_recordings`: the key's recordings, kept and running, with this one's `max_mb` would pass its `max_recordings_mb`; delete some first. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"] & {
+                        error?: {
+                            /** @enum {unknown} */
+                            code?: "quota_recordings";
+                        };
+                    };
+                };
+            };
             431: components["responses"]["HeadersTooLarge"];
             502: components["responses"]["BadGateway"];
             503: components["responses"]["SandboxUnavailable"];

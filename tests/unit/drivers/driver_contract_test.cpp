@@ -115,7 +115,7 @@ void check_lifecycle(net::io_context& io, cabin::drivers::SandboxDriver& driver,
     CHECK(report.find(" HLT=") != std::string::npos);
   }
 
-  // Every process of the sandbox user goes, the agent with them: the sandbox ends by itself.
+  // The sandbox's process is killed, the agent with it: the end is reported by itself.
   bool ended = false;
   std::string reason;
   cabin::spawn(
@@ -125,9 +125,8 @@ void check_lifecycle(net::io_context& io, cabin::drivers::SandboxDriver& driver,
         ended = true;
       },
       "wait_exit");
-  cabin::agent_protocol::ExecRequest kill;
-  kill.argv = {"sh", "-c", "kill -KILL -1"};
-  (void)run_sync(io, agent.exec(kill), 30s);  // its answer may never come: the agent is gone
+  // From the host: an exec'd command runs as a uid of its own and can no longer kill the agent.
+  REQUIRE(::kill(pid, SIGKILL) == 0);
   run_until(io, [&] { return ended; }, 60s);
   CHECK_FALSE(reason.empty());
   CHECK(reason != "destroyed");
