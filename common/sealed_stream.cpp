@@ -176,7 +176,8 @@ Result<uint64_t> seal_stream(int from, int to, std::string_view key, std::string
     const ssize_t n = read_full(from, plain.data(), kSealedPiece);
     if (n < 0) return stream_error(std::string("reading: ") + strerror(errno));
     const bool last = static_cast<size_t>(n) < kSealedPiece;
-    const std::string out = sealer.piece(std::string_view(plain).substr(0, static_cast<size_t>(n)), last);
+    const std::string out =
+        sealer.piece(std::string_view(plain).substr(0, static_cast<size_t>(n)), last);
     if (!sealer.ok()) return stream_error("sealing a piece failed");
     if (!write_full(to, out.data(), out.size()))
       return stream_error(std::string("writing: ") + strerror(errno));

@@ -194,9 +194,10 @@ int main(int argc, char** argv) {
   const auto profile_key_file =
       cfg.profile_key_file.empty() ? cfg.state_dir / "profile.key" : cfg.profile_key_file;
   if (cfg.profile_key_file.empty()) {
-    log->info("profiles and recordings are sealed with {}, in the state dir: a copy of the state "
-              "dir carries the key too (--profile-key-file keeps it elsewhere)",
-              profile_key_file.string());
+    log->info(
+        "profiles and recordings are sealed with {}, in the state dir: a copy of the state "
+        "dir carries the key too (--profile-key-file keeps it elsewhere)",
+        profile_key_file.string());
   }
   auto profile_key = auth::load_or_create_key_file(profile_key_file);
   if (!profile_key) return fail(profile_key.error().message);
@@ -231,8 +232,8 @@ int main(int argc, char** argv) {
   mc.retention.max_age = std::chrono::hours(cfg.retention_hours);
   mc.retention.max_bytes = cfg.retention_max_mb << 20;
   mc.recording_copy_timeout = std::chrono::seconds(cfg.recording_copy_timeout_s);
-  mc.recording_stall = std::min<std::chrono::milliseconds>(mc.recording_stall,
-                                                          mc.recording_copy_timeout);
+  mc.recording_stall =
+      std::min<std::chrono::milliseconds>(mc.recording_stall, mc.recording_copy_timeout);
   std::filesystem::create_directories(mc.recordings_dir, ec);
   mc.pids_max = cfg.sandbox_pids_max;
   mc.handoff_key = *handoff_key;

@@ -207,12 +207,12 @@ Error quota_sessions(int max, int64_t retry_after_s) {
   return e;
 }
 Error quota_memory(uint64_t max_mb, uint64_t held_mb, uint64_t asked_mb, int64_t retry_after_s) {
-  Error e = CABIN_ERROR("quota_memory",
-                        "this API key's sessions may hold " + std::to_string(max_mb) +
-                            " MiB of memory together (max_memory_mb); they hold " +
-                            std::to_string(held_mb) + " MiB and this one asks for " +
-                            std::to_string(asked_mb) +
-                            ": end a session or ask for less (resources.memory_mb)");
+  Error e =
+      CABIN_ERROR("quota_memory", "this API key's sessions may hold " + std::to_string(max_mb) +
+                                      " MiB of memory together (max_memory_mb); they hold " +
+                                      std::to_string(held_mb) + " MiB and this one asks for " +
+                                      std::to_string(asked_mb) +
+                                      ": end a session or ask for less (resources.memory_mb)");
   e.retry_after_s = retry_after_s;
   return e;
 }

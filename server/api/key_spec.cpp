@@ -21,9 +21,9 @@ bool plain_name(std::string_view s) {
 Result<KeySpec> parse_key_spec(std::string_view body) {
   auto j = parse_object(body);
   if (!j) return j.error();
-  CABIN_TRY(reject_unknown(*j, {"name", "max_sessions", "max_creates_per_minute", "max_memory_mb",
-                                "max_vcpus", "max_recordings_mb", "max_profiles",
-                                "max_profiles_mb"}));
+  CABIN_TRY(
+      reject_unknown(*j, {"name", "max_sessions", "max_creates_per_minute", "max_memory_mb",
+                          "max_vcpus", "max_recordings_mb", "max_profiles", "max_profiles_mb"}));
   KeySpec spec;
   auto name = j->find("name");
   if (name == j->end()) return invalid_field("name", "required");

@@ -2,9 +2,8 @@
 
 #include <arpa/inet.h>
 
-#include <boost/asio/ip/address.hpp>
-
 #include <algorithm>
+#include <boost/asio/ip/address.hpp>
 #include <charconv>
 #include <optional>
 

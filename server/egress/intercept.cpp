@@ -142,9 +142,9 @@ std::string request_line_problem(const http::request_header<>& h) {
 // Fields by which a front end or framework may route a request elsewhere than its Host: never
 // sent to a host with secrets.
 bool routing_field(std::string_view name) {
-  for (std::string_view f : {"Forwarded", "X-Forwarded-Host", "X-Forwarded-Server", "X-Host",
-                             "X-Original-URL", "X-Rewrite-URL", "X-Original-Host",
-                             "X-HTTP-Host-Override", "X-Forwarded-Prefix"}) {
+  for (std::string_view f :
+       {"Forwarded", "X-Forwarded-Host", "X-Forwarded-Server", "X-Host", "X-Original-URL",
+        "X-Rewrite-URL", "X-Original-Host", "X-HTTP-Host-Override", "X-Forwarded-Prefix"}) {
     if (iequals(name, f)) return true;
   }
   return false;
@@ -289,10 +289,11 @@ net::awaitable<void> EgressProxy::intercept(std::shared_ptr<Conn> c, EgressRecor
         held = bodies_.take(size);
         if (held && server_bodies_) held_by_server = server_bodies_->take(size);
         if (!held || (server_bodies_ && !held_by_server)) {
-          refused(503, std::string(held ? "the server's" : "the session's") +
-                           " proxy holds as many request bodies as it may (" +
-                           std::to_string((held ? server_bodies_->limit() : bodies_.limit()) >> 20) +
-                           " MiB); try again when the others have gone");
+          refused(503,
+                  std::string(held ? "the server's" : "the session's") +
+                      " proxy holds as many request bodies as it may (" +
+                      std::to_string((held ? server_bodies_->limit() : bodies_.limit()) >> 20) +
+                      " MiB); try again when the others have gone");
           break;
         }
         whole.emplace(std::move(hp));

@@ -93,8 +93,8 @@ Result<Rule> read_rule(const json& v, const std::string& field, bool allow) {
 
 Result<Secret> read_secret(const json& v, const std::string& field) {
   if (!v.is_object()) return invalid_field(field, "must be an object {name, value, hosts}");
-  if (auto r = reject_unknown(v, {"name", "value", "hosts", "ports", "header", "format", "substitute"},
-                              field + ".");
+  if (auto r = reject_unknown(
+          v, {"name", "value", "hosts", "ports", "header", "format", "substitute"}, field + ".");
       !r) {
     return r.error();
   }

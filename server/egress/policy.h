@@ -52,8 +52,8 @@ struct Secret {
   std::vector<uint16_t> ports = {443};  // sorted
   std::string header = "Authorization";
   std::string format = "{value}";
-  bool in_target = false;  // "substitute": ["target"]
-  bool in_body = false;    // "substitute": ["body"]
+  bool in_target = false;   // "substitute": ["target"]
+  bool in_body = false;     // "substitute": ["body"]
   std::string placeholder;  // kPlaceholderPrefix and 32 hex digits, made when parsed
 };
 inline constexpr std::string_view kPlaceholderPrefix = "cabin_secret_";

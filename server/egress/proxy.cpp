@@ -19,8 +19,8 @@
 #include <optional>
 #include <vector>
 
-#include "common/ascii.h"
 #include "common/agent_protocol.h"
+#include "common/ascii.h"
 #include "common/deadline.h"
 #include "common/spawn.h"
 #include "server/egress/client_hello.h"
@@ -323,10 +323,10 @@ net::awaitable<void> EgressProxy::handle(tcp::socket client) {
   auto carries = [&](const std::string& name) {
     rec.allowed = false;
     rec.status = 403;
-    rec.reason = "the request carries the placeholder of secret " + name + ", which " +
-                 (secret_bound(*policy_, name, target->authority.host)
-                      ? "goes to its hosts only over HTTPS"
-                      : "is bound to other hosts");
+    rec.reason =
+        "the request carries the placeholder of secret " + name + ", which " +
+        (secret_bound(*policy_, name, target->authority.host) ? "goes to its hosts only over HTTPS"
+                                                              : "is bound to other hosts");
   };
   if (auto carried = placeholder_in_request(*policy_, target->authority.host,
                                             target->authority.port, req, {}, false);

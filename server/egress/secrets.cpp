@@ -109,8 +109,8 @@ bool substituted_in(const Secret& s, Part part) {
 }
 
 std::string misplaced_placeholder(const Policy& p, const Host& host, uint16_t port,
-                                  const boost::beast::http::fields& fields,
-                                  std::string_view target, std::string_view body) {
+                                  const boost::beast::http::fields& fields, std::string_view target,
+                                  std::string_view body) {
   auto check = [&](Part part, std::string_view text) -> std::string {
     if (text.find(kPlaceholderPrefix) == std::string_view::npos) return {};
     for (const auto& s : p.secrets) {
@@ -124,8 +124,7 @@ std::string misplaced_placeholder(const Policy& p, const Host& host, uint16_t po
                             : "it is put only into its header " + s.header + " unless its " +
                                   "\"substitute\" lists \"" +
                                   (part.kind == Part::kTarget ? "target" : "body") + "\"";
-      return "the request's " + where + " carries the placeholder of secret " + s.name + ": " +
-             fix;
+      return "the request's " + where + " carries the placeholder of secret " + s.name + ": " + fix;
     }
     return {};
   };

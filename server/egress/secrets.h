@@ -60,8 +60,8 @@ bool substituted_in(const Secret& s, Part part);
 // (another field; the target or body of a secret that does not allow it): why the request is
 // refused, naming the fix; else empty. `body` is searched only when it was read.
 std::string misplaced_placeholder(const Policy& p, const Host& host, uint16_t port,
-                                  const boost::beast::http::fields& fields,
-                                  std::string_view target, std::string_view body);
+                                  const boost::beast::http::fields& fields, std::string_view target,
+                                  std::string_view body);
 
 // Finds any of a policy's placeholders in a body that passes in pieces, across their seams,
 // holding nothing but the last placeholder's length less one byte.

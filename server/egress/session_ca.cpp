@@ -205,8 +205,7 @@ Result<std::shared_ptr<ssl::context>> SessionCa::server_context(const std::strin
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   tls12_or_newer(*ctx);
   SSL_CTX* native = ctx->native_handle();
-  if (SSL_CTX_use_certificate(native, x) != 1 ||
-      SSL_CTX_use_PrivateKey(native, leaf_key.p) != 1) {
+  if (SSL_CTX_use_certificate(native, x) != 1 || SSL_CTX_use_PrivateKey(native, leaf_key.p) != 1) {
     return openssl_error("loading a leaf");
   }
   SSL_CTX_set_alpn_select_cb(native, select_http11, nullptr);

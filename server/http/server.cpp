@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include <array>
-#include <cerrno>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -13,6 +12,7 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <cerrno>
 #include <limits>
 #include <optional>
 
@@ -246,7 +246,8 @@ net::awaitable<void> HttpServer::refuse(net::ip::tcp::socket socket, Response an
     under.socket().shutdown(net::socket_base::shutdown_send, ec);
     std::array<char, 4096> sink;
     while (!ec) {
-      co_await stream.async_read_some(net::buffer(sink), net::redirect_error(net::use_awaitable, ec));
+      co_await stream.async_read_some(net::buffer(sink),
+                                      net::redirect_error(net::use_awaitable, ec));
     }
   };
   if (tls_) {

@@ -181,10 +181,10 @@ std::optional<Error> ProfileStore::over_budget(const ProfileRecord& r, uint64_t 
   const ProfileBudget b = budget_of_(r.owner);
   const uint64_t others = held_by(r.owner, r.id).second;
   if (b.max_bytes == 0 || others + size <= b.max_bytes) return std::nullopt;
-  return api::errors::quota_profiles(
-      "saving profile " + r.id + " (" + std::to_string(size >> 20) + " MiB) would take this API " +
-      "key's saved profiles past " + std::to_string(b.max_bytes >> 20) +
-      " MiB (max_profiles_mb); it keeps what it had");
+  return api::errors::quota_profiles("saving profile " + r.id + " (" + std::to_string(size >> 20) +
+                                     " MiB) would take this API " + "key's saved profiles past " +
+                                     std::to_string(b.max_bytes >> 20) +
+                                     " MiB (max_profiles_mb); it keeps what it had");
 }
 
 Result<ProfileRecord> ProfileStore::get(const std::string& id, const std::string& owner) const {

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "common/profile_archive.h"
+#include "common/result.h"
 
 namespace cabin::profiles {
 

@@ -525,8 +525,8 @@ net::awaitable<Result<agent_protocol::RecordingStatus>> AgentClient::recording_s
 net::awaitable<Result<agent_protocol::RecordingStatus>> AgentClient::stop_recording(
     const std::string& id, std::chrono::milliseconds timeout) {
   co_return recording_answer(co_await request(
-      http::verb::post, std::string(agent_protocol::kRecordingsStopPath) + "?id=" + id, {},
-      timeout, 4096));
+      http::verb::post, std::string(agent_protocol::kRecordingsStopPath) + "?id=" + id, {}, timeout,
+      4096));
 }
 
 net::awaitable<Result<Tunnel>> AgentClient::frames(const std::string& agent_query) {

@@ -111,14 +111,12 @@ Result<void> check_tenant_budget(const Footprint& held, const Footprint& add, co
   return {};
 }
 
-Result<void> check_node_memory(uint64_t held, uint64_t add, uint64_t limit,
-                               int64_t retry_after_s) {
+Result<void> check_node_memory(uint64_t held, uint64_t add, uint64_t limit, int64_t retry_after_s) {
   if (limit == 0 || held + add <= limit) return {};
   return api::errors::capacity_memory(limit >> 20, held >> 20, add >> 20, retry_after_s);
 }
 
-Footprint SessionManager::footprint(const api::SessionSpec& spec,
-                                    const std::string& driver) const {
+Footprint SessionManager::footprint(const api::SessionSpec& spec, const std::string& driver) const {
   const DriverLimits l = limits_for(driver);
   if (!l.holds_host) return {1, 0, 0};
   return {1, memory_bytes(spec), spec.resources.vcpus > 0 ? spec.resources.vcpus : l.default_vcpus};
@@ -405,10 +403,10 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   }
   // The tenant's own limits come before the queue: a tenant over them never waits.
   const Footprint asked = footprint(spec, driver_name);
-  if (auto within = check_tenant_budget(
-          tenant_footprint(tenant.id), asked,
-          {tenant.max_sessions, tenant.max_memory_bytes, tenant.max_vcpus},
-          soonest_end_s(&tenant.id));
+  if (auto within =
+          check_tenant_budget(tenant_footprint(tenant.id), asked,
+                              {tenant.max_sessions, tenant.max_memory_bytes, tenant.max_vcpus},
+                              soonest_end_s(&tenant.id));
       !within) {
     m.inc("cabin_create_refusals_total", {within.error().code});
     co_return within.error();
@@ -902,8 +900,7 @@ net::awaitable<void> SessionManager::finish(SessionPtr s, store::SessionStatus s
   std::vector<std::string> recording_ids;
   for (const auto& [rid, r] : s->recordings_) recording_ids.push_back(rid);
   const auto recordings_until = std::chrono::steady_clock::now() + config_.recording_copy_timeout;
-  for (const auto& rid : recording_ids)
-    (void)co_await finish_recording(s, rid, recordings_until);
+  for (const auto& rid : recording_ids) (void)co_await finish_recording(s, rid, recordings_until);
   if (s->egress_) s->egress_->stop();
   const auto& profile = s->spec().profile;
   bool save_profile = profile && profile->persist && started;

@@ -38,7 +38,7 @@ namespace cabin::sessions {
 struct DriverLimits {
   std::chrono::milliseconds start_timeout{30000};  // sandbox created until DevTools answers
   int max_sessions = 16;                           // live sessions on this driver
-  int default_vcpus = 1;  // what a session that asks for none counts against budgets
+  int default_vcpus = 1;   // what a session that asks for none counts against budgets
   bool holds_host = true;  // its sessions hold host memory and CPUs (not "sim")
 };
 

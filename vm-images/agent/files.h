@@ -3,9 +3,8 @@
 // so that neither "..", nor a symlink, nor a mount leads out.
 #pragma once
 
-#include <sys/types.h>
-
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include <functional>
 #include <string>

@@ -284,9 +284,10 @@ int main(int argc, char** argv) {
   http.recorder = &recorder;
   BrowserEvents browser_events(io.get_executor(), state, sup.home + "/Downloads");
   http.events = &browser_events;
-  const FileRoots files({sup.home, "/tmp"}, [&recorder](const std::string& p, const struct stat& st) {
-    return recorder.check_read(p, st);
-  });
+  const FileRoots files({sup.home, "/tmp"},
+                        [&recorder](const std::string& p, const struct stat& st) {
+                          return recorder.check_read(p, st);
+                        });
   http.files = &files;
   // Only files the files API reaches may go to a page.
   http.upload = [&files, &browser_events](

@@ -332,8 +332,8 @@ Result<void> Recorder::open_dir() {
     return make_error(Errc::kInternal, "recording_failed", "no dir for recordings: " + opts_.dir);
   const std::string parent = opts_.dir.substr(0, slash);
   const auto up = parent.rfind('/');
-  UniqueFd above(::open(up == 0 ? "/" : parent.substr(0, up).c_str(),
-                        O_PATH | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd above(
+      ::open(up == 0 ? "/" : parent.substr(0, up).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!above.valid())
     return make_error(Errc::kInternal, "recording_failed", parent + ": " + std::strerror(errno));
   CABIN_ASSIGN_OR_RETURN(UniqueFd own, private_dir(above.get(), parent.substr(up + 1)));

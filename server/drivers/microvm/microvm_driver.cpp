@@ -10,13 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -230,9 +230,9 @@ class MicrovmSandbox final : public ProcessSandbox<VmProcess> {
     UniqueFd from_qemu(ends[0]), to_cabind(ends[1]);
     // QEMU writes the state into a pipe; a thread of cabind's seals it into the file as it comes.
     InThread<Result<uint64_t>> sealing(
-        p_->executor(), [in = std::move(from_qemu), out = std::move(out), file,
-                         key = driver_.hibernate_key(),
-                         context = MicrovmDriver::hibernate_context(id_)]() -> Result<uint64_t> {
+        p_->executor(),
+        [in = std::move(from_qemu), out = std::move(out), file, key = driver_.hibernate_key(),
+         context = MicrovmDriver::hibernate_context(id_)]() -> Result<uint64_t> {
           auto n = seal_stream(in.get(), out.get(), key, context);
           if (n && ::fsync(out.get()) != 0) return nsbox::sys_error("fsync " + file.string());
           return n;

@@ -48,7 +48,9 @@ std::string probe_calls() {
   add("pidfd_getfd", errno_of(::syscall(SYS_pidfd_getfd, pidfd, 0, 0)));
   if (pidfd >= 0) ::close(pidfd);
   char byte = 'x', got = 0;
-  struct iovec local{&got, 1}, remote{&byte, 1};
+  struct iovec local {
+    &got, 1
+  }, remote{&byte, 1};
   add("vm_readv", errno_of(::syscall(SYS_process_vm_readv, ::getpid(), &local, 1, &remote, 1, 0)));
   add("vm_writev",
       errno_of(::syscall(SYS_process_vm_writev, ::getpid(), &local, 1, &remote, 1, 0)));
@@ -89,10 +91,10 @@ TEST_CASE("exec filter rules: each says why, clone3, clone, unshare and setns", 
 TEST_CASE("exec filter denies new namespaces and clone3, leaves fork and spawn", "[agent][exec]") {
   CHECK(in_filtered_child(probe_calls) ==
         "clone3=" + std::to_string(ENOSYS) + " unshare_user=" + std::to_string(EPERM) +
-            " unshare_user_net=" + std::to_string(EPERM) + " unshare_none=0 setns=" +
-            std::to_string(EPERM) + " pidfd_getfd=" + std::to_string(EPERM) +
-            " vm_readv=" + std::to_string(EPERM) + " vm_writev=" + std::to_string(EPERM) +
-            " fork=0 spawn=0 socket=0 ");
+            " unshare_user_net=" + std::to_string(EPERM) +
+            " unshare_none=0 setns=" + std::to_string(EPERM) +
+            " pidfd_getfd=" + std::to_string(EPERM) + " vm_readv=" + std::to_string(EPERM) +
+            " vm_writev=" + std::to_string(EPERM) + " fork=0 spawn=0 socket=0 ");
 }
 
 TEST_CASE("exec through the agent's filter helper", "[agent][exec]") {

@@ -221,10 +221,10 @@ TEST_CASE("seccomp denylist is sane") {
     CHECK(seccomp_syscall_resolve_name(r.name) != __NR_SCMP_ERROR);
     if (r.arg_index < 0) CHECK(plain.insert(r.name).second);  // no duplicates
   }
-  for (const char* must : {"kexec_load", "init_module", "bpf", "perf_event_open", "keyctl",
-                           "userfaultfd", "open_by_handle_at", "mount", "umount2", "pivot_root",
-                           "move_mount", "fsopen", "swapon", "reboot", "ptrace", "syslog",
-                           "process_vm_writev", "process_vm_readv", "pidfd_getfd"})
+  for (const char* must :
+       {"kexec_load", "init_module", "bpf", "perf_event_open", "keyctl", "userfaultfd",
+        "open_by_handle_at", "mount", "umount2", "pivot_root", "move_mount", "fsopen", "swapon",
+        "reboot", "ptrace", "syslog", "process_vm_writev", "process_vm_readv", "pidfd_getfd"})
     CHECK(plain.count(must) == 1);
   // Chromium's own sandbox needs these.
   for (const char* allowed : {"clone", "clone3", "unshare", "chroot", "seccomp", "prctl"})

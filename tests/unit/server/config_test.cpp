@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -136,13 +136,15 @@ TEST_CASE("the cgroup root is the host's by default, and an absolute path when g
   CHECK_THAT(relative.message, Catch::Contains("--cgroup-root"));
 }
 
-TEST_CASE("resource caps default to the host's memory and CPUs, and disk bounds come from anywhere") {
-  for (const char* v : {"CABIN_MAX_SANDBOX_MEMORY_MB", "CABIN_RETENTION_HOURS",
-                        "CABIN_STATE_MIN_FREE_MB"})
+TEST_CASE(
+    "resource caps default to the host's memory and CPUs, and disk bounds come from anywhere") {
+  for (const char* v :
+       {"CABIN_MAX_SANDBOX_MEMORY_MB", "CABIN_RETENTION_HOURS", "CABIN_STATE_MIN_FREE_MB"})
     ::unsetenv(v);
   auto d = parse({});
   REQUIRE_FALSE(d.exit);
-  CHECK(d.config.max_sandbox_memory_mb == std::max(cabin::host_memory_mb(), d.config.sandbox_memory_mb));
+  CHECK(d.config.max_sandbox_memory_mb ==
+        std::max(cabin::host_memory_mb(), d.config.sandbox_memory_mb));
   CHECK(d.config.max_sandbox_vcpus == std::min(cabin::host_cpus(), 16));
   CHECK(d.config.sessions_memory_percent == 100);
   CHECK(d.config.retention_hours == 168);

@@ -103,8 +103,9 @@ TEST_CASE("secrets: placeholders found, and replaced as the body's type needs") 
   CHECK(header_value(p.secrets[0]) == "v a+b");
 }
 
-TEST_CASE("secrets: a placeholder is replaced in its own header, and in target and body only "
-          "where the secret says") {
+TEST_CASE(
+    "secrets: a placeholder is replaced in its own header, and in target and body only "
+    "where the secret says") {
   const Policy p = secrets_policy();
   const std::string pa = p.secrets[0].placeholder, pb = p.secrets[1].placeholder;
   const Host api = name_host("api.example.test"), other = name_host("x.other.test");

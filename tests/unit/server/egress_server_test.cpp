@@ -714,8 +714,7 @@ TEST_CASE("egress secrets: a placeholder where its secret is not put is refused 
   cookie.set(http::field::cookie, "k=" + f.placeholders["key"]);
   res = ask(cookie);
   CHECK(res.result_int() == 403);
-  CHECK(res.body().find("field Cookie carries the placeholder of secret key") !=
-        std::string::npos);
+  CHECK(res.body().find("field Cookie carries the placeholder of secret key") != std::string::npos);
   CHECK(f.site.requests.empty());
 }
 

@@ -71,11 +71,11 @@ TEST_CASE("a key spec budgets memory, vCPUs, recordings and profiles, bounded by
   CHECK(d.max_recordings_mb == api::kDefaultKeyMaxRecordingsMb);
   CHECK(d.max_profiles == api::kDefaultKeyMaxProfiles);
   CHECK(d.max_profiles_mb == api::kDefaultKeyMaxProfilesMb);
-  for (const char* bad : {R"({"name":"x","max_memory_mb":100})", R"({"name":"x","max_vcpus":0})",
-                          R"({"name":"x","max_vcpus":10001})",
-                          R"({"name":"x","max_memory_mb":"1024"})",
-                          R"({"name":"x","max_profiles":0})", R"({"name":"x","max_recordings_mb":0})",
-                          R"({"name":"x","max_profiles_mb":"1"})"}) {
+  for (const char* bad :
+       {R"({"name":"x","max_memory_mb":100})", R"({"name":"x","max_vcpus":0})",
+        R"({"name":"x","max_vcpus":10001})", R"({"name":"x","max_memory_mb":"1024"})",
+        R"({"name":"x","max_profiles":0})", R"({"name":"x","max_recordings_mb":0})",
+        R"({"name":"x","max_profiles_mb":"1"})"}) {
     INFO(bad);
     CHECK_FALSE(api::parse_key_spec(bad).ok());
   }

@@ -203,16 +203,18 @@ TEST_CASE("MCP callers' origins: the public URL's, or this server's by IP or loc
   CHECK(mcp::origin_allowed("https://[2001:db8::1]:8080", "", true, "2001:db8::1", 8080));
   CHECK_FALSE(mcp::origin_allowed("https://10.1.2.4:8080", "", true, "10.1.2.3", 8080));
   CHECK(mcp::origin_allowed("https://127.0.0.1", "", true, "127.0.0.1", 443));
-  CHECK_FALSE(mcp::origin_allowed("http://evil.example.com:8080", "", false, "127.0.0.1", 8080));  // rebinding
+  CHECK_FALSE(mcp::origin_allowed("http://evil.example.com:8080", "", false, "127.0.0.1",
+                                  8080));  // rebinding
   CHECK_FALSE(mcp::origin_allowed("http://127.0.0.1:3000", "", false, "127.0.0.1", 8080));
   CHECK_FALSE(mcp::origin_allowed("https://127.0.0.1:8080", "", false, "127.0.0.1", 8080));
   CHECK_FALSE(mcp::origin_allowed("http://127.0.0.1:8080", "", true, "127.0.0.1", 8080));
   CHECK_FALSE(mcp::origin_allowed("null", "", false, "127.0.0.1", 8080));
   CHECK_FALSE(mcp::origin_allowed("http://127.0.0.1:8080x", "", false, "127.0.0.1", 8080));
   CHECK_FALSE(mcp::origin_allowed("http://127.0.0.1:", "", false, "127.0.0.1", 8080));
-  CHECK(mcp::origin_allowed("https://cabin.example.com", "https://cabin.example.com/", true, "127.0.0.1", 8443));
-  CHECK(
-      mcp::origin_allowed("https://cabin.example.com", "https://cabin.example.com/base", true, "127.0.0.1", 1));
-  CHECK_FALSE(
-      mcp::origin_allowed("http://127.0.0.1:8443", "https://cabin.example.com", true, "127.0.0.1", 8443));
+  CHECK(mcp::origin_allowed("https://cabin.example.com", "https://cabin.example.com/", true,
+                            "127.0.0.1", 8443));
+  CHECK(mcp::origin_allowed("https://cabin.example.com", "https://cabin.example.com/base", true,
+                            "127.0.0.1", 1));
+  CHECK_FALSE(mcp::origin_allowed("http://127.0.0.1:8443", "https://cabin.example.com", true,
+                                  "127.0.0.1", 8443));
 }

@@ -176,9 +176,8 @@ TEST_CASE("an owner's profiles are held to its count and bytes, on create and on
   REQUIRE(s.ok());
   auto& store = **s;
   ProfileBudget budget{2, 2000};
-  store.use_budgets([&](const std::string& owner) {
-    return owner == "key_a" ? budget : ProfileBudget{};
-  });
+  store.use_budgets(
+      [&](const std::string& owner) { return owner == "key_a" ? budget : ProfileBudget{}; });
   auto p1 = store.create("key_a", "one", 1);
   auto p2 = store.create("key_a", "two", 1);
   REQUIRE(p1.ok());

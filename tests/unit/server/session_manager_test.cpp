@@ -310,8 +310,8 @@ TEST_CASE("a tenant's recordings, kept and running, stay within its max_recordin
   CHECK(third.error().errc == Errc::kTooManyRequests);
   CHECK_THAT(third.error().message, Catch::Contains("max_recordings_mb"));
   // Stopped, one is its file's 3000 bytes rather than its max_mb: room for another.
-  REQUIRE(run_sync(f.io, f.manager->stop_recording(s->id(), (*first)["id"].get<std::string>()))
-              .ok());
+  REQUIRE(
+      run_sync(f.io, f.manager->stop_recording(s->id(), (*first)["id"].get<std::string>())).ok());
   CHECK(f.manager->recordings_held("key_rec") == 3000 + api::recording_cap_bytes(1));
   CHECK(run_sync(f.io, f.manager->start_recording(s->id(), one, t)).ok());
   // The admin has no budget.
@@ -442,8 +442,7 @@ TEST_CASE("a tenant's memory and vCPU budgets count its live sessions, and no on
   CHECK(create(small, R"({"resources":{"memory_mb":1024}})").ok());
 }
 
-TEST_CASE("no create may promise the node more memory than it gives its sessions",
-          "[sessions]") {
+TEST_CASE("no create may promise the node more memory than it gives its sessions", "[sessions]") {
   cabin::testing::FakeManager f(16, {}, {}, [](sessions::ManagerConfig& c) {
     c.memory_bytes = uint64_t{1} << 30;
     c.node_memory_bytes = uint64_t{5} << 30;
