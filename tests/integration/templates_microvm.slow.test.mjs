@@ -114,7 +114,8 @@ describe('microVMs restored from a template', { timeout: BOOT_MS + 240000 }, () 
 
   test('a copy runs its browser and commands as a cold one does', async () => {
     const s = sessions[1];
-    assert.equal(await exec(s.id, ['id', '-u']), '1000');
+    // Commands run as a uid of their own, apart from the browser's (1000).
+    assert.equal(await exec(s.id, ['id', '-u']), '1001');
     const cdp = await Cdp.connect(s.cdp_url, CDP);
     try {
       const { targetId } = await cdp.send('Target.createTarget', {
