@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 
-import { hostAddress, ICMP_PROBE, startEgressWorld, withPage } from './egress_world.mjs';
+import { hostAddress, ICMP_PROBE, slowUploads, startEgressWorld, withPage } from './egress_world.mjs';
 import { freePort, removeTree, useCabind, waitFor } from './helpers.mjs';
 import { exec } from './preview_helpers.mjs';
 
@@ -616,27 +616,7 @@ test('200 plain uploads to a host that never reads: cabind holds no body, and a 
     const before = rss();
     // 200 connections, each a POST of 8 MiB that the sandbox writes as fast as the proxy takes
     // it, for 8 s; then how much went.
-    const script = `
-import socket, time
-n = 8 << 20
-conns = []
-for i in range(200):
-    c = socket.create_connection(("127.0.0.1", 3128), 5)
-    c.sendall(("POST http://site.test:${port}/ HTTP/1.1\\r\\nHost: site.test:${port}\\r\\n"
-               "Content-Length: %d\\r\\n\\r\\n" % n).encode())
-    c.setblocking(False)
-    conns.append([c, 0])
-chunk = b"x" * 65536
-deadline = time.time() + 8
-while time.time() < deadline:
-    for e in conns:
-        try:
-            e[1] += e[0].send(chunk)
-        except BlockingIOError:
-            pass
-    time.sleep(0.05)
-print(sum(e[1] for e in conns))
-`;
+    const script = slowUploads(`site.test:${port}`, 8);
     const sending = exec(ctx.server, s.id, ['python3', '-c', script], { timeout_ms: 60000 });
     let peak = before;
     while (!(await Promise.race([sending.then(() => true), new Promise((r) => setTimeout(() => r(false), 200))]))) {

@@ -109,6 +109,33 @@ async function listen(server) {
   return server.address().port;
 }
 
+// A Python program for a sandbox: 200 connections to the egress proxy, each a plain POST to
+// `authority` of an 8 MiB body, written as fast as the proxy takes it for `seconds`; it prints
+// how many bytes went.
+export function slowUploads(authority, seconds) {
+  return `
+import socket, time
+n = 8 << 20
+conns = []
+for i in range(200):
+    c = socket.create_connection(("127.0.0.1", 3128), 5)
+    c.sendall(("POST http://${authority}/ HTTP/1.1\\r\\nHost: ${authority}\\r\\n"
+               "Content-Length: %d\\r\\n\\r\\n" % n).encode())
+    c.setblocking(False)
+    conns.append([c, 0])
+chunk = b"x" * 65536
+deadline = time.time() + ${seconds}
+while time.time() < deadline:
+    for e in conns:
+        try:
+            e[1] += e[0].send(chunk)
+        except BlockingIOError:
+            pass
+    time.sleep(0.05)
+print(sum(e[1] for e in conns))
+`;
+}
+
 // The names the HTTPS site's certificate carries, and that cabindArgs() pins to 127.0.0.1.
 export const TLS_NAMES = ['site.test', 'other.test', 'vault.test'];
 

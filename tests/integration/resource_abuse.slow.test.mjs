@@ -11,6 +11,7 @@ import { test } from 'node:test';
 
 import { chromium } from 'playwright-core';
 
+import { slowUploads } from './egress_world.mjs';
 import { startCabind } from './helpers.mjs';
 
 const rss = (pid) => Number(/^VmRSS:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
@@ -61,26 +62,7 @@ test('two abusive sandboxes of one tenant leave another tenant working, and cabi
     const recording = await abuser('POST', `/v1/sessions/${uploader.id}/recordings`, { max_mb: 1, fps: 5 });
     assert.equal(recording.status, 201, recording.text);
 
-    const uploads = `
-import socket, time
-n = 8 << 20
-conns = []
-for i in range(200):
-    c = socket.create_connection(("127.0.0.1", 3128), 5)
-    c.sendall(("POST http://tarpit.test:${port}/ HTTP/1.1\\r\\nHost: tarpit.test:${port}\\r\\n"
-               "Content-Length: %d\\r\\n\\r\\n" % n).encode())
-    c.setblocking(False)
-    conns.append(c)
-chunk = b"x" * 65536
-end = time.time() + 10
-while time.time() < end:
-    for c in conns:
-        try:
-            c.send(chunk)
-        except (BlockingIOError, OSError):
-            pass
-    time.sleep(0.05)
-`;
+    const uploads = slowUploads(`tarpit.test:${port}`, 10);
     const flood = `
 import socket, time
 end = time.time() + 10
