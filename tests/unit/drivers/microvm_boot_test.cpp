@@ -98,7 +98,7 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
-TEST_CASE("a microVM boots the guest image, runs the agent as uid 1000 and leaves nothing",
+TEST_CASE("a microVM boots the guest image, runs the agent as uid 1000, commands as 1001, and leaves nothing",
           "[microvm][slow]") {
   char tmpl[] = "/tmp/cabin-vmboot-XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
@@ -170,7 +170,8 @@ TEST_CASE("a microVM boots the guest image, runs the agent as uid 1000 and leave
   auto r = nlohmann::json::parse(a.body, nullptr, false);
   INFO(a.body);
   const std::string out = r.value("stdout", "");
-  CHECK(out.rfind("1000\n", 0) == 0);
+  // Commands run as a uid of their own, not the browser's.
+  CHECK(out.rfind("1001\n", 0) == 0);
   CHECK(out.find("lo:") != std::string::npos);
   CHECK(out.find("eth0:") != std::string::npos);
   CHECK(r.value("stderr", "").find("Read-only file system") != std::string::npos);
