@@ -321,7 +321,7 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
   static constexpr std::string_view kHead =
       "HTTP/1.1 200 OK\r\nServer: cabind\r\n"
       "Content-Type: multipart/x-mixed-replace; boundary=cabinframe\r\n"
-      "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
+      "Cache-Control: no-store\r\nConnection: close\r\n\r\n--cabinframe\r\n";
   boost::system::error_code ec;
   co_await net::async_write(socket, net::buffer(kHead),
                             net::redirect_error(net::use_awaitable, ec));
@@ -337,9 +337,12 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
   co_await send_frames(
       *feed, *gone, leaving, socket, write_timeout_,
       [&](const Frame& f) {
-        head = "--cabinframe\r\nContent-Type: image/jpeg\r\nContent-Length: " +
-               std::to_string(f.bytes.size()) + "\r\n\r\n";
-        parts = {net::buffer(head), net::buffer(f.bytes), net::buffer("\r\n", 2)};
+        // Each part ends with the next boundary: browsers show a part only once it is closed,
+        // and a still screen sends no next frame.
+        head = "Content-Type: image/jpeg\r\nContent-Length: " + std::to_string(f.bytes.size()) +
+               "\r\n\r\n";
+        static constexpr std::string_view kClose = "\r\n--cabinframe\r\n";
+        parts = {net::buffer(head), net::buffer(f.bytes), net::buffer(kClose)};
         return net::async_write(socket, parts, net::redirect_error(net::use_awaitable, ec));
       },
       ec);
