@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,6 +114,35 @@ Result<void> ensure_private_dir(const std::filesystem::path& dir) {
     return refuse(std::string("has mode ") + mode);
   }
   return {};
+}
+
+Result<UniqueFd> lock_dir(const std::filesystem::path& dir, std::string_view flag) {
+  const auto path = dir / "cabind.lock";
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd.valid())
+    return make_error(Errc::kInternal, "open_failed",
+                      "cannot open " + path.string() + ": " + std::strerror(errno));
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK)
+      return make_error(Errc::kInternal, "lock_failed",
+                        "cannot lock " + path.string() + ": " + std::strerror(errno));
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
+    std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    pid.erase(std::remove_if(pid.begin(), pid.end(), [](char c) { return !std::isdigit(c); }),
+              pid.end());
+    return make_error(Errc::kConflict, "dir_in_use",
+                      std::string(flag) + " " + dir.string() + " is in use by another cabind" +
+                          (pid.empty() ? "" : " (pid " + pid + ")") +
+                          ": each server needs its own --run-dir and --state-dir (stop that one, "
+                          "or start this one with other directories)");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0 ||
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+    return make_error(Errc::kInternal, "write_failed",
+                      "cannot write " + path.string() + ": " + std::strerror(errno));
+  return fd;
 }
 
 int host_cpus() {

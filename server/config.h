@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/unique_fd.h"
 
 namespace cabin {
 
@@ -143,6 +144,12 @@ std::filesystem::path default_run_dir(uid_t euid, const char* xdg_runtime_dir,
 // directory owned by our euid with mode 0700. Anything else is refused with a message that says
 // what to fix: whoever else owns or can write it could swap session dirs and sockets.
 Result<void> ensure_private_dir(const std::filesystem::path& dir);
+
+// Holds an exclusive lock (flock) on `<dir>/cabind.lock`, with our pid in it, for as long as the
+// descriptor is open: two servers on one run dir kill each other's sandboxes, two on one state
+// dir share a store. `flag` names the option that chose `dir`, for the refusal's message. The
+// descriptor is close-on-exec, so a sandbox that outlives cabind does not keep the lock.
+Result<UniqueFd> lock_dir(const std::filesystem::path& dir, std::string_view flag);
 
 // The host's CPUs (this process's affinity) less one, at least one.
 double default_sandbox_cpus();

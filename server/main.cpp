@@ -113,6 +113,12 @@ int main(int argc, char** argv) {
   for (const auto& dir : {cfg.run_dir, std::filesystem::path(cfg.run_dir.string() + "-vm")}) {
     if (auto r = ensure_private_dir(dir); !r) return fail(r.error().message);
   }
+  // Before the drivers start: each kills the sandboxes in its run dir that its store does not
+  // know, which would be another server's.
+  auto run_lock = lock_dir(cfg.run_dir, "--run-dir");
+  if (!run_lock) return fail(run_lock.error().message);
+  auto state_lock = lock_dir(cfg.state_dir, "--state-dir");
+  if (!state_lock) return fail(state_lock.error().message);
 
   auto api_key = auth::load_or_create_api_key(cfg.state_dir, std::getenv("CABIN_API_KEY"));
   if (!api_key) return fail(api_key.error().message);

@@ -313,7 +313,12 @@ net::awaitable<Result<SessionPtr>> SessionManager::create(const api::SessionSpec
                                                           Cancellation* cancel) {
   const auto began = std::chrono::steady_clock::now();
   std::string driver_name = spec.driver.empty() ? config_.default_driver : spec.driver;
-  auto r = co_await create_on(spec, driver_name, tenant, cancel, nullptr);
+  Result<SessionPtr> r = SessionPtr();
+  if (spec.network && config_.egress.enabled) {
+    if (auto ok = egress::check_reachable(*spec.network, config_.egress.boundary); !ok)
+      r = ok.error();
+  }
+  if (r) r = co_await create_on(spec, driver_name, tenant, cancel, nullptr);
   if (r && spec.record) {
     // Here rather than in create_on: a claimed pool sandbox records too, and the first frame is
     // the start page the caller asked for.
@@ -501,6 +506,9 @@ net::awaitable<Result<SessionPtr>> SessionManager::create_on(const api::SessionS
   if (ready && seed_profile_dir) ready = co_await s->agent_.set_browser_state(seed->state);
   if (!ready) {
     std::string reason = ready.error().message;
+    // A sandbox that died while starting ends the wait with little to say; its end says why.
+    if (s->ending_ && !s->record().end_reason.empty()) reason = s->record().end_reason;
+    if (reason.empty()) reason = "the sandbox stopped without saying why (see the session's logs)";
     log()->warn("session {}: browser did not become ready: {}", rec.id, reason);
     co_await finish(s, store::SessionStatus::kFailed, reason);
     co_return make_error(Errc::kUnavailable, "sandbox_unavailable",
