@@ -1,6 +1,8 @@
 #include "server/sessions/session.h"
 
+#include <cctype>
 #include <ctime>
+#include <optional>
 
 #include "cdp-bridge/discovery.h"
 #include "server/api/errors.h"
@@ -109,7 +111,35 @@ net::awaitable<Result<AgentImage>> Session::screenshot(const api::ShotQuery& sho
 net::awaitable<Result<void>> Session::navigate(const std::string& url,
                                               const std::string& wait_until,
                                               std::chrono::milliseconds timeout) {
-  co_return co_await agent_.navigate(url, wait_until, timeout);
+  const uint64_t before = network_log_ ? network_log_->last_seq() : 0;
+  auto r = co_await agent_.navigate(url, wait_until, timeout);
+  if (r || r.error().code != "navigation_failed" || !network_log_) co_return r;
+  // Chromium says only that the tunnel failed; the egress log says why. The URL's own host
+  // first, else the first refusal during the navigation.
+  const auto scheme_end = url.find("://");
+  std::string host;
+  if (scheme_end != std::string::npos) {
+    host = url.substr(scheme_end + 3);
+    host = host.substr(0, host.find_first_of("/?#"));
+    if (auto at = host.rfind('@'); at != std::string::npos) host.erase(0, at + 1);
+    if (!host.empty() && host.front() == '[') host = host.substr(1, host.find(']') - 1);
+    else host = host.substr(0, host.find(':'));
+    for (auto& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  std::optional<egress::EgressRecord> refused;
+  for (auto& rec : network_log_->since(before)) {
+    if (rec.allowed) continue;
+    if (rec.host == host) {
+      refused = std::move(rec);
+      break;
+    }
+    if (!refused) refused = std::move(rec);
+  }
+  if (!refused) co_return r;
+  Error e = r.error();
+  e.message += "; egress refused " + refused->host + ":" + std::to_string(refused->port) + ": " +
+               refused->reason;
+  co_return e;
 }
 
 net::awaitable<Result<std::string>> Session::devtools_discovery(bool version) {

@@ -109,6 +109,37 @@ test('children continue from the source\'s cookies, storage and pages, and then 
     assert.equal((await server.api('DELETE', `/v1/sessions/${s.id}`)).status, 200);
 });
 
+test('a fork works from any page: the start page, one still loading, an error page', async () => {
+  for (const [what, url, settled] of [
+    ['the start page', null, (p) => p.url === 'about:blank'],
+    ['a page still loading', `${ORIGIN}/slow`, (p) => p.value === 'still loading'],
+    // Refused by the policy: Chromium shows its error page.
+    ['an error page', 'http://refused.test/', (p) => p.url === 'http://refused.test/'],
+  ]) {
+    const source = await server.createSession({ network });
+    try {
+      if (url) {
+        const [page] = await inPages(source, `location.href = ${JSON.stringify(url)}; 'sent'`);
+        assert.equal(page.value, 'sent');
+      }
+      await waitFor(async () => settled((await inPages(source, 'document.title'))[0]),
+                    { timeoutMs: 15000, what: `the source on ${what}` });
+      const forked = await server.api('POST', `/v1/sessions/${source.id}/fork`, { count: 1 });
+      assert.equal(forked.status, 201, `${what}: ${forked.text}`);
+      const [child] = forked.json.sessions;
+      try {
+        const pages = await inPages(child, 'document.title');
+        assert.equal(pages.length, 1, what);
+        assert.equal(pages[0].url, url ?? 'about:blank', what);
+      } finally {
+        await server.deleteSession(child.id);
+      }
+    } finally {
+      await server.deleteSession(source.id);
+    }
+  }
+});
+
 test('a fork is refused while the source is paused, for a bad count, and on another tenant\'s session', async () => {
   const source = await server.createSession({ network });
   for (const [body, status] of [[{ count: 0 }, 400], [{ count: 17 }, 400], [{ count: 'two' }, 400],

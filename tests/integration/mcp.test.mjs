@@ -146,6 +146,44 @@ describe('MCP', () => {
     });
   });
 
+  test('a fresh session: no warning bar; navigate fails as the page did, keys go to the page',
+    async () => {
+      const made = await client.callTool({
+        name: 'session_create',
+        arguments: { resolution: { width: W, height: H }, network: network() },
+      });
+      assert.equal(made.isError, false, JSON.stringify(made.content));
+      const id = made.structuredContent.id;
+      created.add(id);
+      const s = (await server.api('GET', `/v1/sessions/${id}`)).json;
+      // No bar between the toolbar and the page (Chromium's warning about a command-line flag
+      // took 56 px more): the tab strip and the toolbar are all there is above the page.
+      const { value: chrome } = await onPage(s, 'outerHeight - innerHeight');
+      assert.ok(chrome > 40 && chrome <= 100, `${chrome} px above the page`);
+
+      // Refused by the policy: an error with Chromium's words and the policy's reason.
+      const refused = await client.callTool({
+        name: 'navigate', arguments: { session_id: id, url: 'https://refused.test/' },
+      });
+      assert.equal(refused.isError, true, JSON.stringify(refused.content));
+      const text = refused.content[0].text;
+      assert.match(text, /navigation_failed/);
+      assert.match(text, /ERR_TUNNEL_CONNECTION_FAILED/);
+      assert.match(text, /egress refused refused\.test:443: no rule allows refused\.test:443/);
+
+      // A page that loads, with a field that takes focus: typed keys reach it, not the omnibox.
+      const form = 'data:text/html,<title>form</title><input id=i autofocus>';
+      const went = await client.callTool({ name: 'navigate', arguments: { session_id: id, url: form } });
+      assert.equal(went.isError, false, JSON.stringify(went.content));
+      const typed = await client.callTool({
+        name: 'computer', arguments: { session_id: id, actions: [{ action: 'type', text: 'abc' }] },
+      });
+      assert.equal(typed.isError, false, JSON.stringify(typed.content));
+      const { title, value } = await onPage(s, 'document.getElementById("i").value');
+      assert.equal(title, 'form');
+      assert.equal(value, 'abc');
+    });
+
   test('exec, preview_open and live_view_url answer what their endpoints do', async () => {
     const ex = await client.callTool({
       name: 'exec', arguments: { session_id: sessionId, argv: ['sh', '-c', 'echo hi; exit 3'] },

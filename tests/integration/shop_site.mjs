@@ -1,6 +1,6 @@
 // A small site on the host's loopback, reached from sandboxes as shop.test through cabind's
 // egress proxy: /login sets a lasting cookie (sid) and a session cookie (visit), /logout drops
-// sid, and every other page's title says who is there: "hello <sid>" or "anonymous", then the
+// sid, /slow never finishes loading, and every other page's title says who is there: "hello <sid>" or "anonymous", then the
 // visit cookie ("new" without it), then the path.
 import http from 'node:http';
 import { after } from 'node:test';
@@ -13,6 +13,11 @@ export async function startShop() {
     if (req.url === '/login') {
       res.setHeader('set-cookie', ['sid=opensesame; Max-Age=86400; Path=/', 'visit=once; Path=/']);
       res.end('<title>logged in</title>');
+    } else if (req.url === '/slow') {
+      // A page that never finishes loading: its image never comes.
+      res.end('<title>still loading</title><img src="/stall">');
+    } else if (req.url === '/stall') {
+      res.flushHeaders();
     } else if (req.url === '/logout') {
       res.setHeader('set-cookie', 'sid=; Max-Age=0; Path=/');
       res.end('<title>logged out</title>');
@@ -31,7 +36,10 @@ export async function startShop() {
     // What a session needs to reach it, and what cabind needs to let it.
     network: { mode: 'allowlist', allow: [{ host: 'shop.test', ports: [port] }] },
     cabindArgs: ['--egress-resolve', 'shop.test=127.0.0.1', '--egress-allow-host-cidr', '127.0.0.1/32'],
-    close: () => site.close(),
+    close: () => {
+      site.closeAllConnections();
+      site.close();
+    },
   };
 }
 

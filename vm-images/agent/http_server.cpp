@@ -157,7 +157,8 @@ net::awaitable<Response> navigate_route(std::shared_ptr<HttpServer::Conn> sh, Re
   }
   const WaitUntil wait = kWaitUntilNames.at(nav->wait_until);  // checked by the parser
   auto done = co_await navigate_first_page(co_await net::this_coro::executor, devtools->port,
-                                           std::move(nav->url), wait, kNavigateTimeout);
+                                           std::move(nav->url), wait, kNavigateTimeout,
+                                           OnLoadError::kFail);
   if (!done) co_return error_response(done.error());
   co_return json_response(http::status::ok, "{}");
 }
@@ -211,8 +212,7 @@ net::awaitable<Response> browser_state_route(std::shared_ptr<HttpServer::Conn> s
   if (auto wrong = require_method(req, http::verb::post)) co_return std::move(*wrong);
   auto state = agent_protocol::parse_browser_state(req.body());
   if (!state) co_return error_response(state.error());
-  auto done = co_await restore_browser_state(ex, *devtools, std::move(*state), WaitUntil::kLoad,
-                                             kNavigateTimeout);
+  auto done = co_await restore_browser_state(ex, *devtools, std::move(*state), kNavigateTimeout);
   if (!done) co_return error_response(done.error());
   co_return json_response(http::status::ok, "{}");
 }

@@ -120,9 +120,12 @@ nlohmann::json evaluate_result(const nlohmann::json& answer) {
 // never goes quiet (long polling) is taken as it is after kNetworkIdleWait.
 constexpr auto kNetworkQuiet = std::chrono::milliseconds(500);
 constexpr auto kNetworkIdleWait = std::chrono::seconds(15);
+// How long a fork's pages may take to load, once committed, before the answer goes anyway.
+constexpr auto kRestoreLoadGrace = std::chrono::seconds(5);
 
+// `blank_goal`: about:blank is where the page was sent, so it counts as committed.
 net::awaitable<bool> page_reached(net::any_io_executor ex, uint16_t port, const std::string& path,
-                                  WaitUntil wait) {
+                                  WaitUntil wait, bool blank_goal = false) {
   CdpSocket ws(ex);
   if (!co_await cdp_open(ws, port, path, std::chrono::seconds(5))) co_return false;
   // The target's URL is the navigation's as soon as it starts; the document's own says whether
@@ -133,7 +136,7 @@ net::awaitable<bool> page_reached(net::any_io_executor ex, uint16_t port, const 
   const auto answer = co_await cdp_call(ws, 1, "Runtime.evaluate", std::move(ask_state));
   const auto found = evaluate_result(answer);
   const bool committed = found.is_array() && found.size() == 2 && found[1].is_string() &&
-                         found[1].get<std::string>() != "about:blank";
+                         (blank_goal || found[1].get<std::string>() != "about:blank");
   const auto state = committed ? found[0] : nlohmann::json();
   if (!committed || wait == WaitUntil::kCommit) {
     co_await cdp_close(ws);
@@ -183,12 +186,21 @@ net::awaitable<bool> page_reached(net::any_io_executor ex, uint16_t port, const 
 }
 
 // The same for the start page, the browser's first.
-net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, WaitUntil wait) {
+net::awaitable<bool> start_page_reached(net::any_io_executor ex, uint16_t port, WaitUntil wait,
+                                        bool blank_goal = false) {
   const auto page = co_await first_page(ex, port);
-  if (!start_page_committed(page)) co_return false;
+  if (!blank_goal && !start_page_committed(page)) co_return false;
   const std::string path = debugger_path(page, "/devtools/page/");
   if (path.empty()) co_return false;
-  co_return co_await page_reached(ex, port, path, wait);
+  co_return co_await page_reached(ex, port, path, wait, blank_goal);
+}
+
+// A page by its DevTools path, or the start page when `path` is empty.
+net::awaitable<bool> page_or_start_reached(net::any_io_executor ex, uint16_t port,
+                                           const std::string& path, WaitUntil wait,
+                                           bool blank_goal) {
+  if (path.empty()) co_return co_await start_page_reached(ex, port, wait, blank_goal);
+  co_return co_await page_reached(ex, port, path, wait, blank_goal);
 }
 
 // True when the browser target takes a CDP WebSocket and answers on it, as a client's will:
@@ -285,7 +297,7 @@ net::awaitable<Result<nlohmann::json>> capture_browser_state(net::any_io_executo
 
 net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
                                                    const DevToolsEndpoint& devtools,
-                                                   nlohmann::json state, WaitUntil wait,
+                                                   nlohmann::json state,
                                                    std::chrono::milliseconds timeout) {
   nlohmann::json set = {{"cookies", std::move(state["cookies"])}};
   auto done = co_await cdp_call_once(ex, devtools.port, devtools.browser_path, "Storage.setCookies",
@@ -298,12 +310,14 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
   const auto& urls = state["urls"];
   if (urls.empty()) co_return Result<void>{};
   std::string first = urls[0].get<std::string>();
-  auto went = co_await navigate_first_page(ex, devtools.port, std::move(first), wait, timeout);
+  const bool first_blank = first == "about:blank";
+  auto went = co_await navigate_first_page(ex, devtools.port, std::move(first), WaitUntil::kCommit,
+                                           timeout);
   if (!went) co_return went.error();
   CdpSocket ws(ex);
   if (!co_await cdp_open(ws, devtools.port, devtools.browser_path, std::chrono::seconds(10)))
     co_return make_error(Errc::kUnavailable, "cdp_failed", "the browser's DevTools did not answer");
-  std::vector<std::string> opened;
+  std::vector<std::pair<std::string, bool>> opened;  // target, sent to about:blank
   for (size_t i = 1; i < urls.size(); ++i) {
     nlohmann::json open = {{"url", urls[i]}, {"background", true}};
     auto made =
@@ -312,17 +326,26 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
       co_await cdp_close(ws);
       co_return make_error(Errc::kUnavailable, "cdp_failed", "Target.createTarget failed");
     }
-    opened.push_back(made["targetId"].get<std::string>());
+    opened.emplace_back(made["targetId"].get<std::string>(), urls[i] == "about:blank");
   }
   co_await cdp_close(ws);
-  // The answer means every page is there: each of the others loaded too, as the first did.
-  for (const auto& id : opened) {
-    while (!co_await page_reached(ex, devtools.port, "/devtools/page/" + id, WaitUntil::kLoad)) {
+  // Every page must have committed; each gets a few seconds more to load, as a page the source
+  // had still loading (or one that never ends) must not hold the fork for the whole timeout.
+  const auto settle = std::min(deadline, Clock::now() + kRestoreLoadGrace);
+  std::vector<std::pair<std::string, bool>> pages = {{"", first_blank}};
+  for (const auto& [id, blank] : opened) pages.emplace_back("/devtools/page/" + id, blank);
+  for (const auto& [path, blank] : pages) {
+    while (!co_await page_or_start_reached(ex, devtools.port, path, WaitUntil::kCommit, blank)) {
       if (Clock::now() >= deadline) {
         co_return make_error(
             Errc::kTimeout, "start_timeout",
-            "a page did not load within " + std::to_string(timeout.count()) + " ms");
+            "a page did not commit within " + std::to_string(timeout.count()) + " ms");
       }
+      net::steady_timer t(ex, std::chrono::milliseconds(10));
+      co_await t.async_wait(net::use_awaitable);
+    }
+    while (Clock::now() < settle &&
+           !co_await page_or_start_reached(ex, devtools.port, path, WaitUntil::kLoad, blank)) {
       net::steady_timer t(ex, std::chrono::milliseconds(10));
       co_await t.async_wait(net::use_awaitable);
     }
@@ -332,8 +355,10 @@ net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
 
 net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16_t port,
                                                  std::string url, WaitUntil wait,
-                                                 std::chrono::milliseconds timeout) {
+                                                 std::chrono::milliseconds timeout,
+                                                 OnLoadError on_error) {
   const auto deadline = Clock::now() + timeout;
+  const bool blank = url == "about:blank";
   // A browser restored from a snapshot taken as it became ready may not list its first page
   // yet, or answer DevTools slowly while its code is translated anew under TCG: wait for it.
   std::string path;
@@ -357,6 +382,9 @@ net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16
         std::max(deadline, Clock::now() + std::chrono::seconds(10)));
     std::string why;
     const auto answer = co_await cdp_call(ws, 1, "Page.navigate", std::move(go), nullptr, &why);
+    // Keys typed next go to the page, not to the omnibox a blank first page left focused.
+    nlohmann::json none = nlohmann::json::object();
+    if (answer.is_object()) (void)co_await cdp_call(ws, 2, "Page.bringToFront", std::move(none));
     co_await cdp_close(ws);
     if (!answer.is_object()) {
       co_return make_error(Errc::kUnavailable, "navigation_failed", "Page.navigate failed: " + why);
@@ -364,11 +392,15 @@ net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16
     // A page that fails to load gets Chromium's error page, as a start URL does: that loads.
     if (const std::string why = answer.value("errorText", ""); !why.empty()) {
       cabin::logger("agent")->info("navigation to {} failed: {}", url.substr(0, 200), why);
+      if (on_error == OnLoadError::kFail) {
+        co_return make_error(Errc::kUnavailable, "navigation_failed",
+                             "the page did not load: " + why.substr(0, 200));
+      }
     }
   }
   // Then as a start page: committed, loaded, or quiet, as asked.
   while (Clock::now() < deadline) {
-    if (co_await start_page_reached(ex, port, wait)) co_return Result<void>{};
+    if (co_await start_page_reached(ex, port, wait, blank)) co_return Result<void>{};
     net::steady_timer t(ex, std::chrono::milliseconds(10));
     co_await t.async_wait(net::use_awaitable);
   }
@@ -423,9 +455,9 @@ std::vector<std::string> chromium_argv(const SupervisorOptions& o, bool no_sandb
             // QUIC and WebRTC's UDP would not pass an HTTP proxy: off, so nothing tries around it.
             "--disable-quic",
             "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-            // Chromium resolves no name itself (DNS prefetch, preconnect): the proxy does, on the
-            // host, for names the policy allows. The rule would catch the proxy's own address too.
-            "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1",
+            // No --host-resolver-rules: Chromium shows a warning bar for it in every screen. A
+            // name it resolves itself finds no resolver and no route, as a command's does; the
+            // managed policy turns prediction (DNS prefetch, preconnect) off.
         });
   }
   // "--" ends the switches, so a start URL can never be read as one.

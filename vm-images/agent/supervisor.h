@@ -82,22 +82,28 @@ std::vector<std::string> chromium_argv(const SupervisorOptions& o, bool no_sandb
 // line 2 "/devtools/browser/<uuid>".
 std::optional<DevToolsEndpoint> parse_devtools_active_port(std::string_view content);
 
+// What a navigation that Chromium could not complete is: a page that shows Chromium's error (a
+// start URL, a restored page: the session goes on), or a failure that says Chromium's error.
+enum class OnLoadError { kErrorPage, kFail };
+
 // Navigates the browser's first page (DevTools on `port`) to `url` and waits until it got as far
 // as `wait`, within `timeout`.
 net::awaitable<Result<void>> navigate_first_page(net::any_io_executor ex, uint16_t port,
                                                  std::string url, WaitUntil wait,
-                                                 std::chrono::milliseconds timeout);
+                                                 std::chrono::milliseconds timeout,
+                                                 OnLoadError on_error = OnLoadError::kErrorPage);
 
 // What a browser carries that another can be given: its cookies (CDP's Storage.getCookies, as
 // CookieParam objects) and its pages' URLs, first page first (at most
 // agent_protocol::kMaxStatePages).
 net::awaitable<Result<nlohmann::json>> capture_browser_state(net::any_io_executor ex,
                                                              const DevToolsEndpoint& devtools);
-// Gives the browser that state: the cookies, then its first page to the first URL (waiting as
-// for a start page), then a new page for each other URL.
+// Gives the browser that state: the cookies, then its first page to the first URL, then a new
+// page for each other URL; answers once each has committed and has loaded, or has had a few
+// seconds to (a page the source had still loading may never finish).
 net::awaitable<Result<void>> restore_browser_state(net::any_io_executor ex,
                                                    const DevToolsEndpoint& devtools,
-                                                   nlohmann::json state, WaitUntil wait,
+                                                   nlohmann::json state,
                                                    std::chrono::milliseconds timeout);
 
 class Supervisor {
