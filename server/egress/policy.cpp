@@ -359,12 +359,74 @@ json policy_json(const Policy& p) {
   return j;
 }
 
+namespace {
+
+bool own_kind(std::string_view kind) {
+  return kind == "host address" || kind == "loopback" || kind == "metadata" ||
+         kind == "unspecified";
+}
+
+// The last address of a range.
+IpAddress last_of(const Cidr& c) {
+  if (c.base.is_v4()) {
+    const uint32_t base = c.base.to_v4().to_uint();
+    const uint32_t host = c.prefix >= 32 ? 0 : (0xffffffffu >> c.prefix);
+    return net::ip::address_v4(base | host);
+  }
+  auto bytes = c.base.to_v6().to_bytes();
+  for (int bit = c.prefix; bit < 128; ++bit) bytes[bit / 8] |= static_cast<uint8_t>(0x80 >> (bit % 8));
+  return net::ip::address_v6(bytes);
+}
+
+bool overlaps(const Cidr& a, const Cidr& b) { return a.contains(b.base) || b.contains(a.base); }
+
+}  // namespace
+
+std::string closed_address_why(std::string_view kind, const IpAddress& a) {
+  const std::string one = a.to_string() + (a.is_v4() ? "/32" : "/128");
+  if (kind == "host address") {
+    return "an address of cabind's own host, which sessions reach only when cabind is started "
+           "with --egress-allow-host-cidr " + one + " (docs/egress.md)";
+  }
+  const std::string article =
+      !kind.empty() && std::string_view("aeiou").find(kind.front()) != std::string_view::npos
+          ? "an "
+          : "a ";
+  return article + std::string(kind) + " address, which sessions reach only when cabind is "
+         "started with " + (own_kind(kind) ? "--egress-allow-host-cidr " : "--egress-allow-cidr ") +
+         one + " (docs/egress.md)";
+}
+
+Result<void> check_reachable(const Policy& p, const Boundary& b, std::string_view field) {
+  if (p.mode != Mode::kAllowlist) return {};
+  for (size_t i = 0; i < p.allow.size(); ++i) {
+    const auto& r = p.allow[i];
+    if (!r.cidr) continue;
+    const Cidr& c = *r.cidr;
+    const auto first = always_denied(c.base, b);
+    const auto last = always_denied(last_of(c), b);
+    if (first.empty() || first != last) continue;
+    const bool opened = std::any_of(b.open_cidrs.begin(), b.open_cidrs.end(),
+                                    [&](const Cidr& o) { return overlaps(o, c); }) ||
+                        std::any_of(b.open_host_cidrs.begin(), b.open_host_cidrs.end(),
+                                    [&](const Cidr& o) { return overlaps(o, c); });
+    if (opened) continue;
+    const std::string flag = own_kind(first) ? "--egress-allow-host-cidr" : "--egress-allow-cidr";
+    return invalid_request(std::string(field) + ".allow[" + std::to_string(i) + "]: " + c.to_string() +
+                          " can never match: it is " + (first == "host address" ? "cabind's own host" : std::string(first)) +
+                          " space, which this cabind keeps closed to every session; start cabind "
+                          "with " + flag + " " + c.to_string() +
+                          " to open it (docs/egress.md, \"A server on your own machine\")");
+  }
+  return {};
+}
+
 Decision check_host(const Policy& p, const Boundary& b, const Host& host, uint16_t port,
                     std::string_view method) {
   if (p.mode == Mode::kNone) return deny("mode none", "the session has no network access");
   if (host.is_ip()) {
     if (auto why = always_denied(*host.ip, b); !why.empty()) {
-      return deny("always denied", where(host, port) + " is a " + std::string(why) + " address");
+      return deny("always denied", where(host, port) + " is " + closed_address_why(why, *host.ip));
     }
   }
   bool needs_request_check = false;
@@ -415,8 +477,7 @@ Decision check_address(const Policy& p, const Boundary& b, const IpAddress& a, u
   h.ip = a;
   if (p.mode == Mode::kNone) return deny("mode none", "the session has no network access");
   if (auto why = always_denied(a, b); !why.empty()) {
-    return deny("always denied",
-                "resolved to " + where(h, port) + ", a " + std::string(why) + " address");
+    return deny("always denied", "resolved to " + where(h, port) + ", " + closed_address_why(why, a));
   }
   for (const auto& r : p.deny) {
     if (r.cidr && r.cidr->contains(a) && port_matches(r, port) && r.methods.empty()) {

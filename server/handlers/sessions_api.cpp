@@ -298,6 +298,8 @@ Response Api::put_network(const api::Route& route, const Request& req) {
   auto old = s->network();
   auto p = egress::parse_policy(*body, "network", old.get());
   if (!p) return error_response(p.error());
+  if (auto r = egress::check_reachable(*p, sessions_.config().egress.boundary); !r)
+    return error_response(r.error());
   if (auto r = s->set_network(std::move(*p)); !r) return error_response(r.error());
   api_log().info("session {}: network policy replaced (mode {})", s->id(),
                  egress::mode_name(s->network()->mode));

@@ -551,7 +551,7 @@ test('DNS rebinding: each connection is checked on the answer it dials, from Chr
   assert.equal(rebound.find((r) => r.decision === 'allow').address, '127.0.0.1');
   const refused = rebound.filter((r) => r.decision === 'deny');
   assert.ok(refused.length >= 3, JSON.stringify(rebound));
-  for (const r of refused) assert.match(r.reason, /resolved to 127\.0\.0\.2:\d+, a loopback address/);
+  for (const r of refused) assert.match(r.reason, /resolved to 127\.0\.0\.2:\d+, a loopback address, which sessions reach only when cabind is started with --egress-allow-host-cidr 127\.0\.0\.2\/32/);
   assert.ok(refused.some((r) => r.kind === 'connect'), JSON.stringify(refused));
   assert.equal(log.find((r) => r.host === 'mixed.test').address, '127.0.0.1');
   assert.deepEqual(innerRequests, [], 'nothing reached the inner address');

@@ -315,7 +315,9 @@ TEST_CASE("check_host: IP literals need a cidr rule and never reach the always-d
   auto priv = check_host(p, b, host("10.0.0.5"), 443, "");
   CHECK_FALSE(priv.allowed);
   CHECK(priv.rule == "always denied");
-  CHECK(priv.reason == "10.0.0.5:443 is a private address");
+  CHECK(priv.reason ==
+        "10.0.0.5:443 is a private address, which sessions reach only when cabind is started with "
+        "--egress-allow-cidr 10.0.0.5/32 (docs/egress.md)");
   for (const char* sneaky : {"0x7f.1", "2130706433", "[::ffff:169.254.169.254]",
                              "[64:ff9b::a9fe:a9fe]", "169.254.169.254"}) {
     INFO(sneaky);
@@ -331,6 +333,33 @@ TEST_CASE("check_host: IP literals need a cidr rule and never reach the always-d
   CHECK_FALSE(check_host(open, lab, host("127.0.0.1"), 443, "").allowed);
   lab.open_host_cidrs.push_back(*parse_cidr("127.0.0.0/8"));
   CHECK(check_host(open, lab, host("127.0.0.1"), 443, "").allowed);
+}
+
+TEST_CASE("check_reachable: a rule the boundary keeps closed is refused, naming the option") {
+  const Boundary closed;
+  auto loop = check_reachable(policy(R"({"mode": "allowlist", "allow": [{"host": "a.test"},
+      {"cidr": "127.0.0.1/32"}]})"), closed);
+  REQUIRE_FALSE(loop);
+  CHECK(loop.error().code == "invalid_request");
+  CHECK(loop.error().message.find("network.allow[1]: 127.0.0.1/32 can never match") == 0);
+  CHECK(loop.error().message.find("--egress-allow-host-cidr 127.0.0.1/32") != std::string::npos);
+  auto priv = check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "10.0.0.0/8"}]})"),
+                              closed);
+  REQUIRE_FALSE(priv);
+  CHECK(priv.error().message.find("--egress-allow-cidr 10.0.0.0/8") != std::string::npos);
+  // Public, partly public, or opened by the operator: accepted.
+  CHECK(check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "203.0.113.0/24"},
+      {"cidr": "0.0.0.0/0"}, {"cidr": "8.0.0.0/6"}]})"), closed));
+  Boundary lab;
+  lab.open_cidrs.push_back(*parse_cidr("10.1.0.0/16"));
+  lab.open_host_cidrs.push_back(*parse_cidr("127.0.0.1/32"));
+  CHECK(check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "10.0.0.0/8"},
+      {"cidr": "127.0.0.0/8"}]})"), lab));
+  // Only loopback opened for the host: a loopback rule elsewhere in 127/8 stays closed.
+  CHECK_FALSE(check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "127.0.0.2/32"}]})"),
+                              lab));
+  CHECK_FALSE(check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "::1/128"}]})"),
+                              closed));
 }
 
 TEST_CASE("check_host: a method-limited rule leaves a tunnel's requests to be checked") {
@@ -370,7 +399,9 @@ TEST_CASE("check_address: what an allowed name resolves to is checked again") {
   CHECK(check_address(p, b, ip("93.184.215.14"), 443).allowed);
   auto loop = check_address(p, b, ip("127.0.0.1"), 443);
   CHECK_FALSE(loop.allowed);
-  CHECK(loop.reason == "resolved to 127.0.0.1:443, a loopback address");
+  CHECK(loop.reason ==
+        "resolved to 127.0.0.1:443, a loopback address, which sessions reach only when cabind is "
+        "started with --egress-allow-host-cidr 127.0.0.1/32 (docs/egress.md)");
   CHECK_FALSE(check_address(p, b, ip("10.0.0.5"), 443).allowed);
   CHECK_FALSE(check_address(p, b, ip("::ffff:10.0.0.5"), 443).allowed);
   CHECK_FALSE(check_address(p, b, ip("198.51.100.20"), 443).allowed);
