@@ -21,6 +21,9 @@ namespace cabin::agent_protocol {
 inline constexpr char kAgentFailureLinePrefix[] = "cabin-agent failed: ";
 
 // The RFB (VNC) server's port on the sandbox's loopback; cabind reaches it through the agent.
+// The most pixels an image the agent makes may have (8192x4096 BGRX is 128 MiB already); a
+// screen is never larger, so that a screenshot of it can always be taken.
+inline constexpr int64_t kMaxImagePixels = int64_t{8192} * 4096;
 inline constexpr uint16_t kRfbPort = 5900;
 // The egress proxy's port on the sandbox's loopback: its programs' only way out.
 inline constexpr uint16_t kEgressProxyPort = 3128;

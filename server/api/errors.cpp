@@ -281,7 +281,9 @@ Error preview_bad_answer(std::string message) {
 }
 Error web_ui_unavailable() {
   return CABIN_ERROR("web_ui_unavailable",
-                     "this cabind has no web UI build (scripts/setup builds it)");
+                     "this cabind has no web UI: build it with `cmake --build build --target "
+                     "web-ui` (it needs node and the npm packages: `npm ci`), or start cabind "
+                     "with --web-ui-dir pointing at what `node web-ui/build.mjs --out DIR` made");
 }
 Error preview_timeout(std::string message) {
   return CABIN_ERROR("preview_timeout", std::move(message));

@@ -91,6 +91,13 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
       if (!n) return n.error();
       *out = static_cast<int>(*n);
     }
+    if (int64_t{spec.resolution.width} * spec.resolution.height >
+        agent_protocol::kMaxImagePixels) {
+      return invalid_field("resolution",
+                           "at most " + std::to_string(agent_protocol::kMaxImagePixels) +
+                               " pixels (7680x4320 fits), so that a screenshot of the whole "
+                               "screen can be taken");
+    }
   }
   if (auto it = j->find("display"); it != j->end()) {
     if (!it->is_object()) return invalid_field("display", "must be an object {width, height}");

@@ -58,6 +58,30 @@ Result<Authn> Api::authenticate(const api::Route& route, const Request& req) con
   return r;
 }
 
+// Why an Authorization header that is not the API key was refused, naming the fix for the
+// usual slips: the key without "Bearer ", a capability token sent as a key.
+std::string Api::why_not_a_key(std::string_view value) const {
+  constexpr std::string_view kBearer = "Bearer ";
+  const bool bearer = value.substr(0, kBearer.size()) == kBearer;
+  const std::string_view presented = bearer ? value.substr(kBearer.size()) : value;
+  if (!bearer) {
+    if (auth::check_bearer(std::string(kBearer) + std::string(presented), api_key_) ||
+        store::KeyStore::looks_like_key(presented)) {
+      return "the Authorization header must read \"Bearer <api key>\": \"Bearer \" is missing "
+             "before the key";
+    }
+    if (const auto sp = value.find(' '); sp != std::string_view::npos && sp < 32) {
+      return "cabind takes \"Authorization: Bearer <api key>\", not the " +
+             std::string(value.substr(0, sp)) + " scheme";
+    }
+  }
+  if (tokens_.decode(presented)) {
+    return "that is a capability token, not an API key: a token goes in the token= query "
+           "parameter of the URL it came with (cdp_url, live_view_url, a minted token's url)";
+  }
+  return "the API key is not valid";
+}
+
 Result<Authn> Api::authenticate_once(const api::Route& route, const Request& req) const {
   if (route.auth == api::Auth::kNone) return Authn{};
   auto authz = req.find(http::field::authorization);
@@ -74,7 +98,7 @@ Result<Authn> Api::authenticate_once(const api::Route& route, const Request& req
       a.key = std::move(*key);
       return a;
     }
-    return make_error(Errc::kUnauthenticated, "unauthenticated", "the API key is not valid");
+    return make_error(Errc::kUnauthenticated, "unauthenticated", why_not_a_key(value));
   }
   const auto& scopes = api::token_scopes(route.auth);
   if (scopes.empty()) {

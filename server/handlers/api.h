@@ -113,6 +113,7 @@ class Api {
 
  private:
   nlohmann::json session_json(const store::SessionRecord& r, const Request& req) const;
+  std::string why_not_a_key(std::string_view authorization) const;
   Result<Authn> authenticate_once(const api::Route& route, const Request& req) const;
   // What a tenant key may not reach: the admin's routes (403 admin_only) and other tenants'
   // sessions (404, as if there were none).

@@ -75,7 +75,9 @@ Result<StaticFiles> StaticFiles::load(const std::filesystem::path& dir) {
   if (!fs::is_directory(dir, ec)) {
     return make_error(Errc::kUnavailable, "web_ui_unavailable",
                       "no web UI build in " + dir.string() +
-                          " (scripts/setup builds it; or node web-ui/build.mjs)");
+                          ": build it with `cmake --build build --target web-ui` (it needs node "
+                          "and the npm packages: `npm ci`), or give --web-ui-dir a directory "
+                          "that `node web-ui/build.mjs --out DIR` made");
   }
   StaticFiles out;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {

@@ -375,6 +375,11 @@ net::awaitable<Result<AgentImage>> AgentClient::screenshot(const api::ShotQuery&
   auto type = res->find(http::field::content_type);
   const bool image =
       type != res->end() && (type->value() == "image/png" || type->value() == "image/jpeg");
+  // A size or region the agent refuses (past its pixel limit, outside the screen) is the
+  // query's fault: say so as the agent put it.
+  if (res->result() == http::status::bad_request) {
+    co_return make_error(Errc::kInvalidArgument, "bad_query", agent_refusal(*res));
+  }
   if (res->result() != http::status::ok || !image) {
     co_return api::errors::agent_error("agent answered " + std::to_string(res->result_int()) +
                                        " without an image");

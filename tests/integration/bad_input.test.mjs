@@ -111,8 +111,37 @@ describe('control API input', () => {
     }
   });
 
+  test('a screen a screenshot cannot serve is refused; so is an image past the limit', async () => {
+    const big = await post({ resolution: { width: 7680, height: 7680 } });
+    assertError(big, 400, 'invalid_request', '7680x7680');
+    assert.match(big.json.error.message, /^resolution: at most 33554432 pixels/);
+    const s = await ctx.server.createSession({ resolution: { width: 640, height: 480 } });
+    try {
+      const shot = await ctx.server.api('GET',
+        `/v1/sessions/${s.id}/screenshot?width=16384&height=16384`);
+      assertError(shot, 400, 'bad_query', 'a 16384x16384 screenshot');
+      assert.match(shot.json.error.message, /exceed 33554432 pixels/);
+    } finally {
+      await ctx.server.deleteSession(s.id);
+    }
+  });
+
   test('an unknown driver is 400 unknown_driver', async () => {
     assertError(await post({ driver: 'no-such-driver' }), 400, 'unknown_driver');
+  });
+
+  test('an allow rule for a range this cabind keeps closed is 400, naming the option', async () => {
+    for (const [cidr, flag] of [['127.0.0.1/32', '--egress-allow-host-cidr 127.0.0.1/32'],
+                                ['10.0.0.0/8', '--egress-allow-cidr 10.0.0.0/8']]) {
+      const r = await post({ network: { mode: 'allowlist', allow: [{ cidr }] } });
+      assertError(r, 400, 'invalid_request', cidr);
+      assert.match(r.json.error.message, /network\.allow\[0\]: \S+ can never match/);
+      assert.ok(r.json.error.message.includes(flag), r.json.error.message);
+    }
+    // A public range is a rule like any other.
+    const ok = await post({ network: { mode: 'allowlist', allow: [{ cidr: '203.0.113.0/24' }] } });
+    assert.equal(ok.status, 201, ok.text);
+    await ctx.server.deleteSession(ok.json.id);
   });
 
   test('a missing or wrong API key is 401 with a JSON body, before any other check', async () => {
@@ -138,6 +167,26 @@ describe('control API input', () => {
                 401, 'unauthenticated', 'unknown session without a key');
     assertError(await ctx.server.api('DELETE', `/v1/sessions/${FAKE_ID}`, undefined, { key: null }),
                 401, 'unauthenticated', 'DELETE without a key');
+  });
+
+  test('the usual slips with a key are 401s that name the fix', async () => {
+    const { key } = ctx.server;
+    const bare = await ctx.server.api('GET', '/v1/sessions', undefined,
+                                      { key: null, headers: { authorization: key } });
+    assertError(bare, 401, 'unauthenticated', 'a key without Bearer');
+    assert.match(bare.json.error.message, /"Bearer " is missing before the key/);
+    const s = await ctx.server.createSession();
+    try {
+      const token = new URL(s.cdp_url).searchParams.get('token');
+      const asKey = await ctx.server.api('GET', '/v1/sessions', undefined, { key: token });
+      assertError(asKey, 401, 'unauthenticated', 'a token as a key');
+      assert.match(asKey.json.error.message, /capability token, not an API key.*token= query/);
+      const wrong = await ctx.server.api('GET', '/v1/sessions', undefined,
+                                         { key: (key[0] === 'a' ? 'b' : 'a') + key.slice(1) });
+      assert.equal(wrong.json.error.message, 'the API key is not valid');
+    } finally {
+      await ctx.server.deleteSession(s.id);
+    }
   });
 
   test('unknown sessions and unknown paths are 404', async () => {

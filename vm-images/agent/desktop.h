@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/agent_protocol.h"
 #include "common/computer_actions.h"
 #include "common/result.h"
 #include "vnc/capture.h"
@@ -27,8 +28,7 @@ namespace cabin::agent {
 
 namespace net = boost::asio;
 
-// Output images above this many pixels are refused: 8192x4096 BGRX is 128 MiB already.
-inline constexpr int64_t kMaxImagePixels = int64_t{8192} * 4096;
+using agent_protocol::kMaxImagePixels;
 
 struct ShotSpec {
   std::optional<vnc::Rect> region;  // screen pixels; unset: the whole screen
