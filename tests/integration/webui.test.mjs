@@ -242,22 +242,26 @@ describe('the console in Chromium', () => {
     const row = `#sessions-body tr[data-id="${id}"]`;
     await page.waitForSelector(row);
     assert.equal(await page.textContent(`${row} td.status`), 'running');
-    assert.equal(await page.textContent(`${row} td.driver`), 'namespace');
+    assert.equal(await page.textContent(`${row} .driver`), 'namespace');
     assert.match(await page.textContent(row), /900×650/);
 
     // What the console shows is what the API says.
     const api = (await ctx.server.api('GET', `/v1/sessions/${id}`)).json;
     assert.equal(api.status, 'running');
     assert.deepEqual(api.resolution, { width: 900, height: 650 });
+    // The copies are in the row's "More" menu.
+    await page.click(`${row} .menu-button`);
     await page.click(`${row} button.copy-cdp`);
     await page.waitForSelector('#list-state:has-text("Copied the CDP URL")');
     const copied = await page.evaluate(() => navigator.clipboard.readText());
     const cdp = new URL(copied);
     assert.equal(cdp.pathname, `/v1/sessions/${id}/cdp`);
     assert.ok(cdp.searchParams.get('token'));
+    await page.click(`${row} .menu-button`);
     await page.click(`${row} button.copy-live`);
     await page.waitForSelector('#list-state:has-text("Copied the live view URL")');
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), api.live_view_url);
+    await page.click(`${row} .menu-button`);
     await page.click(`${row} button.copy-id`);
     await page.waitForSelector('#list-state:has-text("Copied the ID")');
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), id);
@@ -308,6 +312,7 @@ describe('the console in Chromium', () => {
     await controller.close();
 
     page.once('dialog', (d) => d.accept());
+    await page.click(`${row} .menu-button`);
     await page.click(`${row} button.delete`);
     await page.waitForSelector(row, { state: 'detached' });
     await page.waitForSelector('#list-state:has-text("Deleted")');
@@ -317,7 +322,8 @@ describe('the console in Chromium', () => {
 
     // Ended sessions show on request.
     await page.check('#show-ended');
-    await page.waitForSelector(`${row} td.status:has-text("ended (deleted)")`);
+    await page.waitForSelector(`${row} td.status .badge:has-text("ended")`);
+    assert.equal(await page.textContent(`${row} td.status .reason`), 'deleted');
 
     // Signing out forgets the key.
     await page.click('#sign-out');
@@ -676,10 +682,10 @@ describe('the live view in Chromium', () => {
     // A viewer whose session ends says so, and stops.
     const viewer = await openViewer(other.live_view_url);
     await ctx.server.deleteSession(other.id);
+    // Ending while the sandbox is being removed, then ended, with the reason.
     await viewer.waitForSelector('#conn-state[data-state=ended]', { timeout: 15000 });
-    // Seen while the sandbox is being removed, or after.
-    assert.match(await viewer.textContent('#conn-state'),
-                 /^The session (ended: deleted|is ending)\.$/);
+    assert.equal(await viewer.textContent('#conn-state'), 'Ended');
+    assert.match(await viewer.textContent('#notice-detail'), /^Reason: deleted\b/);
     assert.equal(await viewer.isEnabled('#screenshot'), false);
     await viewer.close();
     await page.close();

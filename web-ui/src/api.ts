@@ -108,6 +108,17 @@ export interface LiveStatus {
   control?: ControlLock;
 }
 
+// What an end_reason means to a person (docs/operations.md lists them); '' for one not known
+// here, whose own words then stand alone.
+export function explainEndReason(reason: string): string {
+  if (reason === 'timeout') return 'its lifetime ran out';
+  if (reason === 'idle') return 'no one used it for its idle timeout';
+  if (reason.startsWith('sandbox exited')) return 'its browser, display or sandbox died';
+  if (reason.startsWith('sandbox lost')) return 'the sandbox was gone after a server restart';
+  if (reason.startsWith('server restarted')) return 'the server restarted at a bad moment';
+  return '';
+}
+
 // Finds an element the page template must have; a missing one is a build error, said loudly.
 export function $<T extends HTMLElement = HTMLElement>(id: string): T {
   const el = document.getElementById(id);

@@ -5,15 +5,17 @@
 // taking it also takes the session's input lock, so an agent's input is refused meanwhile.
 import RFB from '@novnc/novnc';
 
-import { $, ApiError, call, type ControlLock, type LiveStatus } from './api';
+import { $, ApiError, call, type ControlLock, explainEndReason, type LiveStatus } from './api';
 
-type State = 'connecting' | 'connected' | 'reconnecting' | 'paused' | 'error' | 'ended';
+type State = 'connecting' | 'connected' | 'reconnecting' | 'paused' | 'ending' | 'error' | 'ended';
 
 const MAX_BACKOFF_MS = 10000;
 // How often a connected view asks whether the session was paused or resumed meanwhile: a paused
 // sandbox sends no frames, so the picture alone cannot tell.
 const STATUS_POLL_MS = 2000;
 const PAUSED_TEXT = 'Paused: the session is frozen, and goes on where it was when resumed';
+// While a session is ending cabind cannot say why yet: asked again this often until it can.
+const ENDING_POLL_MS = 1000;
 // The input lock is taken for this long, and taken again while control is held, so a page that
 // vanished without releasing it (a crash, a lost network) frees it within this time.
 const LOCK_TTL_S = 120;
@@ -29,6 +31,7 @@ const screen = $('screen');
 const stateEl = $('conn-state');
 const toggle = $<HTMLButtonElement>('control-toggle');
 const shot = $<HTMLButtonElement>('screenshot');
+const access = $('access');
 
 let rfb: RFB | null = null;
 let canControl = false;
@@ -44,17 +47,72 @@ function setState(state: State, text: string): void {
   stateEl.title = text;
 }
 
-// A terminal state: no more reconnecting, nothing to control.
-function stop(state: 'error' | 'ended', text: string): void {
+// What the page says over the screen once there is no screen to show.
+function notice(title: string, detail = ''): void {
+  $('notice-title').textContent = title;
+  $('notice-detail').textContent = detail;
+  $('notice-detail').hidden = !detail;
+  $('notice').hidden = false;
+}
+
+interface Outcome {
+  state: 'error' | 'ended' | 'ending';
+  label: string; // the state line's few words
+  title: string; // what the notice over the screen says
+  detail?: string;
+}
+
+// No more reconnecting, nothing to control: the session ended or is ending, or the link does
+// not work. An ending session is asked about again until cabind says how it ended.
+function stop(o: Outcome): void {
   stopped = true;
   window.clearTimeout(retryTimer);
-  setState(state, text);
+  setState(o.state, o.label);
+  stateEl.title = o.detail ? `${o.title} ${o.detail}` : o.title;
+  notice(o.title, o.detail);
   toggle.hidden = true;
+  access.hidden = true;
+  shot.disabled = true;
   if (rfb) {
     const r = rfb;
     rfb = null;
     r.disconnect();
   }
+  if (o.state === 'ending') {
+    window.clearTimeout(retryTimer);
+    retryTimer = window.setTimeout(() => void awaitEnd(), ENDING_POLL_MS);
+  }
+}
+
+const ENDING: Outcome = { state: 'ending', label: 'Ending…', title: 'The session is ending…',
+                          detail: 'Its sandbox is being removed.' };
+
+// Ended, with the session's end_reason when cabind gave it.
+function ended(reason = '', status = ''): Outcome {
+  const why = reason ? explainEndReason(reason) : '';
+  let detail = reason ? `Reason: ${reason}${why ? ` (${why})` : ''}.` : undefined;
+  if (!reason && status === 'failed') detail = 'It failed.';
+  return { state: 'ended', label: 'Ended', title: 'This session has ended.', detail };
+}
+
+// Asks until the ending session has ended, then says how.
+async function awaitEnd(): Promise<void> {
+  try {
+    const s = await call<LiveStatus>('GET', `/v1/sessions/${sessionId}/live/status`, { token });
+    if (s.status === 'ended' || s.status === 'failed') {
+      stop(ended('', s.status));
+      return;
+    }
+  } catch (err) {
+    if (err instanceof ApiError && err.status !== 0 && err.status < 500) {
+      const o = explain(err);
+      if (o.state !== 'ending') {
+        stop(o);
+        return;
+      }
+    }
+  }
+  retryTimer = window.setTimeout(() => void awaitEnd(), ENDING_POLL_MS);
 }
 
 function sentence(s: string): string {
@@ -62,24 +120,30 @@ function sentence(s: string): string {
 }
 
 // What a refused token or a gone session means to the person holding the link.
-function explain(err: ApiError): { state: 'error' | 'ended'; text: string } {
+function explain(err: ApiError): Outcome {
+  const error = (label: string, title: string, detail?: string): Outcome =>
+    ({ state: 'error', label, title, detail });
   switch (err.code) {
     case 'token_expired':
-      return { state: 'error', text: 'This live view link has expired. Ask for a new one.' };
+      return error('Link expired', 'This live view link has expired.', 'Ask for a new one.');
     case 'token_revoked':
-      return { state: 'error', text: 'This live view link has been revoked.' };
+      return error('Link revoked', 'This live view link has been revoked.');
     case 'invalid_token':
-      return { state: 'error', text: `This link is not valid for this session: ${err.message}.` };
+      return error('Invalid link', 'This link is not valid for this session.',
+                   sentence(err.message));
     case 'token_scope':
-      return { state: 'error', text: `This link does not open the live view: ${err.message}.` };
+      return error('Wrong link', 'This link does not open the live view.', sentence(err.message));
     case 'unauthenticated':
-      return { state: 'error', text: 'This link has no token: open the full live view link.' };
+      return error('No token', 'This link has no token.', 'Open the full live view link.');
     case 'session_not_found':
-      return { state: 'ended', text: 'The session no longer exists.' };
-    case 'session_ended':
-      return { state: 'ended', text: sentence(err.message) };
+      return { state: 'ended', label: 'Ended', title: 'The session no longer exists.' };
+    case 'session_ended': {
+      // "the session ended: <end_reason>", or "the session is ending" before it has one.
+      const m = /ended: (.+)$/.exec(err.message);
+      return m ? ended(m[1]) : ENDING;
+    }
     default:
-      return { state: 'error', text: `Cannot show this session: ${err.message} (${err.code}).` };
+      return error('Error', 'Cannot show this session.', `${sentence(err.message)} (${err.code})`);
   }
 }
 
@@ -90,15 +154,14 @@ async function checkToken(): Promise<LiveStatus | null> {
     const s = await call<LiveStatus>('GET', `/v1/sessions/${sessionId}/live/status`, { token });
     if (s.status === 'starting') throw new ApiError(503, 'starting', 'the session is starting');
     if (s.status !== 'running' && s.status !== 'paused') {
-      stop('ended', `The session has ended (${s.status}).`);
+      stop(s.status === 'ending' ? ENDING : ended('', s.status));
       return null;
     }
     return s;
   } catch (err) {
     if (!(err instanceof ApiError)) throw err;
     if (err.status === 0 || err.status >= 500) throw err;
-    const e = explain(err);
-    stop(e.state, e.text);
+    stop(explain(err));
     return null;
   }
 }
@@ -142,7 +205,10 @@ function connect(): void {
     securityReason = d.reason ?? `security failure ${d.status}`;
   });
   r.addEventListener('credentialsrequired', () => {
-    if (rfb === r) stop('error', 'The screen asked for a password, which Cabin never sets.');
+    if (rfb === r) {
+      stop({ state: 'error', label: 'Error', title: 'The screen asked for a password.',
+             detail: 'Cabin never sets one.' });
+    }
   });
   r.addEventListener('disconnect', () => {
     if (rfb !== r) return; // replaced or stopped on purpose
@@ -232,7 +298,8 @@ async function lost(securityReason: string): Promise<void> {
     // the server itself is unreachable: a network blip, retried below
   }
   if (securityReason && status) {
-    stop('error', `The screen refused the connection: ${securityReason}.`);
+    stop({ state: 'error', label: 'Refused', title: 'The screen refused the connection.',
+           detail: sentence(securityReason) });
     return;
   }
   if (status?.status === 'paused') {
@@ -266,12 +333,13 @@ function screenshot(): void {
 
 async function start(): Promise<void> {
   if (!sessionId) {
-    stop('error', 'This is not a live view address.');
+    stop({ state: 'error', label: 'Error', title: 'This is not a live view address.' });
     return;
   }
   $('session-id').textContent = sessionId;
   if (!token) {
-    stop('error', 'This link has no token: open the full live view link.');
+    stop({ state: 'error', label: 'No token', title: 'This link has no token.',
+           detail: 'Open the full live view link.' });
     return;
   }
   let status: LiveStatus | null = null;
@@ -286,6 +354,10 @@ async function start(): Promise<void> {
   }
   canControl = status.scope === 'control';
   toggle.hidden = !canControl;
+  // A view link says so up front: its clicks and keys go nowhere.
+  access.hidden = canControl;
+  access.textContent = 'View only';
+  access.title = 'This link can watch the screen, not type or point. A control link can.';
   connect();
   void watchStatus();
 }
