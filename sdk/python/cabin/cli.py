@@ -13,11 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional
+
+import httpx
 
 from . import APIConnectionError, Cabin, CabinError
 
@@ -47,7 +51,15 @@ def _config_file() -> Dict[str, str]:
 
 def _client(args: argparse.Namespace) -> Cabin:
     conf = _config_file()
-    url = args.server or os.environ.get("CABIN_URL") or conf.get("url") or "http://127.0.0.1:8080"
+    # Where the URL came from, named when nothing answers there.
+    if args.server:
+        url, args.url_from = args.server, "--server"
+    elif os.environ.get("CABIN_URL"):
+        url, args.url_from = os.environ["CABIN_URL"], "CABIN_URL"
+    elif conf.get("url"):
+        url, args.url_from = conf["url"], "the config file"
+    else:
+        url, args.url_from = "http://127.0.0.1:8080", "the default"
     key = args.key or os.environ.get("CABIN_API_KEY") or conf.get("api_key")
     if not key:
         raise UsageError("no API key: pass --key, set CABIN_API_KEY, or put api_key in "
@@ -331,19 +343,38 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _reason(err: BaseException) -> str:
+    """The innermost cause in a few words: "connection refused", not "[Errno 111] ..."."""
+    while err.__cause__ is not None or err.__context__ is not None:
+        err = err.__cause__ or err.__context__
+    if isinstance(err, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(err, socket.gaierror):
+        return f"no such host ({err.strerror})" if err.strerror else "no such host"
+    if isinstance(err, (TimeoutError, httpx.TimeoutException)):
+        return "timed out"
+    text = re.sub(r"^\[Errno -?\d+\] ", "", str(err)) or type(err).__name__
+    return text[:1].lower() + text[1:]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = parser()
     args = p.parse_args(argv)
     try:
         with _client(args) as c:
-            return args.run(c, args)
+            try:
+                return args.run(c, args)
+            except APIConnectionError as err:
+                reason = _reason(err)
+                what = "no answer from" if reason == "timed out" else "cannot reach"
+                print(f"cabin: {what} cabind at {c._config.base_url} (from {args.url_from}): "
+                      f"{reason}. Is cabind running there? Set CABIN_URL or pass --server "
+                      "to name another.", file=sys.stderr)
+                return EXIT_REFUSED
     except UsageError as err:
         print(f"cabin: {err}", file=sys.stderr)
         return EXIT_USAGE
     except CabinError as err:
-        print(f"cabin: {err}", file=sys.stderr)
-        return EXIT_REFUSED
-    except APIConnectionError as err:
         print(f"cabin: {err}", file=sys.stderr)
         return EXIT_REFUSED
 

@@ -3,16 +3,25 @@ through, refusals as exit 1 with the server's code on stderr, usage errors as ex
 
 import json
 import os
+import socket
 import subprocess
+import sys
+from pathlib import Path
 
-from conftest import BIN_DIR
+SDK_DIR = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, env=None, stdin=None):
+    # This checkout's cli module, as build/bin/cabin and the installed `cabin` run it.
+    env = {**os.environ, "CABIN_CONFIG": "/nonexistent", **(env or {}),
+           "PYTHONPATH": str(SDK_DIR)}
+    return subprocess.run([sys.executable, "-m", "cabin.cli", *args], env=env, input=stdin,
+                          capture_output=True, text=True, timeout=120)
 
 
 def cabin(server, *args, stdin=None, key=None):
-    env = {**os.environ, "CABIN_URL": server.base, "CABIN_API_KEY": key or server.key,
-           "CABIN_CONFIG": "/nonexistent"}
-    return subprocess.run([str(BIN_DIR / "cabin"), *args], env=env, input=stdin,
-                          capture_output=True, text=True, timeout=120)
+    return run_cli(*args, stdin=stdin,
+                   env={"CABIN_URL": server.base, "CABIN_API_KEY": key or server.key})
 
 
 def test_create_ls_get_exec_rm(server):
@@ -85,3 +94,18 @@ def test_keys(server):
     assert json.loads(cabin(server, "ls", "--json", key=key["key"]).stdout)["sessions"] == []
     assert cabin(server, "keys", "rm", key["id"]).returncode == 0
     assert cabin(server, "ls", key=key["key"]).returncode == 1
+
+
+def test_no_server_there_says_where_it_looked():
+    with socket.socket() as s:  # a port nothing listens on once it is closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    r = run_cli("ls", env={"CABIN_URL": url, "CABIN_API_KEY": "k"})
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr.startswith(f"cabin: cannot reach cabind at {url} (from CABIN_URL): "
+                               "connection refused. Is cabind running there?"), r.stderr
+    assert "Errno" not in r.stderr
+    r = run_cli("--server", url, "--key", "k", "ls", env={"CABIN_URL": ""})
+    assert f"at {url} (from --server)" in r.stderr
