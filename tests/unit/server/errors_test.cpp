@@ -85,6 +85,7 @@ const std::map<std::string, std::string> kNeverAnswered = {
     {"bad_listen", "start-up"},
     {"listen_failed", "start-up"},
     {"dir_not_private", "start-up"},
+    {"dir_in_use", "start-up (another cabind holds the run or state dir)"},
     {"tls", "start-up"},
     {"run_dir_untrusted", "start-up"},
     {"no_cgroups", "start-up (the driver's probe)"},
