@@ -61,7 +61,7 @@ describe('two servers', () => {
 
   test('the first one\'s session lives on', async () => {
     const got = await ctx.server.api('GET', `/v1/sessions/${session.id}`);
-    assert.equal(got.json.status, 'ready', got.text);
+    assert.equal(got.json.status, 'running', got.text);
     const shot = await ctx.server.api('GET', `/v1/sessions/${session.id}/screenshot`);
     assert.equal(shot.status, 200, shot.text);
   });
