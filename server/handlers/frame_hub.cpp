@@ -119,12 +119,20 @@ net::awaitable<void> read_feed(std::shared_ptr<FrameFeed> feed, std::function<vo
 
 // Waits for a frame newer than `seen`, or until the feed ends or `gone` or `leaving` is set.
 // Null: stop.
+// The next frame after `seen`; null when the viewer or the feed ends, or (`idle` set) when
+// `until` passes first.
 net::awaitable<std::shared_ptr<const Frame>> next_frame(FrameFeed& feed, uint64_t seen,
-                                                        const bool& gone, const bool& leaving) {
+                                                        const bool& gone, const bool& leaving,
+                                                        Notifier::Clock::time_point until,
+                                                        bool* idle) {
   for (;;) {
     if (gone || leaving || feed.ended) co_return nullptr;
     if (feed.latest && feed.latest->seq > seen) co_return feed.latest;
-    co_await feed.changed.wait_until(Notifier::Clock::time_point::max());
+    const bool woken = co_await feed.changed.wait_until(until);
+    if (!woken && Notifier::Clock::now() >= until) {
+      if (idle) *idle = true;
+      co_return nullptr;
+    }
   }
 }
 
@@ -141,6 +149,9 @@ class Viewing {
  private:
   std::shared_ptr<FrameFeed> feed_;
 };
+
+constexpr std::chrono::milliseconds kNoRepeat{0};
+constexpr std::chrono::milliseconds kMjpegRepeatAfter{500};
 
 // The viewers' readers: they only notice the client leaving, and wake the writer then. Free
 // functions with by-value parameters, not capturing lambdas: GCC 12 mishandles the captures of
@@ -174,18 +185,34 @@ net::awaitable<void> watch_socket(ClientStream& socket, std::shared_ptr<bool> go
 // A frame that arrives while one is written replaces any before it: a slow viewer skips frames
 // and never builds a queue. Returns the frames sent.
 template <typename Write>
+// `repeat_after` (not zero): once the screen has been still that long, the last frame is sent
+// once more.
 net::awaitable<size_t> send_frames(FrameFeed& feed, const bool& gone, const bool& leaving,
                                    ClientStream& socket,
                                    std::chrono::steady_clock::duration write_timeout, Write write,
-                                   boost::system::error_code& ec) {
+                                   boost::system::error_code& ec,
+                                   std::chrono::milliseconds repeat_after) {
   auto watch = std::make_shared<WriteWatch>(socket.get_executor());
   cabin::spawn(socket.get_executor(), watch_writes(watch, socket, write_timeout, "a frame viewer"),
                "frame viewer's write watch");
   uint64_t seen = 0;
   size_t sent = 0;
+  std::shared_ptr<const Frame> last;
+  bool repeated = true;
   while (!ec) {
-    auto frame = co_await next_frame(feed, seen, gone, leaving);
-    if (!frame) break;
+    bool idle = false;
+    Notifier::Clock::time_point until = Notifier::Clock::time_point::max();
+    if (repeat_after.count() > 0 && !repeated) until = Notifier::Clock::now() + repeat_after;
+    auto frame = co_await next_frame(feed, seen, gone, leaving, until, &idle);
+    if (idle) {
+      frame = last;
+      repeated = true;
+    } else if (!frame) {
+      break;
+    } else {
+      last = frame;
+      repeated = false;
+    }
     watch->begin();
     const size_t n = co_await write(*frame);
     watch->done();
@@ -300,7 +327,7 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
       [&](const Frame& f) {
         return ws.async_write(net::buffer(f.bytes), net::redirect_error(net::use_awaitable, ec));
       },
-      ec);
+      ec, kNoRepeat);
   if (!*gone && !ec) {
     websocket::close_reason why(websocket::close_code::going_away,
                                 *leaving ? std::string(ws::kGoingAwayReason)
@@ -313,6 +340,7 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   log()->debug("session {}: frame viewer left after {} frames", id, sent);
 }
 
+
 net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::string agent_query,
                                            ClientStream socket) {
   auto feed = co_await join_or_refuse(std::move(session), agent_query, socket);
@@ -321,7 +349,7 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
   static constexpr std::string_view kHead =
       "HTTP/1.1 200 OK\r\nServer: cabind\r\n"
       "Content-Type: multipart/x-mixed-replace; boundary=cabinframe\r\n"
-      "Cache-Control: no-store\r\nConnection: close\r\n\r\n--cabinframe\r\n";
+      "Cache-Control: no-store\r\nConnection: close\r\n\r\n";
   boost::system::error_code ec;
   co_await net::async_write(socket, net::buffer(kHead),
                             net::redirect_error(net::use_awaitable, ec));
@@ -337,15 +365,15 @@ net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::st
   co_await send_frames(
       *feed, *gone, leaving, socket, write_timeout_,
       [&](const Frame& f) {
-        // Each part ends with the next boundary: browsers show a part only once it is closed,
-        // and a still screen sends no next frame.
-        head = "Content-Type: image/jpeg\r\nContent-Length: " + std::to_string(f.bytes.size()) +
-               "\r\n\r\n";
-        static constexpr std::string_view kClose = "\r\n--cabinframe\r\n";
-        parts = {net::buffer(head), net::buffer(f.bytes), net::buffer(kClose)};
+        head = "--cabinframe\r\nContent-Type: image/jpeg\r\nContent-Length: " +
+               std::to_string(f.bytes.size()) + "\r\n\r\n";
+        parts = {net::buffer(head), net::buffer(f.bytes), net::buffer("\r\n", 2)};
         return net::async_write(socket, parts, net::redirect_error(net::use_awaitable, ec));
       },
-      ec);
+      ec,
+      // A browser shows a part only once the next part's headers have come, and a still
+      // screen sends no next frame: the last one, again, closes it.
+      kMjpegRepeatAfter);
   socket.shutdown(net::socket_base::shutdown_both, ec);
   socket.close(ec);
   co_await wait_gone(*feed, *gone);
