@@ -91,8 +91,7 @@ Result<SessionSpec> parse_session_spec(std::string_view body, const SpecLimits& 
       if (!n) return n.error();
       *out = static_cast<int>(*n);
     }
-    if (int64_t{spec.resolution.width} * spec.resolution.height >
-        agent_protocol::kMaxImagePixels) {
+    if (int64_t{spec.resolution.width} * spec.resolution.height > agent_protocol::kMaxImagePixels) {
       return invalid_field("resolution",
                            "at most " + std::to_string(agent_protocol::kMaxImagePixels) +
                                " pixels (7680x4320 fits), so that a screenshot of the whole "

@@ -374,7 +374,8 @@ IpAddress last_of(const Cidr& c) {
     return net::ip::address_v4(base | host);
   }
   auto bytes = c.base.to_v6().to_bytes();
-  for (int bit = c.prefix; bit < 128; ++bit) bytes[bit / 8] |= static_cast<uint8_t>(0x80 >> (bit % 8));
+  for (int bit = c.prefix; bit < 128; ++bit)
+    bytes[bit / 8] |= static_cast<uint8_t>(0x80 >> (bit % 8));
   return net::ip::address_v6(bytes);
 }
 
@@ -386,15 +387,18 @@ std::string closed_address_why(std::string_view kind, const IpAddress& a) {
   const std::string one = a.to_string() + (a.is_v4() ? "/32" : "/128");
   if (kind == "host address") {
     return "an address of cabind's own host, which sessions reach only when cabind is started "
-           "with --egress-allow-host-cidr " + one + " (docs/egress.md)";
+           "with --egress-allow-host-cidr " +
+           one + " (docs/egress.md)";
   }
   const std::string article =
       !kind.empty() && std::string_view("aeiou").find(kind.front()) != std::string_view::npos
           ? "an "
           : "a ";
-  return article + std::string(kind) + " address, which sessions reach only when cabind is "
-         "started with " + (own_kind(kind) ? "--egress-allow-host-cidr " : "--egress-allow-cidr ") +
-         one + " (docs/egress.md)";
+  return article + std::string(kind) +
+         " address, which sessions reach only when cabind is "
+         "started with " +
+         (own_kind(kind) ? "--egress-allow-host-cidr " : "--egress-allow-cidr ") + one +
+         " (docs/egress.md)";
 }
 
 Result<void> check_reachable(const Policy& p, const Boundary& b, std::string_view field) {
@@ -412,11 +416,13 @@ Result<void> check_reachable(const Policy& p, const Boundary& b, std::string_vie
                                     [&](const Cidr& o) { return overlaps(o, c); });
     if (opened) continue;
     const std::string flag = own_kind(first) ? "--egress-allow-host-cidr" : "--egress-allow-cidr";
-    return invalid_request(std::string(field) + ".allow[" + std::to_string(i) + "]: " + c.to_string() +
-                          " can never match: it is " + (first == "host address" ? "cabind's own host" : std::string(first)) +
-                          " space, which this cabind keeps closed to every session; start cabind "
-                          "with " + flag + " " + c.to_string() +
-                          " to open it (docs/egress.md, \"A server on your own machine\")");
+    return invalid_request(std::string(field) + ".allow[" + std::to_string(i) +
+                           "]: " + c.to_string() + " can never match: it is " +
+                           (first == "host address" ? "cabind's own host" : std::string(first)) +
+                           " space, which this cabind keeps closed to every session; start cabind "
+                           "with " +
+                           flag + " " + c.to_string() +
+                           " to open it (docs/egress.md, \"A server on your own machine\")");
   }
   return {};
 }
@@ -477,7 +483,8 @@ Decision check_address(const Policy& p, const Boundary& b, const IpAddress& a, u
   h.ip = a;
   if (p.mode == Mode::kNone) return deny("mode none", "the session has no network access");
   if (auto why = always_denied(a, b); !why.empty()) {
-    return deny("always denied", "resolved to " + where(h, port) + ", " + closed_address_why(why, a));
+    return deny("always denied",
+                "resolved to " + where(h, port) + ", " + closed_address_why(why, a));
   }
   for (const auto& r : p.deny) {
     if (r.cidr && r.cidr->contains(a) && port_matches(r, port) && r.methods.empty()) {

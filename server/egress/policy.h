@@ -83,7 +83,8 @@ Result<Policy> parse_policy(const nlohmann::json& v, std::string_view field = "n
                             const Policy* previous = nullptr);
 // An allow rule for a range that the operator's boundary keeps closed can never match: 400
 // naming the rule and the cabind option that would open it.
-Result<void> check_reachable(const Policy& p, const Boundary& b, std::string_view field = "network");
+Result<void> check_reachable(const Policy& p, const Boundary& b,
+                             std::string_view field = "network");
 
 // Why `kind` (always_denied's answer) is closed, and the option that opens `a`.
 std::string closed_address_why(std::string_view kind, const IpAddress& a);

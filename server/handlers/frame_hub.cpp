@@ -340,7 +340,6 @@ net::awaitable<void> FrameHub::serve_websocket(sessions::SessionPtr session,
   log()->debug("session {}: frame viewer left after {} frames", id, sent);
 }
 
-
 net::awaitable<void> FrameHub::serve_mjpeg(sessions::SessionPtr session, std::string agent_query,
                                            ClientStream socket) {
   auto feed = co_await join_or_refuse(std::move(session), agent_query, socket);

@@ -122,8 +122,10 @@ net::awaitable<Result<void>> Session::navigate(const std::string& url,
     host = url.substr(scheme_end + 3);
     host = host.substr(0, host.find_first_of("/?#"));
     if (auto at = host.rfind('@'); at != std::string::npos) host.erase(0, at + 1);
-    if (!host.empty() && host.front() == '[') host = host.substr(1, host.find(']') - 1);
-    else host = host.substr(0, host.find(':'));
+    if (!host.empty() && host.front() == '[')
+      host = host.substr(1, host.find(']') - 1);
+    else
+      host = host.substr(0, host.find(':'));
     for (auto& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   std::optional<egress::EgressRecord> refused;

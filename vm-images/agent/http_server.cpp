@@ -156,9 +156,9 @@ net::awaitable<Response> navigate_route(std::shared_ptr<HttpServer::Conn> sh, Re
                              "the browser is not ready");
   }
   const WaitUntil wait = kWaitUntilNames.at(nav->wait_until);  // checked by the parser
-  auto done = co_await navigate_first_page(co_await net::this_coro::executor, devtools->port,
-                                           std::move(nav->url), wait, kNavigateTimeout,
-                                           OnLoadError::kFail);
+  auto done =
+      co_await navigate_first_page(co_await net::this_coro::executor, devtools->port,
+                                   std::move(nav->url), wait, kNavigateTimeout, OnLoadError::kFail);
   if (!done) co_return error_response(done.error());
   co_return json_response(http::status::ok, "{}");
 }

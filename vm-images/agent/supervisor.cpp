@@ -453,8 +453,7 @@ std::vector<std::string> chromium_argv(const SupervisorOptions& o, bool no_sandb
         {
             "--proxy-server=" + proxy,
             // QUIC and WebRTC's UDP would not pass an HTTP proxy: off, so nothing tries around it.
-            "--disable-quic",
-            "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+            "--disable-quic", "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
             // No --host-resolver-rules: Chromium shows a warning bar for it in every screen. A
             // name it resolves itself finds no resolver and no route, as a command's does; the
             // managed policy turns prediction (DNS prefetch, preconnect) off.

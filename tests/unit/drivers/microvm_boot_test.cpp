@@ -98,8 +98,10 @@ double seconds_since(Clock::time_point t) {
 
 }  // namespace
 
-TEST_CASE("a microVM boots the guest image, runs the agent as uid 1000, commands as 1001, and leaves nothing",
-          "[microvm][slow]") {
+TEST_CASE(
+    "a microVM boots the guest image, runs the agent as uid 1000, commands as 1001, and leaves "
+    "nothing",
+    "[microvm][slow]") {
   char tmpl[] = "/tmp/cabin-vmboot-XXXXXX";
   REQUIRE(::mkdtemp(tmpl) != nullptr);
   const fs::path root = tmpl;

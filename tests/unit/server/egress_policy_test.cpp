@@ -338,7 +338,8 @@ TEST_CASE("check_host: IP literals need a cidr rule and never reach the always-d
 TEST_CASE("check_reachable: a rule the boundary keeps closed is refused, naming the option") {
   const Boundary closed;
   auto loop = check_reachable(policy(R"({"mode": "allowlist", "allow": [{"host": "a.test"},
-      {"cidr": "127.0.0.1/32"}]})"), closed);
+      {"cidr": "127.0.0.1/32"}]})"),
+                              closed);
   REQUIRE_FALSE(loop);
   CHECK(loop.error().code == "invalid_request");
   CHECK(loop.error().message.find("network.allow[1]: 127.0.0.1/32 can never match") == 0);
@@ -349,17 +350,19 @@ TEST_CASE("check_reachable: a rule the boundary keeps closed is refused, naming 
   CHECK(priv.error().message.find("--egress-allow-cidr 10.0.0.0/8") != std::string::npos);
   // Public, partly public, or opened by the operator: accepted.
   CHECK(check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "203.0.113.0/24"},
-      {"cidr": "0.0.0.0/0"}, {"cidr": "8.0.0.0/6"}]})"), closed));
+      {"cidr": "0.0.0.0/0"}, {"cidr": "8.0.0.0/6"}]})"),
+                        closed));
   Boundary lab;
   lab.open_cidrs.push_back(*parse_cidr("10.1.0.0/16"));
   lab.open_host_cidrs.push_back(*parse_cidr("127.0.0.1/32"));
   CHECK(check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "10.0.0.0/8"},
-      {"cidr": "127.0.0.0/8"}]})"), lab));
+      {"cidr": "127.0.0.0/8"}]})"),
+                        lab));
   // Only loopback opened for the host: a loopback rule elsewhere in 127/8 stays closed.
-  CHECK_FALSE(check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "127.0.0.2/32"}]})"),
-                              lab));
-  CHECK_FALSE(check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "::1/128"}]})"),
-                              closed));
+  CHECK_FALSE(check_reachable(
+      policy(R"({"mode": "allowlist", "allow": [{"cidr": "127.0.0.2/32"}]})"), lab));
+  CHECK_FALSE(
+      check_reachable(policy(R"({"mode": "allowlist", "allow": [{"cidr": "::1/128"}]})"), closed));
 }
 
 TEST_CASE("check_host: a method-limited rule leaves a tunnel's requests to be checked") {

@@ -75,7 +75,8 @@ namespace {
 // Codes cabind makes that no client is ever answered with, and why. Anything else made with
 // make_error in cabind's sources must be in the catalogue, under the same status.
 const std::map<std::string, std::string> kNeverAnswered = {
-    // cabin-gateway's poller: a node's address refuses connections (the client gets node_unavailable).
+    // cabin-gateway's poller: a node's address refuses connections (the client gets
+    // node_unavailable).
     {"node_refused", "gateway poller"},
     // Start-up and configuration: cabind stops with the message.
     {"bad_api_key", "start-up"},
