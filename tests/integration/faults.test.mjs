@@ -8,13 +8,16 @@ import { after, test } from 'node:test';
 import { chromium } from 'playwright-core';
 
 import { Cdp, sessionProcess, useCabind, waitFor, waitForNoLeftovers } from './helpers.mjs';
+import { startShop } from './shop_site.mjs';
 
-const ctx = useCabind();
+const shop = await startShop();
+const ctx = useCabind({ args: shop.cabindArgs });
 let bystander;
 let bystanderCdp;
 
 after(async () => {
   await bystanderCdp?.close();
+  shop.close();
 });
 
 // Another session, made once, that must not notice any of this.
@@ -71,3 +74,26 @@ for (const [comm, reason] of [
     await bystanderWorks();
   });
 }
+
+test('a create whose browser dies while its start page loads says what died', async () => {
+  // The start page never finishes loading, so the create is still waiting when Chromium dies.
+  const creating = ctx.server.api('POST', '/v1/sessions',
+    { network: shop.network, start_url: `${shop.origin}/slow`, wait_until: 'load' });
+  const starting = await waitFor(async () => {
+    const list = await ctx.server.api('GET', '/v1/sessions');
+    const s = list.json.sessions.find((x) => x.status === 'starting' && x.id !== bystander?.id);
+    if (!s) return false;
+    try {
+      return { id: s.id, pid: sessionProcess(s.id, 'chromium') };
+    } catch {
+      return false;  // not started yet
+    }
+  }, { timeoutMs: 15000, what: 'a starting session with its Chromium' });
+  ctx.sessions.add(starting.id);
+  process.kill(starting.pid, 'SIGKILL');
+  const r = await creating;
+  assert.equal(r.status, 503, r.text);
+  assert.equal(r.json.error.code, 'sandbox_unavailable');
+  assert.match(r.json.error.message, /Chromium killed by signal 9/);
+  await waitForNoLeftovers(starting.id, ctx.server.runDir);
+});
