@@ -290,6 +290,10 @@ Result<Cidr> parse_cidr(std::string_view text) {
   return c;
 }
 
+bool opened_for_host(std::string_view why) {
+  return why == "host address" || why == "metadata" || why == "loopback" || why == "unspecified";
+}
+
 std::string_view always_denied(const IpAddress& raw, const Boundary& boundary) {
   const IpAddress a = normalised(raw);
   auto opened = [&](const std::vector<Cidr>& ranges) {
@@ -303,7 +307,7 @@ std::string_view always_denied(const IpAddress& raw, const Boundary& boundary) {
     if (normalised(own) == a) self = "host address";
   }
   const std::string_view kind = a.is_v4() ? classify_v4(a.to_v4()) : classify_v6(a.to_v6());
-  if (kind == "metadata" || kind == "loopback" || kind == "unspecified") self = kind;
+  if (opened_for_host(kind)) self = kind;
   if (!self.empty()) return opened(boundary.open_host_cidrs) ? std::string_view() : self;
   return opened(boundary.open_cidrs) ? std::string_view() : kind;
 }

@@ -64,6 +64,8 @@ struct Boundary {
 // `open_host_cidrs`, everything else by `open_cidrs`. IPv4-mapped, IPv4-compatible, SIIT, NAT64
 // and 6to4 forms are judged by the IPv4 address they carry.
 std::string_view always_denied(const IpAddress& a, const Boundary& boundary);
+// Whether always_denied's `why` is one that only `open_host_cidrs` opens.
+bool opened_for_host(std::string_view why);
 
 // The addresses of this host's interfaces.
 std::vector<IpAddress> local_addresses();

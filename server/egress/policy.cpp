@@ -361,11 +361,6 @@ json policy_json(const Policy& p) {
 
 namespace {
 
-bool own_kind(std::string_view kind) {
-  return kind == "host address" || kind == "loopback" || kind == "metadata" ||
-         kind == "unspecified";
-}
-
 // The last address of a range.
 IpAddress last_of(const Cidr& c) {
   if (c.base.is_v4()) {
@@ -397,7 +392,7 @@ std::string closed_address_why(std::string_view kind, const IpAddress& a) {
   return article + std::string(kind) +
          " address, which sessions reach only when cabind is "
          "started with " +
-         (own_kind(kind) ? "--egress-allow-host-cidr " : "--egress-allow-cidr ") + one +
+         (opened_for_host(kind) ? "--egress-allow-host-cidr " : "--egress-allow-cidr ") + one +
          " (docs/egress.md)";
 }
 
@@ -410,12 +405,13 @@ Result<void> check_reachable(const Policy& p, const Boundary& b, std::string_vie
     const auto first = always_denied(c.base, b);
     const auto last = always_denied(last_of(c), b);
     if (first.empty() || first != last) continue;
-    const bool opened = std::any_of(b.open_cidrs.begin(), b.open_cidrs.end(),
-                                    [&](const Cidr& o) { return overlaps(o, c); }) ||
-                        std::any_of(b.open_host_cidrs.begin(), b.open_host_cidrs.end(),
-                                    [&](const Cidr& o) { return overlaps(o, c); });
-    if (opened) continue;
-    const std::string flag = own_kind(first) ? "--egress-allow-host-cidr" : "--egress-allow-cidr";
+    const auto overlapped = [&](const std::vector<Cidr>& opened) {
+      return std::any_of(opened.begin(), opened.end(),
+                         [&](const Cidr& o) { return overlaps(o, c); });
+    };
+    if (overlapped(b.open_cidrs) || overlapped(b.open_host_cidrs)) continue;
+    const std::string flag =
+        opened_for_host(first) ? "--egress-allow-host-cidr" : "--egress-allow-cidr";
     return invalid_request(std::string(field) + ".allow[" + std::to_string(i) +
                            "]: " + c.to_string() + " can never match: it is " +
                            (first == "host address" ? "cabind's own host" : std::string(first)) +

@@ -1,11 +1,11 @@
 #include "server/sessions/session.h"
 
-#include <cctype>
 #include <ctime>
 #include <optional>
 
 #include "cdp-bridge/discovery.h"
 #include "server/api/errors.h"
+#include "server/egress/proxy_request.h"
 
 namespace cabin::sessions {
 
@@ -108,6 +108,23 @@ net::awaitable<Result<AgentImage>> Session::screenshot(const api::ShotQuery& sho
   co_return co_await agent_.screenshot(shot);
 }
 
+namespace {
+
+// A URL's host as the egress log writes it (canonical, as the proxy reads an authority); empty
+// when the URL has none.
+std::string logged_host(std::string_view url) {
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return {};
+  std::string_view authority = url.substr(scheme_end + 3);
+  authority = authority.substr(0, authority.find_first_of("/?#"));
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+  // Only the host is compared: any default port will do.
+  auto a = egress::parse_authority(authority, 1);
+  return a ? a->host.to_string() : std::string();
+}
+
+}  // namespace
+
 net::awaitable<Result<void>> Session::navigate(const std::string& url,
                                               const std::string& wait_until,
                                               std::chrono::milliseconds timeout) {
@@ -116,18 +133,7 @@ net::awaitable<Result<void>> Session::navigate(const std::string& url,
   if (r || r.error().code != "navigation_failed" || !network_log_) co_return r;
   // Chromium says only that the tunnel failed; the egress log says why. The URL's own host
   // first, else the first refusal during the navigation.
-  const auto scheme_end = url.find("://");
-  std::string host;
-  if (scheme_end != std::string::npos) {
-    host = url.substr(scheme_end + 3);
-    host = host.substr(0, host.find_first_of("/?#"));
-    if (auto at = host.rfind('@'); at != std::string::npos) host.erase(0, at + 1);
-    if (!host.empty() && host.front() == '[')
-      host = host.substr(1, host.find(']') - 1);
-    else
-      host = host.substr(0, host.find(':'));
-    for (auto& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  const std::string host = logged_host(url);
   std::optional<egress::EgressRecord> refused;
   for (auto& rec : network_log_->since(before)) {
     if (rec.allowed) continue;
