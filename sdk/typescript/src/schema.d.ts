@@ -1535,7 +1535,7 @@ export interface components {
              * @enum {string}
              */
             driver?: "namespace" | "microvm";
-            /** @description The screen; default 1280x800. */
+            /** @description The screen; default 1280x800; at most 33,554,432 pixels (7680x4320 fits), so that a screenshot of the whole screen can always be taken. */
             resolution?: {
                 width: number;
                 height: number;
