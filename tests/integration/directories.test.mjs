@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { BIN_DIR, removeTree, useCabind, withDeadline } from './helpers.mjs';
+import { BIN_DIR, removeServerDirs, useCabind, withDeadline } from './helpers.mjs';
 
 const ctx = useCabind();
 
@@ -39,7 +39,8 @@ describe('two servers', () => {
     session = await ctx.server.createSession();
   });
   after(async () => {
-    for (const d of dirs) await removeTree(d);
+    // A run dir's microvm sibling too: the second cabind makes both before it finds the lock.
+    for (const d of dirs) await removeServerDirs({ stateDir: d, runDir: d });
   });
 
   test('a second cabind on the same run dir refuses, naming the first one\'s pid', async () => {
